@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# slurm-ddp: one Makefile. Each part adds its targets in its own module.mk;
+# everything is built under $(BUILD) so a sanitizer build can sit beside the
+# normal one (make SAN=1 BUILD=build/san).
+
+CC        ?= gcc
+BUILD     ?= build
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BINDIR    ?= $(PREFIX)/bin
+SBINDIR   ?= $(PREFIX)/sbin
+LIBDIR    ?= $(PREFIX)/lib
+LIBEXECDIR ?= $(PREFIX)/libexec/slurm-ddp
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR   ?= $(PREFIX)/share/slurm-ddp
+MANDIR    ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# Slurm loads SPANK plugins by absolute path from plugstack.conf, or
+# relative to its PluginDir; default to the PluginDir of the installed Slurm.
+SLURM_PLUGINDIR ?= $(shell d=$$(dirname "$$(ls /usr/lib/*/slurm-wlm/spank*.so /usr/lib*/slurm/*.so 2>/dev/null | head -n 1)" 2>/dev/null); [ -n "$$d" ] && [ "$$d" != . ] && echo "$$d" || echo $(LIBDIR)/slurm)
+DDP_CONF  ?= $(SYSCONFDIR)/slurm/ddp.conf
+
+CUDA_HOME ?= /usr/local/cuda
+HAVE_NCCL := $(shell [ -f "$(CUDA_HOME)/include/nccl.h" ] && [ -f "$(CUDA_HOME)/include/cuda_runtime.h" ] && echo 1 || echo 0)
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+HAVE_NVCC := $(shell [ -x "$(NVCC)" ] && echo 1 || echo 0)
+
+WARN      := -Wall -Wextra -Werror -Wformat=2 -Wshadow -Wpointer-arith \
+             -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wno-unused-parameter
+CSTD      := -std=gnu11
+DEFS      := -D_GNU_SOURCE -DDDP_CONF_DEFAULT='"$(DDP_CONF)"'
+INCLUDES  := -Icommon -Iworker/include
+ifeq ($(SAN),1)
+  CC      := clang
+  OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+             -fno-sanitize-recover=undefined
+  HARDEN  := -fPIC
+  SANLD   := -fsanitize=address,undefined
+else
+  OPT     ?= -O2 -g
+  HARDEN  := -fPIC -fstack-protector-strong -fstack-clash-protection \
+             -D_FORTIFY_SOURCE=2 -fcf-protection
+  SANLD   :=
+endif
+CFLAGS_ALL  = $(CSTD) $(OPT) $(WARN) $(HARDEN) -fvisibility=hidden $(DEFS) $(INCLUDES) $(CFLAGS)
+LDFLAGS_ALL = -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD) $(LDFLAGS)
+# Link flags for libFuzzer targets (see the fuzzers target).
+FUZZ_LD     := -fsanitize=fuzzer,address,undefined
+
+HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
+HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
+MUNGE_LIBS   := $(shell pkg-config --libs munge 2>/dev/null || echo -lmunge)
+
+# Filled in by the module.mk files.
+TARGETS      :=
+UNIT_TESTS   :=
+FUZZERS      :=
+INSTALL_RULES :=
+OPTIONAL_BUILT :=
+OPTIONAL_SKIPPED :=
+
+.PHONY: all install check check-unit check-san lint format format-check \
+        fuzzers clean deps demo stage bench
+all:
+
+# Keep objects of programs built in one step (unit tests, tools).
+.SECONDARY:
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(HWLOC_CFLAGS) -MMD -MP -c $< -o $@
+
+# Slurm-free core shared by the plugin, the prolog helper, the runtime's
+# tools and the tests.
+CORE_SRC := $(wildcard common/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+CORE_LIB := $(BUILD)/libddpcore.a
+$(CORE_LIB): $(CORE_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+TARGETS += $(CORE_LIB)
+
+include $(sort $(wildcard */module.mk tests/*/module.mk))
+
+all: $(TARGETS)
+	@echo "slurm-ddp: built $(if $(OPTIONAL_BUILT),optional parts: $(strip $(OPTIONAL_BUILT)),no optional parts)"
+	@$(if $(OPTIONAL_SKIPPED),echo "slurm-ddp: skipped optional parts: $(strip $(OPTIONAL_SKIPPED))",true)
+
+unit-tests: $(UNIT_TESTS)
+.PHONY: unit-tests
+
+# A private installation tree for the minicluster, laid out as a site would
+# install it.
+STAGE := $(abspath $(BUILD))/stage
+stage: all
+	$(MAKE) --no-print-directory install DESTDIR=$(STAGE) PREFIX=/usr/local \
+	    SLURM_PLUGINDIR=/usr/local/lib/slurm >/dev/null
+
+install: all $(INSTALL_RULES)
+
+deps:
+	@tests/lib/install-deps
+
+check: all unit-tests
+	@$(MAKE) --no-print-directory SAN=1 BUILD=build/san unit-tests
+	@$(MAKE) --no-print-directory fuzzers
+	@$(MAKE) --no-print-directory stage
+	@tests/run
+
+# libFuzzer targets always build with clang, beside the normal build.
+fuzzers:
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang FUZZ=1 \
+	    OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" fuzz-targets
+fuzz-targets: $(FUZZERS)
+.PHONY: fuzz-targets
+
+demo: all stage
+	@tests/cluster/demo
+
+bench: all stage
+	@bench/run
+
+lint:
+	@tests/lint/run
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

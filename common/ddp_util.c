@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Strict number parsing and checked formatting. */
+#include "ddp_util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int
+ddp_parse_long_prefix(const char *s, long min, long max, long *out,
+		      const char **end)
+{
+	char *stop = NULL;
+	long v;
+	const char *digits;
+
+	if (!s)
+		return -1;
+	digits = (*s == '+' || *s == '-') ? s + 1 : s;
+	if (!isdigit((unsigned char)*digits))
+		return -1;
+	errno = 0;
+	v = strtol(s, &stop, 10);
+	if (errno == ERANGE || v < min || v > max)
+		return -1;
+	*out = v;
+	*end = stop;
+	return 0;
+}
+
+int
+ddp_parse_long(const char *s, long min, long max, long *out)
+{
+	const char *end = NULL;
+	long v;
+
+	if (ddp_parse_long_prefix(s, min, max, &v, &end) < 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int
+ddp_fmt(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Small strict helpers shared by every slurm-ddp part: number parsing with
+ * range checks and formatting with truncation checks. All are reentrant.
+ */
+#ifndef DDP_UTIL_H
+#define DDP_UTIL_H
+
+#include <stddef.h>
+
+/*
+ * Parses all of s (optional leading '+'/'-', decimal digits only, no
+ * surrounding space) as a long in [min, max]. Returns 0 and stores the value
+ * in *out, or -1 without touching *out when s is NULL, empty, has trailing
+ * characters or is out of range.
+ */
+int ddp_parse_long(const char *s, long min, long max, long *out);
+
+/*
+ * Like ddp_parse_long but parses only a prefix: *end receives the first
+ * character after the digits. At least one digit is required.
+ */
+int ddp_parse_long_prefix(const char *s, long min, long max, long *out,
+			  const char **end);
+
+/*
+ * snprintf into buf that fails instead of truncating: returns 0, or -1 when
+ * the result would not fit (buf then holds a truncated string).
+ */
+int ddp_fmt(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

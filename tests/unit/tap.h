@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Minimal TAP producer for the unit tests: one "ok N - name" line per
+ * check, a plan at the end, exit status non-zero when any check failed.
+ * Not thread-safe; call from the main thread only.
+ */
+#ifndef DDP_TAP_H
+#define DDP_TAP_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int tap_count;
+static int tap_failed;
+
+__attribute__((format(printf, 2, 3), unused)) static int
+tap_ok(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	tap_count++;
+	if (!cond)
+		tap_failed++;
+	printf("%sok %d - ", cond ? "" : "not ", tap_count);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	return cond;
+}
+
+/* Prints a diagnostic line that TAP consumers show but do not count. */
+__attribute__((format(printf, 1, 2), unused)) static void
+tap_diag(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+__attribute__((unused)) static int
+tap_done(void)
+{
+	printf("1..%d\n", tap_count);
+	return tap_failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#define TAP_STREQ(got, want, name)                                          \
+	do {                                                                \
+		const char *g_ = (got), *w_ = (want);                       \
+		int eq_ = (g_ && w_) ? strcmp(g_, w_) == 0 : g_ == w_;      \
+		if (!tap_ok(eq_, "%s", (name)))                             \
+			tap_diag("got '%s', want '%s'", g_ ? g_ : "(null)", \
+				 w_ ? w_ : "(null)");                       \
+	} while (0)
+
+#endif
