@@ -20,6 +20,20 @@
  *   scratch_root     node-local root of per-job scratch [/var/tmp/ddp]
  *   retention_days   days a finished job's shared dir is kept [7]
  *   firewall         on|off: per-job nftables openings [on]
+ *   firewall_timeout lifetime of a job's firewall elements, a backstop for
+ *                    a missing epilog: N[s|m|h|d], 60s-365d [7d]
+ *   state_dir        node-local directory of the prolog's lock file
+ *                    [/run/slurm-ddp]
+ *   nft_path         absolute path of nft(8) [/usr/sbin/nft]
+ *   scontrol_path    absolute path of scontrol(1), used to drain the node
+ *                    [/usr/bin/scontrol]
+ *
+ * Paths are absolute, without "." or ".." components, control characters
+ * or '#' (which starts a comment); trailing slashes are dropped. The
+ * per-job directories are named by ddp_conf_shared_dir() and
+ * ddp_conf_scratch_dir(), used by both the plugin and the prolog:
+ *   shared  = <shared_root>/<user name>/<jobid>
+ *   scratch = <scratch_root>/<jobid>
  *
  * Thread safety: the functions touch only the struct they are given.
  */
@@ -53,6 +67,10 @@ struct ddp_conf {
 	char scratch_root[PATH_MAX];
 	unsigned retention_days;
 	int firewall;
+	unsigned firewall_timeout; /* seconds */
+	char state_dir[PATH_MAX];
+	char nft_path[PATH_MAX];
+	char scontrol_path[PATH_MAX];
 };
 
 /* Fills conf with the defaults listed above. Cannot fail. */
@@ -76,6 +94,27 @@ int ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 		  char *err, size_t errlen);
 
 /*
+ * Names the job's shared directory, <shared_root>/<user>/<jobid>, in buf.
+ * Returns 0, or -1 when shared_root is empty, user is not a safe path
+ * component (see ddp_conf_valid_user) or the result does not fit.
+ */
+int ddp_conf_shared_dir(const struct ddp_conf *conf, const char *user,
+			unsigned long jobid, char *buf, size_t len);
+
+/*
+ * Names the job's node-local scratch directory, <scratch_root>/<jobid>.
+ * Returns 0, or -1 when scratch_root is empty or the result does not fit.
+ */
+int ddp_conf_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
+			 char *buf, size_t len);
+
+/*
+ * Returns 1 when name may be used as one path component for a user: 1-64
+ * characters of [A-Za-z0-9._@-], not starting with '-' or '.', else 0.
+ */
+int ddp_conf_valid_user(const char *name);
+
+/*
  * Checks settings that depend on the running kernel: port_range must not
  * overlap ip_local_port_range (eph_low..eph_high). Returns 0 or -1 with err.
  */
@@ -84,7 +123,8 @@ int ddp_conf_check_ports(const struct ddp_conf *conf, unsigned eph_low,
 
 /*
  * Reads /proc/sys/net/ipv4/ip_local_port_range. Returns 0, or -1 when it
- * cannot be read (then *low/*high are set to Linux's defaults, 32768-60999).
+ * cannot be read (then *low and *high are set to Linux's defaults,
+ * 32768-60999).
  */
 int ddp_read_ephemeral_range(unsigned *low, unsigned *high);
 
