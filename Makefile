@@ -115,7 +115,9 @@ fuzzers:
 fuzz-targets: $(FUZZERS)
 .PHONY: fuzz-targets
 
-demo: all stage
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory stage
 	@tests/cluster/demo
 
 bench: all stage

@@ -1,0 +1,77 @@
+#!/usr/bin/env bats
+# The minicluster itself: real munged, slurmctld and slurmd in namespaces.
+load common
+
+setup_file() {
+	mc_up --nodes 3 --gpus-per-node 4
+}
+
+@test "srun -N3 hostname prints three different node names" {
+	run mc_run -- srun -N3 hostname
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | sort -u | grep -c '^node[123]$')" -eq 3 ]
+}
+
+@test "two nodes x 4 tasks each see the node's 4 fake GPUs" {
+	run mc_run -- srun --nodes=2 --gpus-per-node=4 --ntasks-per-node=4 \
+		bash -c 'echo "$(hostname) $CUDA_VISIBLE_DEVICES $SLURM_STEP_GPUS"'
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -cE '^node[0-9] 0,1,2,3 0,1,2,3$')" -eq 8 ]
+	[ "$(printf '%s\n' "$output" | cut -d' ' -f1 | sort -u | wc -l)" -eq 2 ]
+}
+
+@test "exec NODE runs inside that node's namespaces" {
+	run mc_exec node2 -- hostname
+	[ "$output" = node2 ]
+	run mc_exec node2 -- ip -4 -o addr show dev eth0
+	show
+	[[ $output == *"172.30.77.12/24"* ]]
+}
+
+@test "each node resolves the others by name through its private hosts file" {
+	run mc_exec node1 -- getent hosts node3
+	show
+	[[ $output == "172.30.77.13"*node3* ]]
+}
+
+@test "jobs run as the non-root test user" {
+	run mc_run --user ddptest -- srun -N2 id -un
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -cx ddptest)" -eq 2 ]
+}
+
+@test "sbatch runs a batch script across two nodes" {
+	local out
+	out=$(mktemp -d)
+	chmod 0755 "$out"
+	run mc_run -- sbatch --wait -N2 -o "$out/job.out" --wrap 'srun hostname'
+	show
+	[ "$status" -eq 0 ]
+	[ "$(sort -u "$out/job.out" | wc -l)" -eq 2 ]
+	rm -rf "$out"
+}
+
+@test "up is idempotent" {
+	run "$MC" up --nodes 3 --gpus-per-node 4
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"already up"* ]]
+}
+
+@test "the nodes have no route out of the cluster's bridge" {
+	run mc_exec node1 -- ip route
+	show
+	[[ $output != *default* ]]
+}
+
+@test "bad arguments are refused with a message that says what works" {
+	run "$MC" up --nodes zero
+	[ "$status" -ne 0 ]
+	[[ $output == *"--nodes 'zero' is not a number from 1 to 16"* ]]
+	run "$MC" exec node9 -- true
+	[ "$status" -ne 0 ]
+	[[ $output == *"unknown host 'node9'"* ]]
+}
