@@ -1,0 +1,800 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ddp-nodectl: the helper behind slurm-ddp's Prolog and Epilog. The one
+ * file that speaks to Slurm (environment, scontrol); decisions are in the
+ * Slurm-free core (nodectl.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ddp_conf.h"
+#include "ddp_log.h"
+#include "ddp_util.h"
+#include "hostlist.h"
+#include "nodectl.h"
+
+#define NFT_TIMEOUT_S 30
+#define SLURM_TIMEOUT_S 30
+#define LOCK_TIMEOUT_S 120
+#define MAX_HOSTS 65536
+#define MAX_LIVE 100000
+
+/* Exit statuses: 0 fine, 1 the node cannot run the job (drained), 2 usage
+ * or configuration error. */
+enum { EX_OK = 0, EX_NODE = 1, EX_USAGE = 2 };
+
+static char log_prefix[64];
+static int use_syslog;
+
+static void
+sink(enum ddp_log_level level, const char *msg)
+{
+	if (use_syslog)
+		syslog(level == DDP_LOG_ERROR  ? LOG_ERR
+		       : level == DDP_LOG_INFO ? LOG_INFO
+					       : LOG_DEBUG,
+		       "%s%s", log_prefix, msg);
+	fprintf(stderr, "ddp-nodectl: %s%s%s\n",
+		level == DDP_LOG_ERROR ? "error: " : "", log_prefix, msg);
+}
+
+static const char *const slurm_env[] = {"SLURM_CONF", NULL};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ddp-nodectl [-c CONF] [-v] COMMAND [ARGS]\n"
+		"  prolog                 per-job setup (Slurm Prolog "
+		"environment)\n"
+		"  epilog                 per-job cleanup (Slurm Epilog "
+		"environment)\n"
+		"  install                (re)create the nftables table "
+		"(boot time)\n"
+		"  reconcile [--listpids] [--grace S] [JOBID...]\n"
+		"                         drop firewall elements and scratch "
+		"of "
+		"jobs not live\n"
+		"  sweep [--dry-run] [--squeue] [JOBID...]\n"
+		"                         remove shared dirs of finished jobs "
+		"after retention\n"
+		"  show                   print the effective configuration\n"
+		"CONF defaults to $DDP_CONF, else %s.\n",
+		DDP_CONF_DEFAULT);
+}
+
+/* Sets the drain reason; a drain is how Slurm learns why, not a bare
+ * "Prolog error". */
+static void
+drain(const struct ddp_conf *conf, const char *node, const char *why)
+{
+	char reason[160], nodearg[128], reasonarg[200], err[NC_ERR_LEN];
+	char *argv[6];
+	size_t i;
+
+	ddp_fmt(reason, sizeof(reason), "ddp: %s", why);
+	for (i = 0; reason[i]; i++)
+		if ((unsigned char)reason[i] < 0x20 || reason[i] == 0x7f)
+			reason[i] = '?';
+	ddp_error("draining %s: %s", node ? node : "(unknown node)", reason);
+	if (!node || !nc_valid_nodename(node) ||
+	    ddp_fmt(nodearg, sizeof(nodearg), "NodeName=%s", node) < 0 ||
+	    ddp_fmt(reasonarg, sizeof(reasonarg), "Reason=%s", reason) < 0)
+		return;
+	argv[0] = (char *)conf->scontrol_path;
+	argv[1] = "update";
+	argv[2] = nodearg;
+	argv[3] = "State=DRAIN";
+	argv[4] = reasonarg;
+	argv[5] = NULL;
+	if (nc_run(argv, slurm_env, NULL, NULL, SLURM_TIMEOUT_S, err,
+		   sizeof(err)) != 0)
+		ddp_error("scontrol update: %s", err);
+}
+
+static int
+nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
+    char *const *args, char *err, size_t errlen)
+{
+	char *argv[12];
+	size_t n = 0, i;
+
+	argv[n++] = (char *)conf->nft_path;
+	if (script) {
+		argv[n++] = "-f";
+		argv[n++] = "-";
+	}
+	for (i = 0; args && args[i] && n < 11; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	return nc_run(argv, NULL, script, out, NFT_TIMEOUT_S, err, errlen);
+}
+
+static int
+table_exists(const struct ddp_conf *conf)
+{
+	char *args[] = {"list", "tables", "inet", NULL};
+	struct nc_buf out = {0};
+	char err[NC_ERR_LEN];
+	int found;
+
+	/* Listing all inet tables succeeds (and prints nothing on stderr)
+	 * whether or not ours is there. */
+	found = nft(conf, NULL, &out, args, err, sizeof(err)) == 0 && out.s &&
+		strstr(out.s, "table inet " NC_TABLE "\n") != NULL;
+	nc_buf_free(&out);
+	return found;
+}
+
+static int
+install_table(const struct ddp_conf *conf, char *err, size_t errlen)
+{
+	struct nc_buf script = {0};
+	unsigned lo, hi;
+	int rv = -1;
+
+	ddp_read_ephemeral_range(&lo, &hi);
+	if (ddp_conf_check_ports(conf, lo, hi, err, errlen) < 0)
+		ddp_error("%s", err);
+	if (nc_fw_install_script(conf, lo, hi, &script) < 0) {
+		nc_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (nft(conf, script.s, NULL, NULL, err, errlen) != 0)
+		goto out;
+	ddp_info("installed table inet %s guarding %u-%u and %u-%u", NC_TABLE,
+		 conf->port_min, conf->port_max, lo, hi);
+	rv = 0;
+out:
+	nc_buf_free(&script);
+	return rv;
+}
+
+/* Opens the state directory (root-owned, not writable by others) and takes
+ * its lock; returns the directory fd and stores the lock fd. */
+static int
+lock_state(const struct ddp_conf *conf, int *lockfd, char *err, size_t errlen)
+{
+	struct stat st;
+	time_t deadline = time(NULL) + LOCK_TIMEOUT_S;
+	int dfd, fd;
+
+	*lockfd = -1;
+	dfd = nc_open_dir_nofollow(conf->state_dir, 1, 0755);
+	if (dfd < 0 || fstat(dfd, &st) < 0) {
+		nc_errf(err, errlen, "state dir %s: %s", conf->state_dir,
+			strerror(errno));
+		goto fail;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 022)) {
+		nc_errf(err, errlen, "state dir %s: wrong owner or mode",
+			conf->state_dir);
+		goto fail;
+	}
+	fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+		    0600);
+	if (fd < 0) {
+		nc_errf(err, errlen, "lock %s/lock: %s", conf->state_dir,
+			strerror(errno));
+		goto fail;
+	}
+	/* Prologs of different jobs run at once; a stuck holder (it is
+	 * bounded by the nft timeout) must not block us for ever. */
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK || time(NULL) >= deadline) {
+			nc_errf(err, errlen, "lock %s/lock: %s",
+				conf->state_dir,
+				errno == EWOULDBLOCK ? "timed out"
+						     : strerror(errno));
+			close(fd);
+			goto fail;
+		}
+		usleep(20000);
+	}
+	*lockfd = fd;
+	return dfd;
+fail:
+	if (dfd >= 0)
+		close(dfd);
+	return -1;
+}
+
+static int
+list_set(const struct ddp_conf *conf, const char *set, struct nc_elems *out,
+	 char *err, size_t errlen)
+{
+	char *args[] = {"-n",	  "list",      "set", "inet",
+			NC_TABLE, (char *)set, NULL};
+	struct nc_buf text = {0};
+	int rv = -1;
+
+	if (nft(conf, NULL, &text, args, err, errlen) != 0)
+		goto out;
+	rv = nc_fw_parse_listing(text.s ? text.s : "", out, err, errlen);
+out:
+	nc_buf_free(&text);
+	return rv;
+}
+
+/* Makes the sets match the live jobs' state files. */
+static int
+sync_firewall(const struct ddp_conf *conf, int statefd,
+	      const unsigned long *live, size_t nlive, char *err, size_t errlen)
+{
+	struct nc_elems actual = {0}, desired = {0};
+	struct nc_buf script = {0};
+	int rv = -1, rc;
+
+	rc = nc_state_read_all(statefd, time(NULL), live, nlive, &desired, err,
+			       errlen);
+	if (rc < 0)
+		goto out;
+	if (rc > 0)
+		ddp_error("state: %s (removed)", err);
+	if (!table_exists(conf)) {
+		rv = 0; /* nothing to remove; the prolog installs first */
+		goto out;
+	}
+	if (list_set(conf, NC_SET4, &actual, err, errlen) < 0 ||
+	    list_set(conf, NC_SET6, &actual, err, errlen) < 0)
+		goto out;
+	if (nc_fw_sync_script(&actual, &desired, conf->firewall_timeout,
+			      &script) < 0) {
+		nc_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (script.len) {
+		ddp_debug("nft script:\n%s", script.s);
+		if (nft(conf, script.s, NULL, NULL, err, errlen) != 0)
+			goto out;
+	}
+	rv = 0;
+out:
+	nc_elems_free(&actual);
+	nc_elems_free(&desired);
+	nc_buf_free(&script);
+	return rv;
+}
+
+struct job {
+	unsigned long id;
+	uid_t uid;
+	gid_t gid;
+	char user[65];
+	const char *node;
+	const char *nodelist;
+};
+
+/* Reads and checks the job from the Slurm Prolog/Epilog environment. */
+static int
+read_job(struct job *j, int need_user)
+{
+	const char *id = getenv("SLURM_JOB_ID"), *uid = getenv("SLURM_JOB_UID");
+	const char *gid = getenv("SLURM_JOB_GID");
+	struct passwd *pw;
+	unsigned long v;
+
+	memset(j, 0, sizeof(*j));
+	if (nc_parse_jobid(id, &j->id) < 0) {
+		ddp_error("SLURM_JOB_ID is not a job id");
+		return -1;
+	}
+	ddp_fmt(log_prefix, sizeof(log_prefix), "job %lu: ", j->id);
+	j->node = getenv("SLURMD_NODENAME");
+	if (j->node && !nc_valid_nodename(j->node)) {
+		ddp_error("SLURMD_NODENAME is not a node name");
+		return -1;
+	}
+	j->nodelist = getenv("SLURM_NODELIST");
+	if (!need_user)
+		return 0;
+	if (nc_parse_id(uid, &v) < 0) {
+		ddp_error("SLURM_JOB_UID is not a uid");
+		return -1;
+	}
+	j->uid = (uid_t)v;
+	/* The name comes from the password database, never from the
+	 * (user-influenced) environment. */
+	errno = 0;
+	pw = getpwuid(j->uid);
+	if (!pw || !ddp_conf_valid_user(pw->pw_name)) {
+		ddp_error("uid %lu: %s", v,
+			  pw ? "user name unusable as a directory name"
+			     : "not in the password database");
+		return -1;
+	}
+	ddp_fmt(j->user, sizeof(j->user), "%s", pw->pw_name);
+	j->gid = pw->pw_gid;
+	if (gid && nc_parse_id(gid, &v) == 0)
+		j->gid = (gid_t)v;
+	return 0;
+}
+
+static int
+cmd_prolog(const struct ddp_conf *conf)
+{
+	struct ddp_hostlist hl = {0};
+	struct nc_elems peers = {0};
+	char err[NC_ERR_LEN];
+	struct job j;
+	unsigned lo, hi;
+	int node_fault = 0, statefd = -1, lockfd = -1, rv = EX_NODE, rc;
+
+	if (read_job(&j, 1) < 0) {
+		drain(conf, j.node, "bad prolog environment");
+		goto out;
+	}
+	if (nc_check_shared_root(conf, err, sizeof(err)) < 0) {
+		drain(conf, j.node, err);
+		goto out;
+	}
+	if (conf->shared_root[0] &&
+	    nc_make_shared_dir(conf, j.user, j.uid, j.gid, j.id, err,
+			       sizeof(err)) < 0) {
+		/* A user's own mess (say a file where their directory
+		 * goes) must not let them drain nodes; a hang must. */
+		if (strncmp(err, "timed out", 9) == 0) {
+			drain(conf, j.node, "shared dir creation timed out");
+			goto out;
+		}
+		ddp_error("shared dir for %s: %s", j.user, err);
+	}
+	if (nc_make_scratch_dir(conf, j.uid, j.gid, j.id, &node_fault, err,
+				sizeof(err)) < 0) {
+		if (node_fault) {
+			drain(conf, j.node, err);
+			goto out;
+		}
+		ddp_error("%s", err);
+	}
+	if (!conf->firewall) {
+		rv = EX_OK;
+		goto out;
+	}
+	if (!j.nodelist || ddp_hostlist_parse(j.nodelist, MAX_HOSTS, &hl, err,
+					      sizeof(err)) < 0) {
+		ddp_error("SLURM_NODELIST: %s", j.nodelist ? err : "not set");
+		drain(conf, j.node, "bad SLURM_NODELIST");
+		goto out;
+	}
+	ddp_read_ephemeral_range(&lo, &hi);
+	rc = nc_fw_peer_elems(conf, hl.hosts, hl.n, j.node, lo, hi, j.id,
+			      &peers, err, sizeof(err));
+	if (rc < 0) {
+		ddp_error("out of memory");
+		goto out;
+	}
+	if (rc > 0)
+		ddp_error("peers that do not resolve (not opened): %s", err);
+	statefd = lock_state(conf, &lockfd, err, sizeof(err));
+	if (statefd < 0) {
+		drain(conf, j.node, err);
+		goto out;
+	}
+	if (!table_exists(conf) && install_table(conf, err, sizeof(err)) < 0) {
+		drain(conf, j.node, "nftables table install failed");
+		goto out;
+	}
+	if (nc_state_write(statefd, j.id,
+			   time(NULL) + (time_t)conf->firewall_timeout, &peers,
+			   err, sizeof(err)) < 0 ||
+	    sync_firewall(conf, statefd, NULL, 0, err, sizeof(err)) < 0) {
+		ddp_error("%s", err);
+		drain(conf, j.node, "nftables update failed");
+		goto out;
+	}
+	ddp_info("opened %zu firewall elements for %zu peer nodes", peers.n,
+		 hl.n ? hl.n - 1 : 0);
+	rv = EX_OK;
+out:
+	if (lockfd >= 0)
+		close(lockfd);
+	if (statefd >= 0)
+		close(statefd);
+	nc_elems_free(&peers);
+	ddp_hostlist_free(&hl);
+	return rv;
+}
+
+/* The epilog never fails the node: what it cannot clean up now is logged,
+ * expires (firewall) or is caught by reconcile. */
+static int
+cmd_epilog(const struct ddp_conf *conf)
+{
+	char err[NC_ERR_LEN];
+	struct job j;
+	int statefd = -1, lockfd = -1;
+
+	if (read_job(&j, 0) < 0)
+		return EX_OK;
+	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
+		ddp_error("scratch: %s", err);
+	if (!conf->firewall)
+		goto out;
+	statefd = lock_state(conf, &lockfd, err, sizeof(err));
+	if (statefd < 0) {
+		ddp_error("%s", err);
+		goto out;
+	}
+	if (nc_state_remove(statefd, j.id, err, sizeof(err)) < 0 ||
+	    sync_firewall(conf, statefd, NULL, 0, err, sizeof(err)) < 0)
+		ddp_error("firewall cleanup: %s", err);
+	else
+		ddp_verbose("firewall elements removed");
+out:
+	if (lockfd >= 0)
+		close(lockfd);
+	if (statefd >= 0)
+		close(statefd);
+	return EX_OK;
+}
+
+static int
+add_live(unsigned long **live, size_t *n, unsigned long id)
+{
+	unsigned long *v;
+
+	if (*n >= MAX_LIVE)
+		return -1;
+	v = realloc(*live, (*n + 1) * sizeof(*v));
+	if (!v)
+		return -1;
+	v[(*n)++] = id;
+	*live = v;
+	return 0;
+}
+
+/* Job ids from the second column of "scontrol listpids" (local
+ * slurmstepds only: slurmctld is not asked). */
+static int
+listpids(const struct ddp_conf *conf, unsigned long **live, size_t *n)
+{
+	char *argv[] = {(char *)conf->scontrol_path, "listpids", NULL};
+	struct nc_buf out = {0};
+	char err[NC_ERR_LEN], *line, *save = NULL;
+	int rv = -1;
+
+	if (nc_run(argv, slurm_env, NULL, &out, SLURM_TIMEOUT_S, err,
+		   sizeof(err)) != 0) {
+		ddp_error("scontrol listpids: %s", err);
+		goto out;
+	}
+	for (line = strtok_r(out.s ? out.s : "", "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char pid[32], job[32];
+		unsigned long id;
+
+		if (sscanf(line, "%31s %31s", pid, job) == 2 &&
+		    nc_parse_jobid(job, &id) == 0 && add_live(live, n, id) < 0)
+			goto out;
+	}
+	rv = 0;
+out:
+	nc_buf_free(&out);
+	return rv;
+}
+
+/* Job ids from "squeue" (a cluster-wide question: only for the sweeper,
+ * never from a prolog). */
+static int
+squeue(const struct ddp_conf *conf, unsigned long **live, size_t *n)
+{
+	char path[PATH_MAX], *slash, *line, *save = NULL, err[NC_ERR_LEN];
+	char *argv[] = {path, "--noheader", "--format=%A", NULL};
+	struct nc_buf out = {0};
+	int rv = -1;
+
+	ddp_fmt(path, sizeof(path), "%s", conf->scontrol_path);
+	slash = strrchr(path, '/');
+	if (!slash ||
+	    ddp_fmt(slash + 1, sizeof(path) - (size_t)(slash + 1 - path),
+		    "squeue") < 0)
+		goto out;
+	if (nc_run(argv, slurm_env, NULL, &out, SLURM_TIMEOUT_S, err,
+		   sizeof(err)) != 0) {
+		ddp_error("squeue: %s", err);
+		goto out;
+	}
+	for (line = strtok_r(out.s ? out.s : "", "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		unsigned long id;
+
+		if (nc_parse_jobid(line, &id) < 0) {
+			ddp_error("squeue: unexpected line");
+			goto out;
+		}
+		if (add_live(live, n, id) < 0)
+			goto out;
+	}
+	rv = 0;
+out:
+	nc_buf_free(&out);
+	return rv;
+}
+
+/* Removes scratch dirs of jobs not live whose last change is older than
+ * grace seconds (a job in its prolog has no step to list yet). */
+static void
+reconcile_scratch(const struct ddp_conf *conf, const unsigned long *live,
+		  size_t nlive, long grace)
+{
+	char err[NC_ERR_LEN];
+	struct dirent *de;
+	DIR *d = NULL;
+	int fd;
+
+	if (!conf->scratch_root[0])
+		return;
+	fd = nc_open_dir_nofollow(conf->scratch_root, 0, 0);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		unsigned long id;
+		struct stat st;
+		size_t i;
+		int keep = 0;
+
+		if (nc_parse_jobid(de->d_name, &id) < 0)
+			continue;
+		for (i = 0; i < nlive; i++)
+			if (live[i] == id)
+				keep = 1;
+		if (keep ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+			    0 ||
+		    st.st_mtime + grace > time(NULL))
+			continue;
+		if (nc_rmtree_at(dirfd(d), de->d_name, err, sizeof(err)) < 0)
+			ddp_error("scratch %s: %s", de->d_name, err);
+		else
+			ddp_info("removed scratch of job %lu", id);
+	}
+	closedir(d);
+}
+
+static int
+cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listpids", no_argument, NULL, 'l'},
+		{"grace", required_argument, NULL, 'g'},
+		{NULL, 0, NULL, 0},
+	};
+	unsigned long *live = NULL, id;
+	size_t nlive = 0;
+	long grace = 600;
+	char err[NC_ERR_LEN];
+	int c, from_listpids = 0, statefd = -1, lockfd = -1, rv = EX_USAGE;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (c == 'l') {
+			from_listpids = 1;
+		} else if (c == 'g' && ddp_parse_long(optarg, 0, 86400 * 365,
+						      &grace) == 0) {
+			continue;
+		} else {
+			usage(stderr);
+			goto out;
+		}
+	}
+	for (; optind < argc; optind++) {
+		if (nc_parse_jobid(argv[optind], &id) < 0 ||
+		    add_live(&live, &nlive, id) < 0) {
+			ddp_error("not a job id: %s", argv[optind]);
+			goto out;
+		}
+	}
+	rv = EX_NODE;
+	if (from_listpids && listpids(conf, &live, &nlive) < 0)
+		goto out;
+	/* Jobs still in their prolog are not listed yet: spare young state
+	 * by counting it live. */
+	statefd = lock_state(conf, &lockfd, err, sizeof(err));
+	if (statefd < 0) {
+		ddp_error("%s", err);
+		goto out;
+	}
+	if (grace > 0) {
+		DIR *d = NULL;
+		struct dirent *de;
+		int fd = dup(statefd);
+
+		if (fd >= 0 && (d = fdopendir(fd))) {
+			rewinddir(d);
+			while ((de = readdir(d))) {
+				struct stat st;
+
+				if (strncmp(de->d_name, "job.", 4) == 0 &&
+				    nc_parse_jobid(de->d_name + 4, &id) == 0 &&
+				    fstatat(statefd, de->d_name, &st,
+					    AT_SYMLINK_NOFOLLOW) == 0 &&
+				    st.st_mtime + grace > time(NULL) &&
+				    add_live(&live, &nlive, id) < 0)
+					break;
+			}
+			closedir(d);
+		} else if (fd >= 0) {
+			close(fd);
+		}
+	}
+	if (!conf->firewall) {
+		rv = EX_OK;
+		goto scratch;
+	}
+	if (sync_firewall(conf, statefd, live, nlive, err, sizeof(err)) < 0) {
+		ddp_error("%s", err);
+		goto out;
+	}
+	ddp_info("reconciled firewall against %zu live jobs", nlive);
+	rv = EX_OK;
+scratch:
+	reconcile_scratch(conf, live, nlive, grace);
+out:
+	if (lockfd >= 0)
+		close(lockfd);
+	if (statefd >= 0)
+		close(statefd);
+	free(live);
+	return rv;
+}
+
+static int
+cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"dry-run", no_argument, NULL, 'n'},
+		{"squeue", no_argument, NULL, 'q'},
+		{NULL, 0, NULL, 0},
+	};
+	unsigned long *live = NULL, id;
+	size_t nlive = 0;
+	struct nc_buf report = {0};
+	char err[NC_ERR_LEN];
+	int c, dry = 0, from_squeue = 0, rc, rv = EX_USAGE;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (c == 'n') {
+			dry = 1;
+		} else if (c == 'q') {
+			from_squeue = 1;
+		} else {
+			usage(stderr);
+			goto out;
+		}
+	}
+	for (; optind < argc; optind++) {
+		if (nc_parse_jobid(argv[optind], &id) < 0 ||
+		    add_live(&live, &nlive, id) < 0) {
+			ddp_error("not a job id: %s", argv[optind]);
+			goto out;
+		}
+	}
+	rv = EX_NODE;
+	if (from_squeue && squeue(conf, &live, &nlive) < 0)
+		goto out;
+	rc = nc_sweep_shared(conf, live, nlive, time(NULL), dry, &report, err,
+			     sizeof(err));
+	if (report.len)
+		fputs(report.s, stdout);
+	if (rc < 0) {
+		ddp_error("%s", err);
+		goto out;
+	}
+	rv = rc == 0 ? EX_OK : EX_NODE;
+out:
+	nc_buf_free(&report);
+	free(live);
+	return rv;
+}
+
+static void
+cmd_show(const struct ddp_conf *conf)
+{
+	static const char *const binds[] = {"none", "numa", "core"};
+	unsigned i;
+
+	printf("port_range = %u-%u\n", conf->port_min, conf->port_max);
+	printf("default_bind = %s\n", binds[conf->default_bind]);
+	printf("shared_root = %s\n", conf->shared_root);
+	printf("shared_fstypes = ");
+	for (i = 0; i < conf->n_shared_fstypes; i++)
+		printf("%s%s", i ? "," : "", conf->shared_fstypes[i]);
+	printf("\nshared_timeout = %u\n", conf->shared_timeout);
+	printf("scratch_root = %s\n", conf->scratch_root);
+	printf("retention_days = %u\n", conf->retention_days);
+	printf("firewall = %s\n", conf->firewall ? "on" : "off");
+	printf("firewall_timeout = %us\n", conf->firewall_timeout);
+	printf("state_dir = %s\n", conf->state_dir);
+	printf("nft_path = %s\n", conf->nft_path);
+	printf("scontrol_path = %s\n", conf->scontrol_path);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *conf_path = getenv("DDP_CONF"), *cmd;
+	struct ddp_conf conf;
+	char err[DDP_CONF_ERR_LEN + 64];
+	enum ddp_log_level level = DDP_LOG_INFO;
+	int c;
+
+	if (!conf_path || !conf_path[0])
+		conf_path = DDP_CONF_DEFAULT;
+	while ((c = getopt(argc, argv, "+c:vh")) != -1) {
+		if (c == 'c') {
+			conf_path = optarg;
+		} else if (c == 'v') {
+			level = DDP_LOG_DEBUG;
+		} else {
+			usage(c == 'h' ? stdout : stderr);
+			return c == 'h' ? EX_OK : EX_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EX_USAGE;
+	}
+	cmd = argv[optind];
+	umask(022);
+	use_syslog = strcmp(cmd, "show") != 0;
+	if (use_syslog)
+		openlog(strcmp(cmd, "epilog") == 0   ? "ddp-epilog"
+			: strcmp(cmd, "prolog") == 0 ? "ddp-prolog"
+						     : "ddp-nodectl",
+			LOG_PID, LOG_DAEMON);
+	ddp_log_set_sink(sink, level);
+	ddp_conf_defaults(&conf);
+	if (ddp_conf_load(&conf, conf_path, 1, err, sizeof(err)) < 0) {
+		ddp_error("%s", err);
+		if (strcmp(cmd, "prolog") == 0) {
+			/* Every node has the same file: a broken one must be
+			 * seen, and the job would run half set up. */
+			drain(&conf, getenv("SLURMD_NODENAME"),
+			      "bad ddp.conf (see syslog)");
+			return EX_NODE;
+		}
+		return strcmp(cmd, "epilog") == 0 ? EX_OK : EX_USAGE;
+	}
+	argc -= optind;
+	argv += optind;
+	if (strcmp(cmd, "prolog") == 0)
+		return cmd_prolog(&conf);
+	if (strcmp(cmd, "epilog") == 0)
+		return cmd_epilog(&conf);
+	if (strcmp(cmd, "install") == 0) {
+		char ierr[NC_ERR_LEN];
+
+		if (install_table(&conf, ierr, sizeof(ierr)) < 0) {
+			ddp_error("install: %s", ierr);
+			return EX_NODE;
+		}
+		return EX_OK;
+	}
+	if (strcmp(cmd, "reconcile") == 0)
+		return cmd_reconcile(&conf, argc, argv);
+	if (strcmp(cmd, "sweep") == 0)
+		return cmd_sweep(&conf, argc, argv);
+	if (strcmp(cmd, "show") == 0) {
+		cmd_show(&conf);
+		return EX_OK;
+	}
+	usage(stderr);
+	return EX_USAGE;
+}

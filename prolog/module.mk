@@ -1,0 +1,45 @@
+# Prolog tooling: ddp-nodectl (the helper that makes every decision), the
+# thin Prolog/Epilog scripts, their unit tests, the ddp.conf fuzzer and the
+# install rule.
+PROLOG_CORE_SRC := prolog/nodectl_util.c prolog/nodectl_fw.c prolog/nodectl_fs.c
+PROLOG_CORE_OBJ := $(PROLOG_CORE_SRC:%.c=$(BUILD)/%.o)
+PROLOG_LIB := $(BUILD)/libddpprolog.a
+$(PROLOG_LIB): $(PROLOG_CORE_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/bin/ddp-nodectl: $(BUILD)/prolog/ddp-nodectl.o $(PROLOG_LIB) $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL)
+TARGETS += $(BUILD)/bin/ddp-nodectl
+
+# The helper's unit tests include its private header.
+$(BUILD)/tests/unit/test-prolog-%.o: CFLAGS_ALL += -Iprolog
+PROLOG_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test-prolog-*.c))
+$(BUILD)/tests/unit/test-prolog-%: $(BUILD)/tests/unit/test-prolog-%.o $(PROLOG_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL)
+UNIT_TESTS += $(PROLOG_TESTS)
+
+# libFuzzer target for the ddp.conf reader (built by "make fuzzers").
+$(BUILD)/fuzz-conf: $(BUILD)/tests/fuzz/fuzz-conf.o $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD)
+FUZZERS += $(BUILD)/fuzz-conf
+
+# The scripts find the helper next to them (../../sbin from
+# $(LIBEXECDIR)) or at the installed $(SBINDIR).
+install-prolog: $(BUILD)/bin/ddp-nodectl
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBEXECDIR) \
+	    $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(BUILD)/bin/ddp-nodectl $(DESTDIR)$(SBINDIR)/ddp-nodectl
+	for s in ddp-prolog ddp-epilog; do \
+	    sed 's|@SBINDIR@|$(SBINDIR)|g' prolog/$$s >$(DESTDIR)$(LIBEXECDIR)/$$s.tmp && \
+	    chmod 0755 $(DESTDIR)$(LIBEXECDIR)/$$s.tmp && \
+	    mv -f $(DESTDIR)$(LIBEXECDIR)/$$s.tmp $(DESTDIR)$(LIBEXECDIR)/$$s || exit 1; \
+	done
+	install -m 0644 examples/ddp.conf $(DESTDIR)$(DATADIR)/examples/ddp.conf
+	install -m 0644 doc/ddp-prolog.8 $(DESTDIR)$(MANDIR)/man8/ddp-prolog.8
+	for m in ddp-epilog ddp-nodectl; do \
+	    echo '.so man8/ddp-prolog.8' >$(DESTDIR)$(MANDIR)/man8/$$m.8 || exit 1; \
+	done
+.PHONY: install-prolog
+INSTALL_RULES += install-prolog

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The Slurm-free core of ddp-nodectl, the prolog/epilog helper: input
+ * validation, the per-job firewall elements (nft script generation, set
+ * listing parser, per-job state files and the sync that reconciles them),
+ * shared-root checks, per-job directories and symlink-safe removal.
+ *
+ * Errors: functions return 0 or -1 and fill a caller-provided err buffer
+ * (always NUL-terminated when errlen > 0); they never exit and never log.
+ * Thread safety: none needed (a short-lived single-threaded tool); the
+ * functions touch only their arguments and the file system.
+ */
+#ifndef DDP_NODECTL_H
+#define DDP_NODECTL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "ddp_conf.h"
+
+#define NC_ERR_LEN 512
+/* The nftables objects owned by slurm-ddp. */
+#define NC_TABLE "ddp"
+#define NC_SET4 "peers4"
+#define NC_SET6 "peers6"
+
+/* ---- small helpers ---------------------------------------------------- */
+
+/* A growable NUL-terminated string. Zero-initialise; free with nc_buf_free. */
+struct nc_buf {
+	char *s;
+	size_t len;
+	size_t cap;
+};
+
+/* Appends formatted text. Returns 0, or -1 when out of memory. */
+int nc_buf_printf(struct nc_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void nc_buf_free(struct nc_buf *b);
+
+/*
+ * Formats an error message into err (errlen > 0). Unlike ddp_fmt a long
+ * message is truncated, not refused: it is advice for a log.
+ */
+void nc_errf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * Parses a Slurm job id: 1-10 decimal digits, no sign, no space, value in
+ * 1..4294967294. Returns 0 and stores it, or -1.
+ */
+int nc_parse_jobid(const char *s, unsigned long *out);
+
+/* Parses a uid or gid (decimal, 0..4294967294). Returns 0 or -1. */
+int nc_parse_id(const char *s, unsigned long *out);
+
+/* Returns 1 when s is a plausible node name ([A-Za-z0-9._-], 1-64, no
+ * leading '-' or '.'), else 0. */
+int nc_valid_nodename(const char *s);
+
+/*
+ * Runs argv[0] (an absolute path) with argv, without a shell, in a clean
+ * environment (PATH only, plus the variables in keep_env, a NULL-ended
+ * list of names copied from ours). stdin_text (may be NULL) is written to
+ * its stdin; when out is not NULL its stdout is collected there (at most
+ * 4 MiB). stderr is inherited. The child is killed after timeout_s
+ * seconds. Returns the exit status (0-255), or -1 with err set when it
+ * could not be run, was killed or timed out.
+ */
+int nc_run(char *const argv[], const char *const keep_env[],
+	   const char *stdin_text, struct nc_buf *out, unsigned timeout_s,
+	   char *err, size_t errlen);
+
+/*
+ * Runs fn(arg, err, errlen) in a forked child that has timeout_s seconds
+ * (an alarm in the child, and the parent stops waiting and kills it), so
+ * a hung file system cannot hang the caller. The child's err text comes
+ * back through a pipe. Returns fn's result (0 or -1), or -1 with
+ * "timed out after N s" in err.
+ */
+typedef int nc_child_fn(void *arg, char *err, size_t errlen);
+int nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s,
+			 char *err, size_t errlen);
+
+/* ---- firewall -------------------------------------------------------- */
+
+/* One set element: the peer address may reach ports lo..hi. */
+struct nc_elem {
+	int family; /* AF_INET or AF_INET6 */
+	char addr[48];
+	unsigned lo, hi;
+	unsigned long jobid; /* the job tag (comment "job=N"); 0 = untagged */
+};
+
+struct nc_elems {
+	struct nc_elem *v;
+	size_t n, cap;
+};
+
+int nc_elems_add(struct nc_elems *e, const struct nc_elem *el);
+void nc_elems_free(struct nc_elems *e);
+
+/* Orders elements by family, address, ports, job; for stable output. */
+void nc_elems_sort(struct nc_elems *e);
+
+/*
+ * The nft script that (re)creates table inet ddp: sets peers4/peers6
+ * (addr . port ranges, with timeouts and comments), the guarded ports
+ * (conf's port_range and the ephemeral range eph_lo..eph_hi) and an input
+ * chain that accepts established traffic, loopback and peers, and rejects
+ * (tcp reset) other connections to the guarded ports. Replaces any
+ * existing table atomically, so its elements are dropped: run it at boot
+ * or install time, or when the table is missing.
+ */
+int nc_fw_install_script(const struct ddp_conf *conf, unsigned eph_lo,
+			 unsigned eph_hi, struct nc_buf *out);
+
+/*
+ * Resolves each host of hosts (except self) with getaddrinfo and appends
+ * one element per address and port range (conf's port_range, eph_lo..
+ * eph_hi), tagged jobid. Hosts that do not resolve are named in err
+ * (comma list) and skipped; returns 0 when all resolved, 1 when some did
+ * not, -1 on out of memory.
+ */
+int nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts,
+		     size_t nhosts, const char *self, unsigned eph_lo,
+		     unsigned eph_hi, unsigned long jobid, struct nc_elems *out,
+		     char *err, size_t errlen);
+
+/*
+ * Parses the output of "nft list set inet ddp peers4|peers6" and appends
+ * its elements (family taken from the set type) to out. Elements whose
+ * comment is not "job=N" get jobid 0. Returns 0 or -1 on text it does not
+ * understand.
+ */
+int nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
+			size_t errlen);
+
+/*
+ * The nft script that turns actual (the sets' current elements) into
+ * desired (the elements every live job needs; one entry per job and
+ * element): tagged elements no live job needs are deleted (the "add then
+ * delete" idiom, so an element that vanished meanwhile is no error),
+ * missing ones are added with timeout_s and the comment of their lowest
+ * job, and elements still needed but tagged with a job that no longer
+ * needs them are re-tagged in the same transaction. Untagged elements are
+ * left alone. out stays empty when nothing is to be done.
+ */
+int nc_fw_sync_script(const struct nc_elems *actual,
+		      const struct nc_elems *desired, unsigned timeout_s,
+		      struct nc_buf *out);
+
+/*
+ * Per-job state files, <dirfd>/job.<jobid>: the elements the job needs
+ * and the time after which they stop counting (the firewall_timeout
+ * backstop). nc_state_write replaces the file atomically.
+ */
+int nc_state_write(int dirfd, unsigned long jobid, time_t expires,
+		   const struct nc_elems *elems, char *err, size_t errlen);
+
+/* Removes the job's state file; a missing file is not an error. */
+int nc_state_remove(int dirfd, unsigned long jobid, char *err, size_t errlen);
+
+/*
+ * Reads every state file in dirfd. Files that expired before now are
+ * removed; so are those of jobs not in live (when live is not NULL; live
+ * holds nlive job ids). The elements of the others are appended to out.
+ * Unreadable or malformed files are removed too (named in err, return 1).
+ * Returns 0, 1, or -1 when the directory cannot be read.
+ */
+int nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
+		      size_t nlive, struct nc_elems *out, char *err,
+		      size_t errlen);
+
+/* ---- storage --------------------------------------------------------- */
+
+/*
+ * Finds the file-system type of the mount holding dev (st_dev) in
+ * mountinfo text (/proc/self/mountinfo), taking the last such mount; if no
+ * mount has that device, the mount whose point is the longest prefix of
+ * path. Returns 0 with the type in fstype and the mount point in mnt, or
+ * -1.
+ */
+int nc_mount_lookup(const char *mountinfo, dev_t dev, const char *path,
+		    char *fstype, size_t fslen, char *mnt, size_t mntlen);
+
+/*
+ * Checks that conf->shared_root is reachable, is not just a directory on
+ * the root file system, and is of an accepted type, within
+ * conf->shared_timeout seconds. Returns 0, or -1 with a short reason in
+ * err suitable for a drain reason ("/shared not mounted", "/shared is
+ * ext4, not nfs,lustre", "/shared timed out after 10 s").
+ */
+int nc_check_shared_root(const struct ddp_conf *conf, char *err, size_t errlen);
+
+/*
+ * Creates <shared_root>/<user>/<jobid> mode 0700 owned by uid:gid. The
+ * user directory is created by root when root may write to shared_root
+ * (never following a symlink), and everything below it as the user in a
+ * child process (which also covers root-squashed NFS). Bounded by
+ * conf->shared_timeout. Returns 0 or -1 with err.
+ */
+int nc_make_shared_dir(const struct ddp_conf *conf, const char *user, uid_t uid,
+		       gid_t gid, unsigned long jobid, char *err,
+		       size_t errlen);
+
+/*
+ * Creates the node-local <scratch_root>/<jobid> mode 0700 owned by
+ * uid:gid; scratch_root (created 0755 when missing) must be owned by root
+ * and not writable by others, and no component is followed if it is a
+ * symlink. Returns 0, or -1 with err; *node_fault is set to 1 when the
+ * failure is the node's (scratch root unusable), 0 when it is the job's.
+ */
+int nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
+			unsigned long jobid, int *node_fault, char *err,
+			size_t errlen);
+
+/*
+ * Removes the job's scratch directory and everything in it without
+ * following any symlink or crossing into another file system. A missing
+ * directory is not an error. Returns 0 or -1 with err.
+ */
+int nc_remove_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
+			  char *err, size_t errlen);
+
+/*
+ * Removes name (relative to dirfd) and, when it is a directory,
+ * everything below it, never following symlinks and never leaving the
+ * file system of dirfd. At most 512 levels deep. Returns 0 (also when
+ * name does not exist) or -1 with err.
+ */
+int nc_rmtree_at(int dirfd, const char *name, char *err, size_t errlen);
+
+/*
+ * Opens an absolute directory path from "/" one component at a time with
+ * O_NOFOLLOW, so no symlink is followed. When create is non-zero, missing
+ * components are created with mode. Returns the O_DIRECTORY fd or -1 with
+ * errno set.
+ */
+int nc_open_dir_nofollow(const char *path, int create, mode_t mode);
+
+/*
+ * Retention sweep of the shared root: removes <shared_root>/<user>/<jobid>
+ * directories whose job id is not in live (nlive ids) and whose mtime is
+ * older than retention_days before now, each as the directory's owner.
+ * With dry_run, only reports. Each removed or would-be-removed path is
+ * appended to report, one per line. Returns the number of failures (0 on
+ * success) or -1 when the shared root cannot be read.
+ */
+int nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
+		    size_t nlive, time_t now, int dry_run,
+		    struct nc_buf *report, char *err, size_t errlen);
+
+#endif

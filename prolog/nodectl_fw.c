@@ -1,0 +1,664 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ddp-nodectl core, firewall part: the nftables table definition, the
+ * job's peer elements, parsing "nft list set" output, per-job state files
+ * and the sync script that makes the sets match the live jobs' needs.
+ */
+#include "nodectl.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ddp_util.h"
+
+#define STATE_MAGIC "ddp-nodectl state 1"
+#define STATE_MAX_ELEMS 65536
+
+int
+nc_elems_add(struct nc_elems *e, const struct nc_elem *el)
+{
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 16;
+		struct nc_elem *v = realloc(e->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		e->v = v;
+		e->cap = cap;
+	}
+	e->v[e->n++] = *el;
+	return 0;
+}
+
+void
+nc_elems_free(struct nc_elems *e)
+{
+	free(e->v);
+	e->v = NULL;
+	e->n = e->cap = 0;
+}
+
+static int
+key_cmp(const struct nc_elem *a, const struct nc_elem *b)
+{
+	int c;
+
+	if (a->family != b->family)
+		return a->family < b->family ? -1 : 1;
+	c = strcmp(a->addr, b->addr);
+	if (c)
+		return c;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	if (a->hi != b->hi)
+		return a->hi < b->hi ? -1 : 1;
+	return 0;
+}
+
+static int
+elem_cmp(const void *pa, const void *pb)
+{
+	const struct nc_elem *a = pa, *b = pb;
+	int c = key_cmp(a, b);
+
+	if (c)
+		return c;
+	if (a->jobid != b->jobid)
+		return a->jobid < b->jobid ? -1 : 1;
+	return 0;
+}
+
+void
+nc_elems_sort(struct nc_elems *e)
+{
+	if (e->n > 1)
+		qsort(e->v, e->n, sizeof(e->v[0]), elem_cmp);
+}
+
+/* Canonical text of an address (as nft prints it), or -1. */
+static int
+canon_addr(const char *in, int *family, char *out, size_t len)
+{
+	unsigned char bin[16];
+
+	if (inet_pton(AF_INET, in, bin) == 1)
+		*family = AF_INET;
+	else if (inet_pton(AF_INET6, in, bin) == 1)
+		*family = AF_INET6;
+	else
+		return -1;
+	return inet_ntop(*family, bin, out, (socklen_t)len) ? 0 : -1;
+}
+
+/* The two guarded port ranges, merged when they overlap or touch. */
+static size_t
+guarded_ranges(const struct ddp_conf *conf, unsigned eph_lo, unsigned eph_hi,
+	       unsigned lo[2], unsigned hi[2])
+{
+	lo[0] = conf->port_min;
+	hi[0] = conf->port_max;
+	lo[1] = eph_lo;
+	hi[1] = eph_hi;
+	if (lo[1] < lo[0]) {
+		lo[0] = eph_lo;
+		hi[0] = eph_hi;
+		lo[1] = conf->port_min;
+		hi[1] = conf->port_max;
+	}
+	if (lo[1] <= hi[0] + 1) {
+		if (hi[1] > hi[0])
+			hi[0] = hi[1];
+		return 1;
+	}
+	return 2;
+}
+
+static int
+print_range(struct nc_buf *b, unsigned lo, unsigned hi)
+{
+	if (lo == hi)
+		return nc_buf_printf(b, "%u", lo);
+	return nc_buf_printf(b, "%u-%u", lo, hi);
+}
+
+int
+nc_fw_install_script(const struct ddp_conf *conf, unsigned eph_lo,
+		     unsigned eph_hi, struct nc_buf *out)
+{
+	unsigned lo[2], hi[2];
+	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i;
+
+	/* "table; delete table; table {...}" in one transaction recreates
+	 * the table whether or not it existed (nft 1.0.6 has no destroy). */
+	if (nc_buf_printf(out, "table inet " NC_TABLE "\n"
+			       "delete table inet " NC_TABLE "\n"
+			       "table inet " NC_TABLE " {\n"
+			       "\tset " NC_SET4 " {\n"
+			       "\t\ttype ipv4_addr . inet_service\n"
+			       "\t\tflags interval,timeout\n"
+			       "\t}\n"
+			       "\tset " NC_SET6 " {\n"
+			       "\t\ttype ipv6_addr . inet_service\n"
+			       "\t\tflags interval,timeout\n"
+			       "\t}\n"
+			       "\tset ports {\n"
+			       "\t\ttype inet_service\n"
+			       "\t\tflags interval\n"
+			       "\t\telements = { ") < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if ((i && nc_buf_printf(out, ", ") < 0) ||
+		    print_range(out, lo[i], hi[i]) < 0)
+			return -1;
+	}
+	/* Established traffic first: replies to the node's own outgoing
+	 * connections arrive on ephemeral ports. Reject, not drop, so a
+	 * stranger fails fast instead of hanging. */
+	return nc_buf_printf(
+		out, " }\n"
+		     "\t}\n"
+		     "\tchain input {\n"
+		     "\t\ttype filter hook input priority filter - 10; "
+		     "policy accept;\n"
+		     "\t\tct state established,related accept\n"
+		     "\t\tiif \"lo\" accept\n"
+		     "\t\tmeta l4proto tcp ip saddr . tcp dport @" NC_SET4
+		     " accept\n"
+		     "\t\tmeta l4proto tcp ip6 saddr . tcp dport @" NC_SET6
+		     " accept\n"
+		     "\t\ttcp dport @ports reject with tcp reset\n"
+		     "\t}\n"
+		     "}\n");
+}
+
+static int
+add_peer(struct nc_elems *out, int family, const char *addr, unsigned n,
+	 const unsigned *lo, const unsigned *hi, unsigned long jobid)
+{
+	struct nc_elem el;
+	size_t i, j;
+
+	memset(&el, 0, sizeof(el));
+	el.family = family;
+	el.jobid = jobid;
+	if (ddp_fmt(el.addr, sizeof(el.addr), "%s", addr) < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		el.lo = lo[i];
+		el.hi = hi[i];
+		/* One host may have several names or resolve twice. */
+		for (j = 0; j < out->n; j++)
+			if (key_cmp(&out->v[j], &el) == 0 &&
+			    out->v[j].jobid == jobid)
+				break;
+		if (j == out->n && nc_elems_add(out, &el) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts, size_t nhosts,
+		 const char *self, unsigned eph_lo, unsigned eph_hi,
+		 unsigned long jobid, struct nc_elems *out, char *err,
+		 size_t errlen)
+{
+	unsigned lo[2], hi[2];
+	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i, used = 0;
+	int rv = 0;
+
+	err[0] = '\0';
+	for (i = 0; i < nhosts; i++) {
+		struct addrinfo hints, *res = NULL, *ai;
+		int rc;
+
+		if (self && strcmp(hosts[i], self) == 0)
+			continue;
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		rc = getaddrinfo(hosts[i], NULL, &hints, &res);
+		if (rc != 0) {
+			int w = snprintf(err + used, errlen - used, "%s%s",
+					 used ? "," : "", hosts[i]);
+
+			if (w > 0 && (size_t)w < errlen - used)
+				used += (size_t)w;
+			rv = 1;
+			continue;
+		}
+		for (ai = res; ai; ai = ai->ai_next) {
+			char addr[INET6_ADDRSTRLEN];
+			const void *bin;
+
+			if (ai->ai_family == AF_INET)
+				bin = &((struct sockaddr_in *)(void *)
+						ai->ai_addr)
+					       ->sin_addr;
+			else if (ai->ai_family == AF_INET6)
+				bin = &((struct sockaddr_in6 *)(void *)
+						ai->ai_addr)
+					       ->sin6_addr;
+			else
+				continue;
+			if (!inet_ntop(ai->ai_family, bin, addr, sizeof(addr)))
+				continue;
+			if (add_peer(out, ai->ai_family, addr, (unsigned)n, lo,
+				     hi, jobid) < 0) {
+				freeaddrinfo(res);
+				return -1;
+			}
+		}
+		freeaddrinfo(res);
+	}
+	return rv;
+}
+
+/* Parses "LO" or "LO-HI" ports. */
+static int
+parse_ports(const char *s, unsigned *lo, unsigned *hi)
+{
+	const char *end = NULL;
+	long a, b;
+
+	if (ddp_parse_long_prefix(s, 0, 65535, &a, &end) < 0 || *s == '-' ||
+	    *s == '+')
+		return -1;
+	b = a;
+	if (*end == '-' && (ddp_parse_long(end + 1, 0, 65535, &b) < 0 ||
+			    end[1] == '-' || end[1] == '+' || b < a))
+		return -1;
+	else if (*end != '-' && *end != '\0')
+		return -1;
+	*lo = (unsigned)a;
+	*hi = (unsigned)b;
+	return 0;
+}
+
+/* Parses one element's text, "ADDR . PORTS [timeout T] [expires E]
+ * [comment "job=N"]". */
+static int
+parse_element(char *text, struct nc_elem *el)
+{
+	char *tok[16];
+	size_t n = 0, i;
+	char *save = NULL, *t;
+
+	for (t = strtok_r(text, " \t\n", &save); t && n < 16;
+	     t = strtok_r(NULL, " \t\n", &save))
+		tok[n++] = t;
+	if (n < 3 || strcmp(tok[1], ".") != 0)
+		return -1;
+	memset(el, 0, sizeof(*el));
+	if (canon_addr(tok[0], &el->family, el->addr, sizeof(el->addr)) < 0 ||
+	    parse_ports(tok[2], &el->lo, &el->hi) < 0)
+		return -1;
+	for (i = 3; i + 1 < n; i++) {
+		unsigned long id;
+		size_t len;
+
+		if (strcmp(tok[i], "comment") != 0)
+			continue;
+		len = strlen(tok[i + 1]);
+		if (len > 6 && strncmp(tok[i + 1], "\"job=", 5) == 0 &&
+		    tok[i + 1][len - 1] == '"') {
+			tok[i + 1][len - 1] = '\0';
+			if (nc_parse_jobid(tok[i + 1] + 5, &id) == 0)
+				el->jobid = id;
+		}
+	}
+	return 0;
+}
+
+int
+nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
+		    size_t errlen)
+{
+	const char *p, *end;
+	char *copy = NULL, *save = NULL, *item;
+	int family = 0, rv = -1;
+
+	err[0] = '\0';
+	if (strstr(text, "type ipv4_addr . inet_service"))
+		family = AF_INET;
+	else if (strstr(text, "type ipv6_addr . inet_service"))
+		family = AF_INET6;
+	if (!family) {
+		nc_errf(err, errlen, "set listing without a known type");
+		goto out;
+	}
+	p = strstr(text, "elements = {");
+	if (!p) {
+		rv = 0; /* an empty set */
+		goto out;
+	}
+	p += strlen("elements = {");
+	end = strchr(p, '}');
+	if (!end) {
+		nc_errf(err, errlen, "set listing: unterminated elements");
+		goto out;
+	}
+	copy = strndup(p, (size_t)(end - p));
+	if (!copy) {
+		nc_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* Our comments are "job=N" and hold no comma. */
+	for (item = strtok_r(copy, ",", &save); item;
+	     item = strtok_r(NULL, ",", &save)) {
+		struct nc_elem el;
+
+		if (parse_element(item, &el) < 0 || el.family != family) {
+			nc_errf(err, errlen,
+				"set listing: cannot parse '%.80s'", item);
+			goto out;
+		}
+		if (nc_elems_add(out, &el) < 0) {
+			nc_errf(err, errlen, "out of memory");
+			goto out;
+		}
+	}
+	rv = 0;
+out:
+	free(copy);
+	return rv;
+}
+
+static int
+print_elem(struct nc_buf *b, const char *verb, const struct nc_elem *el,
+	   unsigned timeout_s, unsigned long tag)
+{
+	if (nc_buf_printf(b, "%s element inet " NC_TABLE " %s { %s . ", verb,
+			  el->family == AF_INET ? NC_SET4 : NC_SET6,
+			  el->addr) < 0 ||
+	    print_range(b, el->lo, el->hi) < 0)
+		return -1;
+	if (tag && nc_buf_printf(b, " timeout %us comment \"job=%lu\"",
+				 timeout_s, tag) < 0)
+		return -1;
+	return nc_buf_printf(b, " }\n");
+}
+
+/* Index of the first desired element with a's key, or n. */
+static size_t
+find_key(const struct nc_elems *d, const struct nc_elem *a)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		if (key_cmp(&d->v[i], a) == 0)
+			return i;
+	return d->n;
+}
+
+int
+nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
+		  unsigned timeout_s, struct nc_buf *out)
+{
+	struct nc_elems d = {0};
+	size_t i, j;
+	int rv = -1;
+
+	for (i = 0; i < desired->n; i++)
+		if (nc_elems_add(&d, &desired->v[i]) < 0)
+			goto out;
+	/* Sorted by key then job: the first of a key is its lowest job. */
+	nc_elems_sort(&d);
+	for (i = 0; i < actual->n; i++) {
+		const struct nc_elem *a = &actual->v[i];
+		size_t k;
+
+		if (!a->jobid)
+			continue;
+		k = find_key(&d, a);
+		if (k == d.n) {
+			if (print_elem(out, "add", a, 0, 0) < 0 ||
+			    print_elem(out, "delete", a, 0, 0) < 0)
+				goto out;
+			continue;
+		}
+		for (j = k; j < d.n && key_cmp(&d.v[j], a) == 0; j++)
+			if (d.v[j].jobid == a->jobid)
+				break;
+		if (j < d.n && key_cmp(&d.v[j], a) == 0)
+			continue;
+		/* Still needed, but by other jobs: re-tag atomically. */
+		if (print_elem(out, "delete", a, 0, 0) < 0 ||
+		    print_elem(out, "add", &d.v[k], timeout_s, d.v[k].jobid) <
+			    0)
+			goto out;
+	}
+	for (i = 0; i < d.n; i++) {
+		if (i && key_cmp(&d.v[i - 1], &d.v[i]) == 0)
+			continue;
+		for (j = 0; j < actual->n; j++)
+			if (key_cmp(&actual->v[j], &d.v[i]) == 0)
+				break;
+		if (j == actual->n && print_elem(out, "add", &d.v[i], timeout_s,
+						 d.v[i].jobid) < 0)
+			goto out;
+	}
+	rv = 0;
+out:
+	nc_elems_free(&d);
+	return rv;
+}
+
+int
+nc_state_write(int dirfd, unsigned long jobid, time_t expires,
+	       const struct nc_elems *elems, char *err, size_t errlen)
+{
+	char name[64], tmp[80];
+	struct nc_buf b = {0};
+	size_t i, off = 0;
+	int fd = -1, rv = -1;
+
+	err[0] = '\0';
+	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0 ||
+	    ddp_fmt(tmp, sizeof(tmp), ".job.%lu.%ld", jobid, (long)getpid()) <
+		    0)
+		goto out;
+	if (nc_buf_printf(&b, STATE_MAGIC "\nexpires %lld\n",
+			  (long long)expires) < 0)
+		goto oom;
+	for (i = 0; i < elems->n; i++)
+		if (nc_buf_printf(&b, "elem %d %s %u %u\n",
+				  elems->v[i].family == AF_INET ? 4 : 6,
+				  elems->v[i].addr, elems->v[i].lo,
+				  elems->v[i].hi) < 0)
+			goto oom;
+	unlinkat(dirfd, tmp, 0);
+	fd = openat(dirfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		nc_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	while (off < b.len) {
+		ssize_t w = write(fd, b.s + off, b.len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			nc_errf(err, errlen, "write %s: %s", tmp,
+				strerror(errno));
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		nc_errf(err, errlen, "close %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fd = -1;
+	if (renameat(dirfd, tmp, dirfd, name) < 0) {
+		nc_errf(err, errlen, "rename %s: %s", name, strerror(errno));
+		goto out;
+	}
+	rv = 0;
+	goto out;
+oom:
+	nc_errf(err, errlen, "out of memory");
+out:
+	if (fd >= 0) {
+		close(fd);
+		unlinkat(dirfd, tmp, 0);
+	}
+	nc_buf_free(&b);
+	return rv;
+}
+
+int
+nc_state_remove(int dirfd, unsigned long jobid, char *err, size_t errlen)
+{
+	char name[64];
+
+	err[0] = '\0';
+	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0)
+		return -1;
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
+		nc_errf(err, errlen, "remove %s: %s", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads one state file; returns 0 (with *expires and elems appended),
+ * or -1 when it is malformed. */
+static int
+read_state(int dirfd, const char *name, unsigned long jobid, time_t *expires,
+	   struct nc_elems *out)
+{
+	char line[256];
+	FILE *f = NULL;
+	int fd, rv = -1, n = 0;
+	size_t first = out->n;
+
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		goto out;
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		goto out;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char fam[4], addr[64], lo[8], hi[8];
+		struct nc_elem el;
+		long long e;
+		char extra;
+
+		n++;
+		if (n == 1) {
+			if (strcmp(line, STATE_MAGIC "\n") != 0)
+				goto out;
+		} else if (n == 2) {
+			if (sscanf(line, "expires %lld %c", &e, &extra) != 1)
+				goto out;
+			*expires = (time_t)e;
+		} else {
+			memset(&el, 0, sizeof(el));
+			if (sscanf(line, "elem %3s %63s %7s %7s %c", fam, addr,
+				   lo, hi, &extra) != 4 ||
+			    canon_addr(addr, &el.family, el.addr,
+				       sizeof(el.addr)) < 0 ||
+			    el.family != (strcmp(fam, "4") == 0 ? AF_INET
+								: AF_INET6) ||
+			    (strcmp(fam, "4") != 0 && strcmp(fam, "6") != 0))
+				goto out;
+			{
+				long a, b;
+
+				if (ddp_parse_long(lo, 0, 65535, &a) < 0 ||
+				    ddp_parse_long(hi, a, 65535, &b) < 0)
+					goto out;
+				el.lo = (unsigned)a;
+				el.hi = (unsigned)b;
+			}
+			el.jobid = jobid;
+			if (out->n - first >= STATE_MAX_ELEMS ||
+			    nc_elems_add(out, &el) < 0)
+				goto out;
+		}
+	}
+	rv = n >= 2 ? 0 : -1;
+out:
+	if (rv < 0)
+		out->n = first;
+	if (f)
+		fclose(f);
+	return rv;
+}
+
+int
+nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
+		  size_t nlive, struct nc_elems *out, char *err, size_t errlen)
+{
+	DIR *d = NULL;
+	struct dirent *de;
+	size_t used = 0;
+	int fd, rv = -1;
+
+	err[0] = '\0';
+	fd = dup(dirfd);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		nc_errf(err, errlen, "read state dir: %s", strerror(errno));
+		goto out;
+	}
+	/* A dup shares the offset a previous reader left at the end. */
+	rewinddir(d);
+	rv = 0;
+	while ((de = readdir(d))) {
+		unsigned long id;
+		time_t expires = 0;
+		size_t i;
+		int keep;
+
+		if (strncmp(de->d_name, "job.", 4) != 0 ||
+		    nc_parse_jobid(de->d_name + 4, &id) < 0)
+			continue;
+		keep = live == NULL;
+		for (i = 0; live && i < nlive; i++)
+			if (live[i] == id)
+				keep = 1;
+		if (keep &&
+		    read_state(dirfd, de->d_name, id, &expires, out) < 0) {
+			int w = snprintf(err + used, errlen - used,
+					 "%smalformed %s", used ? ", " : "",
+					 de->d_name);
+
+			if (w > 0 && (size_t)w < errlen - used)
+				used += (size_t)w;
+			rv = 1;
+			keep = 0;
+		} else if (keep && expires < now) {
+			/* The backstop: a job whose epilog never ran must
+			 * not keep its peers open for ever. */
+			size_t k = out->n;
+
+			while (k > 0 && out->v[k - 1].jobid == id)
+				k--;
+			out->n = k;
+			keep = 0;
+		}
+		if (!keep)
+			unlinkat(dirfd, de->d_name, 0);
+	}
+out:
+	if (d)
+		closedir(d);
+	return rv;
+}

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ddp-nodectl core: string buffer, input validation, running programs
+ * without a shell, and running file-system work in a child with a timeout.
+ */
+#include "nodectl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ddp_util.h"
+
+/* Enough for every program the helper runs; never taken from the job. */
+#define NC_PATH "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+#define NC_OUT_MAX (4u << 20)
+
+int
+nc_buf_printf(struct nc_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		size_t room = b->cap - b->len;
+
+		if (b->s) {
+			va_start(ap, fmt);
+			n = vsnprintf(b->s + b->len, room, fmt, ap);
+			va_end(ap);
+			if (n < 0)
+				return -1;
+			if ((size_t)n < room) {
+				b->len += (size_t)n;
+				return 0;
+			}
+		} else {
+			n = 0;
+		}
+		{
+			size_t cap = b->cap ? b->cap * 2 : 256;
+			char *s;
+
+			while (cap < b->len + (size_t)n + 1)
+				cap *= 2;
+			s = realloc(b->s, cap);
+			if (!s)
+				return -1;
+			b->s = s;
+			b->cap = cap;
+			b->s[b->len] = '\0';
+		}
+	}
+}
+
+void
+nc_buf_free(struct nc_buf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->len = b->cap = 0;
+}
+
+void
+nc_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int
+parse_decimal(const char *s, size_t maxdigits, unsigned long min,
+	      unsigned long max, unsigned long *out)
+{
+	unsigned long v = 0;
+	size_t i;
+
+	if (!s || !s[0])
+		return -1;
+	for (i = 0; s[i]; i++) {
+		if (i >= maxdigits || !isdigit((unsigned char)s[i]))
+			return -1;
+		v = v * 10 + (unsigned long)(s[i] - '0');
+	}
+	if (v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int
+nc_parse_jobid(const char *s, unsigned long *out)
+{
+	return parse_decimal(s, 10, 1, 4294967294UL, out);
+}
+
+int
+nc_parse_id(const char *s, unsigned long *out)
+{
+	return parse_decimal(s, 10, 0, 4294967294UL, out);
+}
+
+int
+nc_valid_nodename(const char *s)
+{
+	size_t i;
+
+	if (!s || !s[0] || s[0] == '-' || s[0] == '.')
+		return 0;
+	for (i = 0; s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (i >= 64)
+			return 0;
+		if (!isalnum(c) && c != '.' && c != '_' && c != '-')
+			return 0;
+	}
+	return 1;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits for pid until deadline (monotonic seconds); kills it after that.
+ * Returns the wait status, or -1 when it had to be killed. */
+static int
+wait_until(pid_t pid, double deadline)
+{
+	int status = 0;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return status;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (now_s() >= deadline) {
+			kill(pid, SIGKILL);
+			/* A child stuck in an uninterruptible NFS wait may
+			 * not die at once; do not wait for it. */
+			usleep(20000);
+			waitpid(pid, &status, WNOHANG);
+			return -1;
+		}
+		usleep(10000);
+	}
+}
+
+static void
+close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+int
+nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
+       struct nc_buf *out, unsigned timeout_s, char *err, size_t errlen)
+{
+	char *envp[16];
+	char *envbuf[16] = {NULL};
+	int in[2] = {-1, -1}, outp[2] = {-1, -1};
+	size_t nenv = 0, i, in_len, in_off = 0;
+	double deadline = now_s() + timeout_s;
+	pid_t pid = -1;
+	int status, rv = -1;
+
+	err[0] = '\0';
+	envp[nenv++] = NC_PATH;
+	for (i = 0; keep_env && keep_env[i] && nenv < 15; i++) {
+		const char *v = getenv(keep_env[i]);
+		size_t len;
+
+		if (!v)
+			continue;
+		len = strlen(keep_env[i]) + strlen(v) + 2;
+		envbuf[nenv] = malloc(len);
+		if (!envbuf[nenv] ||
+		    ddp_fmt(envbuf[nenv], len, "%s=%s", keep_env[i], v) < 0)
+			goto out;
+		envp[nenv] = envbuf[nenv];
+		nenv++;
+	}
+	envp[nenv] = NULL;
+	if (pipe2(in, O_CLOEXEC) < 0 || (out && pipe2(outp, O_CLOEXEC) < 0)) {
+		nc_errf(err, errlen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		nc_errf(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		dup2(in[0], 0);
+		dup2(out ? outp[1] : null, 1);
+		execve(argv[0], argv, envp);
+		dprintf(2, "ddp: cannot run %s: %s\n", argv[0],
+			strerror(errno));
+		_exit(127);
+	}
+	close_fd(&in[0]);
+	close_fd(&outp[1]);
+	/* Feed stdin and drain stdout together, so neither side blocks. */
+	signal(SIGPIPE, SIG_IGN);
+	in_len = stdin_text ? strlen(stdin_text) : 0;
+	if (in_len == 0)
+		close_fd(&in[1]);
+	while (in[1] >= 0 || outp[0] >= 0) {
+		struct pollfd pf[2];
+		int np = 0, ms = (int)((deadline - now_s()) * 1000);
+
+		if (ms <= 0)
+			break;
+		if (in[1] >= 0)
+			pf[np++] =
+				(struct pollfd){.fd = in[1], .events = POLLOUT};
+		if (outp[0] >= 0)
+			pf[np++] = (struct pollfd){.fd = outp[0],
+						   .events = POLLIN};
+		if (poll(pf, (nfds_t)np, ms) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (i = 0; i < (size_t)np; i++) {
+			if (!pf[i].revents)
+				continue;
+			if (pf[i].fd == in[1]) {
+				ssize_t w = write(in[1], stdin_text + in_off,
+						  in_len - in_off);
+
+				if (w > 0)
+					in_off += (size_t)w;
+				if (w < 0 || in_off >= in_len)
+					close_fd(&in[1]);
+			} else {
+				char chunk[4096];
+				ssize_t r = read(outp[0], chunk, sizeof(chunk));
+
+				if (r <= 0) {
+					close_fd(&outp[0]);
+				} else if (out->len + (size_t)r <= NC_OUT_MAX) {
+					if (nc_buf_printf(out, "%.*s", (int)r,
+							  chunk) < 0) {
+						nc_errf(err, errlen,
+							"out of memory");
+						goto out;
+					}
+				}
+			}
+		}
+	}
+	close_fd(&in[1]);
+	close_fd(&outp[0]);
+	status = wait_until(pid, deadline);
+	pid = -1;
+	if (status < 0) {
+		nc_errf(err, errlen, "%s timed out after %u s", argv[0],
+			timeout_s);
+		goto out;
+	}
+	if (WIFSIGNALED(status)) {
+		nc_errf(err, errlen, "%s killed by signal %d", argv[0],
+			WTERMSIG(status));
+		goto out;
+	}
+	rv = WEXITSTATUS(status);
+	if (rv != 0)
+		nc_errf(err, errlen, "%s exited with status %d", argv[0], rv);
+out:
+	if (pid > 0)
+		wait_until(pid, now_s());
+	close_fd(&in[0]);
+	close_fd(&in[1]);
+	close_fd(&outp[0]);
+	close_fd(&outp[1]);
+	for (i = 0; i < 16; i++)
+		free(envbuf[i]);
+	return rv;
+}
+
+int
+nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
+		     size_t errlen)
+{
+	int p[2] = {-1, -1};
+	double deadline = now_s() + timeout_s;
+	size_t got = 0;
+	pid_t pid;
+	int status, rv = -1;
+
+	err[0] = '\0';
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		nc_errf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		nc_errf(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		char cerr[NC_ERR_LEN] = "";
+		int crv;
+
+		close(p[0]);
+		/* The child's own backstop: SIGALRM's default action ends it
+		 * even if the parent is gone. */
+		alarm(timeout_s + 1);
+		crv = fn(arg, cerr, sizeof(cerr));
+		if (write(p[1], cerr, strlen(cerr)) < 0)
+			crv = -1;
+		_exit(crv == 0 ? 0 : 1);
+	}
+	close_fd(&p[1]);
+	for (;;) {
+		struct pollfd pf = {.fd = p[0], .events = POLLIN};
+		int ms = (int)((deadline - now_s()) * 1000);
+		ssize_t r;
+
+		if (ms <= 0)
+			break;
+		r = poll(&pf, 1, ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		r = read(p[0], err + got, errlen - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got >= errlen - 1)
+			break;
+	}
+	err[got] = '\0';
+	status = wait_until(pid, deadline);
+	if (status < 0) {
+		nc_errf(err, errlen, "timed out after %u s", timeout_s);
+		goto out;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		rv = 0;
+	} else if (!err[0]) {
+		nc_errf(err, errlen, "check process failed (status %d)",
+			status);
+	}
+out:
+	close_fd(&p[0]);
+	close_fd(&p[1]);
+	return rv;
+}

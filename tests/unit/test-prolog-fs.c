@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Unit tests of ddp-nodectl's storage and process core: mount lookup,
+ * the timeout child, running programs, symlink-safe removal, per-job
+ * shared and scratch directories and the retention sweep.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ddp_util.h"
+#include "nodectl.h"
+#include "tap.h"
+
+#define NOBODY 65534
+
+static char top[] = "/tmp/test-prolog-fs.XXXXXX";
+
+static const char *
+at(const char *rel)
+{
+	static char bufs[4][1024];
+	static int i;
+	char *b = bufs[i++ % 4];
+
+	snprintf(b, sizeof(bufs[0]), "%s/%s", top, rel);
+	return b;
+}
+
+static int
+touch(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+static int
+exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+static void
+link_to(const char *target, const char *path)
+{
+	if (symlink(target, path) < 0)
+		tap_diag("symlink %s: %s", path, strerror(errno));
+}
+
+static void
+test_mount_lookup(void)
+{
+	static const char mi[] =
+		"21 26 0:20 / /proc rw - proc proc rw\n"
+		"26 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+		"30 26 0:50 / /shared rw - nfs4 srv:/export rw\n"
+		"31 30 0:51 / /shared/with\\040space rw - lustre x rw\n"
+		"32 30 0:52 / /shared/over rw - tmpfs tmpfs rw\n"
+		"33 30 0:53 / /shared/over rw - xfs /dev/sdb rw\n";
+	char type[64], mnt[256];
+
+	tap_ok(nc_mount_lookup(mi, makedev(0, 50), "/anything", type,
+			       sizeof(type), mnt, sizeof(mnt)) == 0 &&
+		       strcmp(type, "nfs4") == 0 && strcmp(mnt, "/shared") == 0,
+	       "lookup by device");
+	tap_ok(nc_mount_lookup(mi, makedev(9, 9), "/shared/ddp/x", type,
+			       sizeof(type), mnt, sizeof(mnt)) == 0 &&
+		       strcmp(type, "nfs4") == 0,
+	       "unknown device: longest mount-point prefix");
+	tap_ok(nc_mount_lookup(mi, makedev(9, 9), "/sharedx", type,
+			       sizeof(type), mnt, sizeof(mnt)) == 0 &&
+		       strcmp(type, "ext4") == 0 && strcmp(mnt, "/") == 0,
+	       "prefix matches whole components only");
+	tap_ok(nc_mount_lookup(mi, makedev(9, 9), "/shared/with space/a", type,
+			       sizeof(type), mnt, sizeof(mnt)) == 0 &&
+		       strcmp(type, "lustre") == 0,
+	       "escaped mount points");
+	tap_ok(nc_mount_lookup(mi, makedev(9, 9), "/shared/over", type,
+			       sizeof(type), mnt, sizeof(mnt)) == 0 &&
+		       strcmp(type, "xfs") == 0,
+	       "the last of stacked mounts wins");
+	tap_ok(nc_mount_lookup("", makedev(9, 9), "/x", type, sizeof(type), mnt,
+			       sizeof(mnt)) < 0,
+	       "empty table: not found");
+}
+
+static int
+sleeper(void *arg, char *err, size_t errlen)
+{
+	sleep(30);
+	return 0;
+}
+
+static int
+failer(void *arg, char *err, size_t errlen)
+{
+	nc_errf(err, errlen, "child says %s", (const char *)arg);
+	return -1;
+}
+
+static int
+succeeder(void *arg, char *err, size_t errlen)
+{
+	return 0;
+}
+
+static void
+test_processes(void)
+{
+	char err[NC_ERR_LEN];
+	char *cat[] = {"/bin/cat", NULL}, *fls[] = {"/bin/false", NULL};
+	char *slp[] = {"/bin/sleep", "30", NULL};
+	char *nope[] = {"/nonexistent/prog", NULL};
+	struct nc_buf out = {0};
+	time_t t0;
+
+	t0 = time(NULL);
+	tap_ok(nc_call_with_timeout(sleeper, NULL, 1, err, sizeof(err)) < 0 &&
+		       strstr(err, "timed out after 1 s"),
+	       "hung child times out");
+	tap_ok(time(NULL) - t0 <= 3, "and the caller is not held");
+	tap_ok(nc_call_with_timeout(failer, "no", 5, err, sizeof(err)) < 0 &&
+		       strcmp(err, "child says no") == 0,
+	       "child error text comes back");
+	tap_ok(nc_call_with_timeout(succeeder, NULL, 5, err, sizeof(err)) == 0,
+	       "child success");
+
+	tap_ok(nc_run(cat, NULL, "hello\n", &out, 5, err, sizeof(err)) == 0 &&
+		       out.s && strcmp(out.s, "hello\n") == 0,
+	       "run: stdin in, stdout back");
+	nc_buf_free(&out);
+	tap_ok(nc_run(fls, NULL, NULL, NULL, 5, err, sizeof(err)) == 1 &&
+		       strstr(err, "status 1"),
+	       "run: exit status");
+	t0 = time(NULL);
+	tap_ok(nc_run(slp, NULL, NULL, NULL, 1, err, sizeof(err)) < 0 &&
+		       strstr(err, "timed out") && time(NULL) - t0 <= 3,
+	       "run: timeout kills");
+	tap_ok(nc_run(nope, NULL, NULL, NULL, 5, err, sizeof(err)) == 127,
+	       "run: missing program is 127");
+}
+
+static void
+test_rmtree(void)
+{
+	char err[NC_ERR_LEN];
+	int fd;
+
+	mkdir(at("outside"), 0755);
+	touch(at("outside/keep"));
+	mkdir(at("tree"), 0755);
+	mkdir(at("tree/a"), 0755);
+	mkdir(at("tree/a/b"), 0500);
+	touch(at("tree/a/f"));
+	link_to(at("outside"), at("tree/link"));
+	link_to(at("outside/keep"), at("tree/a/filelink"));
+	fd = open(top, O_RDONLY | O_DIRECTORY);
+	tap_ok(nc_rmtree_at(fd, "tree", err, sizeof(err)) == 0, "tree removed");
+	tap_diag("%s", err);
+	tap_ok(!exists(at("tree")), "tree is gone");
+	tap_ok(exists(at("outside/keep")), "symlink targets untouched");
+	tap_ok(nc_rmtree_at(fd, "tree", err, sizeof(err)) == 0,
+	       "missing tree is fine");
+	link_to(at("outside"), at("toplink"));
+	tap_ok(nc_rmtree_at(fd, "toplink", err, sizeof(err)) == 0 &&
+		       !exists(at("toplink")) && exists(at("outside/keep")),
+	       "a symlink itself is unlinked, not followed");
+	tap_ok(nc_rmtree_at(fd, "..", err, sizeof(err)) < 0 &&
+		       nc_rmtree_at(fd, "a/b", err, sizeof(err)) < 0 &&
+		       nc_rmtree_at(fd, "", err, sizeof(err)) < 0,
+	       "names with '/' or dot names refused");
+	close(fd);
+
+	mkdir(at("real"), 0755);
+	link_to(at("real"), at("sym"));
+	errno = 0;
+	fd = nc_open_dir_nofollow(at("sym/x"), 1, 0755);
+	tap_ok(fd < 0 && (errno == ELOOP || errno == ENOTDIR) &&
+		       !exists(at("real/x")),
+	       "open_dir_nofollow does not follow a symlink component");
+	fd = nc_open_dir_nofollow(at("real/x/y"), 1, 0755);
+	tap_ok(fd >= 0 && exists(at("real/x/y")),
+	       "open_dir_nofollow creates missing components");
+	if (fd >= 0)
+		close(fd);
+}
+
+static void
+test_shared_root(void)
+{
+	struct ddp_conf c;
+	char err[NC_ERR_LEN];
+	struct nc_buf mi = {0};
+	char line[64];
+
+	ddp_conf_defaults(&c);
+	tap_ok(nc_check_shared_root(&c, err, sizeof(err)) == 0,
+	       "no shared_root: nothing to check");
+	ddp_fmt(c.shared_root, sizeof(c.shared_root), "%s", at("nothere"));
+	tap_ok(nc_check_shared_root(&c, err, sizeof(err)) < 0 &&
+		       strstr(err, "missing"),
+	       "missing shared root");
+	tap_diag("%s", err);
+	ddp_fmt(c.shared_root, sizeof(c.shared_root), "%s", top);
+	ddp_conf_set(&c, "shared_fstypes", "nfs", err, sizeof(err));
+	tap_ok(nc_check_shared_root(&c, err, sizeof(err)) < 0 &&
+		       (strstr(err, "not mounted") || strstr(err, ", not nfs")),
+	       "shared root of another type refused");
+	tap_diag("%s", err);
+	/* Accept whatever /tmp really is, read the way the helper reads. */
+	{
+		FILE *f = popen("findmnt -n -o FSTYPE -T /tmp", "r");
+
+		if (f && fgets(line, sizeof(line), f)) {
+			line[strcspn(line, "\n")] = '\0';
+			ddp_conf_set(&c, "shared_fstypes", line, err,
+				     sizeof(err));
+			tap_ok(nc_check_shared_root(&c, err, sizeof(err)) == 0,
+			       "shared root of an accepted type (%s)", line);
+			tap_diag("%s", err);
+		} else {
+			tap_ok(1, "# SKIP findmnt not available");
+		}
+		if (f)
+			pclose(f);
+	}
+	nc_buf_free(&mi);
+}
+
+static void
+test_dirs(void)
+{
+	struct ddp_conf c;
+	char err[NC_ERR_LEN], *path;
+	struct stat st;
+	int nf = 0;
+
+	if (geteuid() != 0) {
+		tap_ok(1, "# SKIP directory ownership tests need root");
+		return;
+	}
+	ddp_conf_defaults(&c);
+	mkdir(at("shared"), 0755);
+	ddp_fmt(c.shared_root, sizeof(c.shared_root), "%s", at("shared"));
+	ddp_fmt(c.scratch_root, sizeof(c.scratch_root), "%s",
+		at("scratch/root"));
+	tap_ok(nc_make_shared_dir(&c, "nobody", NOBODY, NOBODY, 42, err,
+				  sizeof(err)) == 0,
+	       "shared dir made");
+	tap_diag("%s", err);
+	path = (char *)at("shared/nobody/42");
+	tap_ok(stat(path, &st) == 0 && st.st_uid == NOBODY &&
+		       st.st_gid == NOBODY && (st.st_mode & ALLPERMS) == 0700,
+	       "shared dir owned by the user, mode 0700");
+	tap_ok(stat(at("shared/nobody"), &st) == 0 && st.st_uid == NOBODY &&
+		       (st.st_mode & ALLPERMS) == 0700,
+	       "user dir owned by the user, mode 0700");
+	tap_ok(nc_make_shared_dir(&c, "nobody", NOBODY, NOBODY, 42, err,
+				  sizeof(err)) == 0,
+	       "shared dir creation is idempotent");
+	/* A user plants a symlink where the next job's directory goes. */
+	mkdir(at("victim"), 0755);
+	link_to(at("victim"), at("shared/nobody/43"));
+	tap_ok(nc_make_shared_dir(&c, "nobody", NOBODY, NOBODY, 43, err,
+				  sizeof(err)) < 0 &&
+		       stat(at("victim"), &st) == 0 && st.st_uid == 0 &&
+		       (st.st_mode & ALLPERMS) == 0755,
+	       "planted symlink refused, its target untouched");
+	tap_diag("%s", err);
+	mkdir(at("shared/daemon"), 0755);
+	tap_ok(nc_make_shared_dir(&c, "daemon", 1, 1, 44, err, sizeof(err)) <
+			       0 &&
+		       strstr(err, "owned by uid 0"),
+	       "user dir owned by someone else refused");
+
+	tap_ok(nc_make_scratch_dir(&c, NOBODY, NOBODY, 42, &nf, err,
+				   sizeof(err)) == 0,
+	       "scratch made");
+	tap_ok(stat(at("scratch/root/42"), &st) == 0 && st.st_uid == NOBODY &&
+		       (st.st_mode & ALLPERMS) == 0700,
+	       "scratch owned by the user, mode 0700");
+	tap_ok(stat(at("scratch/root"), &st) == 0 && st.st_uid == 0 &&
+		       (st.st_mode & ALLPERMS) == 0755,
+	       "scratch root created root-owned 0755");
+	touch(at("scratch/root/42/data"));
+	link_to("/etc", at("scratch/root/42/etc"));
+	tap_ok(nc_remove_scratch_dir(&c, 42, err, sizeof(err)) == 0 &&
+		       !exists(at("scratch/root/42")) && exists("/etc/passwd"),
+	       "scratch removed without following symlinks");
+	tap_ok(nc_remove_scratch_dir(&c, 42, err, sizeof(err)) == 0,
+	       "scratch removal idempotent");
+	(void)!chown(at("scratch/root"), NOBODY, NOBODY);
+	tap_ok(nc_make_scratch_dir(&c, NOBODY, NOBODY, 43, &nf, err,
+				   sizeof(err)) < 0 &&
+		       nf == 1 && strstr(err, "not owned by root"),
+	       "scratch root owned by a user: a node fault");
+	tap_diag("%s", err);
+}
+
+static void
+test_sweep(void)
+{
+	struct ddp_conf c;
+	struct nc_buf rep = {0};
+	char err[NC_ERR_LEN];
+	struct timespec old[2] = {{0, 0}, {0, 0}};
+	unsigned long live[] = {101};
+	time_t now = time(NULL);
+	int rc;
+
+	ddp_conf_defaults(&c);
+	mkdir(at("sw"), 0755);
+	mkdir(at("sw/u1"), 0700);
+	mkdir(at("sw/u1/100"), 0700);
+	mkdir(at("sw/u1/100/sub"), 0700);
+	mkdir(at("sw/u1/101"), 0700);
+	mkdir(at("sw/u1/102"), 0700);
+	mkdir(at("sw/u1/notajob"), 0700);
+	old[0].tv_sec = old[1].tv_sec = now - 3 * 86400;
+	utimensat(AT_FDCWD, at("sw/u1/100"), old, 0);
+	utimensat(AT_FDCWD, at("sw/u1/101"), old, 0);
+	utimensat(AT_FDCWD, at("sw/u1/notajob"), old, 0);
+	ddp_fmt(c.shared_root, sizeof(c.shared_root), "%s", at("sw"));
+	c.retention_days = 1;
+	rc = nc_sweep_shared(&c, live, 1, now, 1, &rep, err, sizeof(err));
+	tap_ok(rc == 0 && rep.s && strstr(rep.s, "would remove") &&
+		       strstr(rep.s, "u1/100\n") && exists(at("sw/u1/100")),
+	       "dry run reports, removes nothing");
+	nc_buf_free(&rep);
+	rc = nc_sweep_shared(&c, live, 1, now, 0, &rep, err, sizeof(err));
+	tap_ok(rc == 0 && !exists(at("sw/u1/100")), "old finished job swept");
+	tap_ok(exists(at("sw/u1/101")) && exists(at("sw/u1/102")) &&
+		       exists(at("sw/u1/notajob")),
+	       "live, recent and foreign directories kept");
+	nc_buf_free(&rep);
+}
+
+int
+main(void)
+{
+	char err[NC_ERR_LEN];
+	int fd;
+
+	if (!mkdtemp(top)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	chmod(top, 0755);
+	test_mount_lookup();
+	test_processes();
+	test_rmtree();
+	test_shared_root();
+	test_dirs();
+	test_sweep();
+	fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || nc_rmtree_at(fd, top + 5, err, sizeof(err)) < 0)
+		tap_diag("cleanup of %s failed: %s", top, err);
+	if (fd >= 0)
+		close(fd);
+	return tap_done();
+}

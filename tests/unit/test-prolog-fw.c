@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Unit tests of ddp-nodectl's firewall core: input validation, the table
+ * script, peer elements, set-listing parsing, the sync script and the
+ * per-job state files.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nodectl.h"
+#include "tap.h"
+
+static struct nc_elem
+elem(int family, const char *addr, unsigned lo, unsigned hi, unsigned long job)
+{
+	struct nc_elem e;
+
+	memset(&e, 0, sizeof(e));
+	e.family = family;
+	snprintf(e.addr, sizeof(e.addr), "%s", addr);
+	e.lo = lo;
+	e.hi = hi;
+	e.jobid = job;
+	return e;
+}
+
+static void
+test_validation(void)
+{
+	unsigned long v = 0;
+
+	tap_ok(nc_parse_jobid("123", &v) == 0 && v == 123, "job id parses");
+	tap_ok(nc_parse_jobid("4294967294", &v) == 0, "largest job id");
+	tap_ok(nc_parse_jobid("4294967295", &v) < 0, "NO_VAL refused");
+	tap_ok(nc_parse_jobid("0", &v) < 0 && nc_parse_jobid("", &v) < 0 &&
+		       nc_parse_jobid(NULL, &v) < 0 &&
+		       nc_parse_jobid("12a", &v) < 0 &&
+		       nc_parse_jobid("-1", &v) < 0 &&
+		       nc_parse_jobid("+1", &v) < 0 &&
+		       nc_parse_jobid(" 1", &v) < 0 &&
+		       nc_parse_jobid("1;rm", &v) < 0 &&
+		       nc_parse_jobid("12345678901", &v) < 0,
+	       "bad job ids refused");
+	tap_ok(nc_parse_id("0", &v) == 0 && v == 0, "uid 0 parses");
+	tap_ok(nc_valid_nodename("gpu-01.rack2") && !nc_valid_nodename("-x") &&
+		       !nc_valid_nodename("a b") && !nc_valid_nodename("a/b") &&
+		       !nc_valid_nodename(""),
+	       "node-name rule");
+}
+
+static void
+test_install_script(void)
+{
+	struct ddp_conf c;
+	struct nc_buf b = {0};
+
+	ddp_conf_defaults(&c);
+	tap_ok(nc_fw_install_script(&c, 32768, 60999, &b) == 0, "script made");
+	tap_ok(strstr(b.s, "table inet ddp\ndelete table inet ddp\n") == b.s,
+	       "script recreates the table atomically");
+	tap_ok(strstr(b.s, "elements = { 29400-29999, 32768-60999 }") != NULL,
+	       "guarded ports: port_range and ephemeral range");
+	tap_ok(strstr(b.s, "flags interval,timeout") != NULL,
+	       "peer sets carry timeouts");
+	tap_ok(strstr(b.s, "ct state established,related accept") <
+			       strstr(b.s, "reject with tcp reset") &&
+		       strstr(b.s, "@peers4 accept") <
+			       strstr(b.s, "reject with tcp reset"),
+	       "peers accepted before the reject");
+	nc_buf_free(&b);
+	c.port_min = c.port_max = 40000;
+	nc_fw_install_script(&c, 39000, 40000, &b);
+	tap_ok(strstr(b.s, "elements = { 39000-40000 }") != NULL,
+	       "overlapping ranges merged");
+	nc_buf_free(&b);
+	nc_fw_install_script(&c, 50000, 50010, &b);
+	tap_ok(strstr(b.s, "elements = { 40000, 50000-50010 }") != NULL,
+	       "single port printed alone");
+	nc_buf_free(&b);
+}
+
+static void
+test_peers(void)
+{
+	struct ddp_conf c;
+	struct nc_elems e = {0};
+	char *hosts[] = {"self-node", "localhost", "no-such-host.invalid"};
+	char err[NC_ERR_LEN];
+	size_t i;
+	int rc, v4 = 0;
+
+	ddp_conf_defaults(&c);
+	rc = nc_fw_peer_elems(&c, hosts, 3, "self-node", 32768, 60999, 77, &e,
+			      err, sizeof(err));
+	tap_ok(rc == 1 && strstr(err, "no-such-host.invalid") &&
+		       !strstr(err, "self-node"),
+	       "unresolvable peer named, self skipped");
+	for (i = 0; i < e.n; i++) {
+		if (e.v[i].family == AF_INET &&
+		    strcmp(e.v[i].addr, "127.0.0.1") == 0 && e.v[i].jobid == 77)
+			v4++;
+	}
+	tap_ok(v4 == 2, "localhost gives one element per port range");
+	tap_diag("%zu elements", e.n);
+	nc_elems_free(&e);
+}
+
+static const char listing4[] =
+	"table inet ddp {\n"
+	"\tset peers4 {\n"
+	"\t\ttype ipv4_addr . inet_service\n"
+	"\t\tflags interval,timeout\n"
+	"\t\telements = { 10.9.0.2 . 29400-29999 timeout 1h expires "
+	"59m59s988ms comment \"job=12\",\n"
+	"\t\t\t     10.9.0.3 . 32768-60999 timeout 7d expires 6d23h "
+	"comment \"job=13\",\n"
+	"\t\t\t     10.9.0.4 . 29500 }\n"
+	"\t}\n"
+	"}\n";
+
+static void
+test_listing(void)
+{
+	struct nc_elems e = {0};
+	char err[NC_ERR_LEN];
+
+	tap_ok(nc_fw_parse_listing(listing4, &e, err, sizeof(err)) == 0 &&
+		       e.n == 3,
+	       "listing parsed");
+	tap_ok(e.n == 3 && e.v[0].family == AF_INET &&
+		       strcmp(e.v[0].addr, "10.9.0.2") == 0 &&
+		       e.v[0].lo == 29400 && e.v[0].hi == 29999 &&
+		       e.v[0].jobid == 12 && e.v[1].jobid == 13 &&
+		       e.v[2].jobid == 0 && e.v[2].lo == 29500 &&
+		       e.v[2].hi == 29500,
+	       "elements, ports and job tags");
+	nc_elems_free(&e);
+	tap_ok(nc_fw_parse_listing("table inet ddp {\n set peers6 {\n type "
+				   "ipv6_addr . inet_service\n elements = { "
+				   "fd00::3 . 29400-29999 comment \"job=5\" "
+				   "}\n}\n}\n",
+				   &e, err, sizeof(err)) == 0 &&
+		       e.n == 1 && e.v[0].family == AF_INET6 &&
+		       strcmp(e.v[0].addr, "fd00::3") == 0 && e.v[0].jobid == 5,
+	       "IPv6 listing parsed");
+	nc_elems_free(&e);
+	tap_ok(nc_fw_parse_listing("set peers4 {\n type ipv4_addr . "
+				   "inet_service\n flags interval,timeout\n}\n",
+				   &e, err, sizeof(err)) == 0 &&
+		       e.n == 0,
+	       "empty set parsed");
+	tap_ok(nc_fw_parse_listing("type ipv4_addr . inet_service\n"
+				   "elements = { 10.0.0.1 : 5 }",
+				   &e, err, sizeof(err)) < 0,
+	       "garbage refused");
+	tap_ok(nc_fw_parse_listing("type ipv4_addr . inet_service\n"
+				   "elements = { fd00::1 . 5 }",
+				   &e, err, sizeof(err)) < 0,
+	       "wrong family refused");
+	tap_ok(nc_fw_parse_listing("nothing", &e, err, sizeof(err)) < 0,
+	       "unknown set type refused");
+	nc_elems_free(&e);
+}
+
+static void
+test_sync(void)
+{
+	struct nc_elems actual = {0}, desired = {0};
+	struct nc_elem a = elem(AF_INET, "10.0.0.2", 29400, 29999, 12);
+	struct nc_elem b = elem(AF_INET, "10.0.0.3", 29400, 29999, 12);
+	struct nc_elem c = elem(AF_INET, "10.0.0.4", 29400, 29999, 0);
+	struct nc_elem d = elem(AF_INET6, "fd00::5", 100, 200, 14);
+	struct nc_elem a13 = a, a20 = a;
+	struct nc_buf s = {0};
+
+	a13.jobid = 13;
+	a20.jobid = 20;
+	nc_elems_add(&actual, &a);
+	nc_elems_add(&actual, &b);
+	nc_elems_add(&actual, &c);
+	nc_elems_add(&desired, &a20);
+	nc_elems_add(&desired, &a13);
+	nc_elems_add(&desired, &d);
+	tap_ok(nc_fw_sync_script(&actual, &desired, 3600, &s) == 0, "sync");
+	tap_ok(strstr(s.s, "add element inet ddp peers4 { 10.0.0.3 . "
+			   "29400-29999 }\ndelete element inet ddp peers4 { "
+			   "10.0.0.3 . 29400-29999 }\n") != NULL,
+	       "element no job needs: idempotent delete");
+	tap_ok(strstr(s.s, "delete element inet ddp peers4 { 10.0.0.2 . "
+			   "29400-29999 }\nadd element inet ddp peers4 { "
+			   "10.0.0.2 . 29400-29999 timeout 3600s comment "
+			   "\"job=13\" }\n") != NULL,
+	       "element still needed re-tagged with its lowest job");
+	tap_ok(strstr(s.s, "add element inet ddp peers6 { fd00::5 . 100-200 "
+			   "timeout 3600s comment \"job=14\" }\n") != NULL,
+	       "missing element added");
+	tap_ok(strstr(s.s, "10.0.0.4") == NULL, "untagged element untouched");
+	nc_buf_free(&s);
+
+	/* Already in sync: nothing to do. */
+	desired.n = 0;
+	nc_elems_add(&desired, &a);
+	actual.n = 0;
+	nc_elems_add(&actual, &a);
+	tap_ok(nc_fw_sync_script(&actual, &desired, 3600, &s) == 0 &&
+		       s.len == 0,
+	       "in sync: empty script");
+	nc_buf_free(&s);
+	nc_elems_free(&actual);
+	nc_elems_free(&desired);
+}
+
+static void
+test_state(void)
+{
+	char dir[] = "/tmp/test-prolog-fw.XXXXXX", err[NC_ERR_LEN];
+	struct nc_elems e = {0}, got = {0};
+	struct nc_elem x = elem(AF_INET, "10.0.0.2", 29400, 29999, 5);
+	struct nc_elem y = elem(AF_INET6, "fd00::2", 32768, 60999, 5);
+	unsigned long live[] = {6};
+	time_t now = time(NULL);
+	int dfd, fd;
+
+	if (!mkdtemp(dir) ||
+	    (dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		tap_ok(0, "temporary directory");
+		return;
+	}
+	nc_elems_add(&e, &x);
+	nc_elems_add(&e, &y);
+	tap_ok(nc_state_write(dfd, 5, now + 100, &e, err, sizeof(err)) == 0 &&
+		       nc_state_write(dfd, 6, now + 100, &e, err,
+				      sizeof(err)) == 0 &&
+		       nc_state_write(dfd, 7, now - 1, &e, err, sizeof(err)) ==
+			       0,
+	       "state files written");
+	tap_ok(nc_state_read_all(dfd, now, NULL, 0, &got, err, sizeof(err)) ==
+			       0 &&
+		       got.n == 4,
+	       "expired job's state ignored");
+	tap_ok(faccessat(dfd, "job.7", F_OK, 0) < 0,
+	       "expired state file removed");
+	nc_elems_sort(&got);
+	tap_ok(got.n == 4 && got.v[0].jobid == 5 && got.v[1].jobid == 6 &&
+		       strcmp(got.v[2].addr, "fd00::2") == 0 &&
+		       got.v[2].lo == 32768,
+	       "elements read back with their job");
+	got.n = 0;
+	tap_ok(nc_state_read_all(dfd, now, live, 1, &got, err, sizeof(err)) ==
+			       0 &&
+		       got.n == 2 && got.v[0].jobid == 6 &&
+		       faccessat(dfd, "job.5", F_OK, 0) < 0,
+	       "state of jobs not live removed");
+	fd = openat(dfd, "job.9", O_WRONLY | O_CREAT, 0600);
+	if (fd >= 0) {
+		(void)!write(fd, "junk\n", 5);
+		close(fd);
+	}
+	got.n = 0;
+	tap_ok(nc_state_read_all(dfd, now, NULL, 0, &got, err, sizeof(err)) ==
+			       1 &&
+		       strstr(err, "job.9") && got.n == 2 &&
+		       faccessat(dfd, "job.9", F_OK, 0) < 0,
+	       "malformed state reported and removed");
+	tap_ok(nc_state_remove(dfd, 6, err, sizeof(err)) == 0 &&
+		       nc_state_remove(dfd, 6, err, sizeof(err)) == 0,
+	       "state removal idempotent");
+	nc_elems_free(&e);
+	nc_elems_free(&got);
+	close(dfd);
+	rmdir(dir);
+}
+
+int
+main(void)
+{
+	test_validation();
+	test_install_script();
+	test_peers();
+	test_listing();
+	test_sync();
+	test_state();
+	return tap_done();
+}
