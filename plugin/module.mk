@@ -5,3 +5,31 @@ $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
 TARGETS += $(DDP_PLAN)
+
+PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
+PLUGIN_OBJ := $(BUILD)/plugin/spank_ddp.o $(BUILD)/plugin/args.o
+# slurm_spank_* and slurm_hostlist_* resolve in the loading program
+# (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
+$(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds
+	@mkdir -p $(@D)
+	$(CC) -shared $(CFLAGS_ALL) -o $@ $(PLUGIN_OBJ) $(CORE_LIB) \
+	    $(LDFLAGS_ALL) -Wl,--version-script=plugin/spank_ddp.lds $(HWLOC_LIBS)
+ifneq ($(FUZZ),1)
+ifneq ($(SAN),1)
+TARGETS += $(PLUGIN_SO)
+endif
+endif
+
+install-plugin: $(PLUGIN_SO) $(DDP_PLAN)
+	install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(BINDIR) \
+	    $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(PLUGIN_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_ddp.so
+	install -m 0755 $(DDP_PLAN) $(DESTDIR)$(BINDIR)/ddp-plan
+	install -m 0644 doc/spank-ddp.8 $(DESTDIR)$(MANDIR)/man8/spank-ddp.8
+.PHONY: install-plugin
+INSTALL_RULES += install-plugin
+
+# Unit tests of the plugin's Slurm-free parsing.
+$(BUILD)/tests/unit/test-plugin-%: $(BUILD)/tests/unit/test-plugin-%.o $(BUILD)/plugin/args.o $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
+UNIT_TESTS += $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test-plugin-*.c))

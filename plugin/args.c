@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Option values, plugstack arguments and srun's command line, parsed
+ * strictly and without Slurm so they can be unit-tested and fuzzed. */
+#include "args.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ddp_util.h"
+#include "gpulist.h"
+#include "placement.h"
+#include "port.h"
+
+__attribute__((format(printf, 3, 4))) static int
+errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (errlen == 0)
+		return -1;
+	va_start(ap, fmt);
+	n = vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		err[0] = '\0';
+	return -1;
+}
+
+/* Shows at most 40 characters of a user value, so messages stay short. */
+#define SHOW(v) ((v) ? (v) : "(none)")
+
+int
+ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
+	       size_t errlen)
+{
+	if (!strcmp(name, "ddp")) {
+		o->enabled = 1;
+	} else if (!strcmp(name, "ddp-verbose")) {
+		o->verbose = 1;
+	} else if (!strcmp(name, "ddp-port")) {
+		long p = ddp_port_parse(arg);
+
+		if (p < 0)
+			return errf(
+				err, errlen,
+				"--ddp-port=%.40s: not a port; give a "
+				"number from 1 to 65535 that no other job "
+				"uses (or leave it out to let --ddp choose)",
+				SHOW(arg));
+		o->port = p;
+	} else if (!strcmp(name, "ddp-bind")) {
+		enum ddp_bind b;
+
+		if (ddp_bind_parse(arg, &b) < 0)
+			return errf(err, errlen,
+				    "--ddp-bind=%.40s: unknown binding; use "
+				    "none, numa or core",
+				    SHOW(arg));
+		o->bind = (int)b;
+	} else {
+		return errf(err, errlen, "unknown option --%.40s", name);
+	}
+	return 0;
+}
+
+int
+ddp_plugstack_parse(struct ddp_conf *conf, int ac, char **av, char *err,
+		    size_t errlen)
+{
+	const char *config = NULL;
+	char cerr[DDP_CONF_ERR_LEN];
+	int i;
+
+	ddp_conf_defaults(conf);
+	for (i = 0; i < ac; i++) {
+		if (!strncmp(av[i], "config=", 7)) {
+			config = av[i] + 7;
+			if (config[0] != '/')
+				return errf(err, errlen,
+					    "plugstack argument '%.200s': "
+					    "config= needs an absolute path",
+					    av[i]);
+		}
+	}
+	if (ddp_conf_load(conf, config ? config : DDP_CONF_DEFAULT, !config,
+			  cerr, sizeof(cerr)) < 0)
+		return errf(err, errlen, "%s", cerr);
+	for (i = 0; i < ac; i++) {
+		char key[64];
+		const char *eq = strchr(av[i], '=');
+		size_t klen = eq ? (size_t)(eq - av[i]) : 0;
+
+		if (!eq || klen == 0 || klen >= sizeof(key))
+			return errf(err, errlen,
+				    "plugstack argument '%.200s': expected "
+				    "key=value (keys: config, port_range, "
+				    "default_bind, shared_root, scratch_root, "
+				    "...)",
+				    av[i]);
+		memcpy(key, av[i], klen);
+		key[klen] = '\0';
+		if (!strcmp(key, "config"))
+			continue;
+		if (ddp_conf_set(conf, key, eq + 1, cerr, sizeof(cerr)) < 0)
+			return errf(err, errlen, "plugstack argument: %s",
+				    cerr);
+	}
+	return 0;
+}
+
+/* srun options that take a separate argument ("-n 4", "--nodes 2"). */
+static const char short_with_arg[] = "AbBcCdDeGiJLmMnNopqrStTwWx";
+static const char *const long_with_arg[] = {
+	"account",
+	"acctg-freq",
+	"begin",
+	"bcast",
+	"bb",
+	"bbf",
+	"chdir",
+	"cluster-constraint",
+	"clusters",
+	"comment",
+	"compress",
+	"constraint",
+	"container",
+	"core-spec",
+	"cores-per-socket",
+	"cpu-bind",
+	"cpu-freq",
+	"cpus-per-gpu",
+	"cpus-per-task",
+	"deadline",
+	"delay-boot",
+	"dependency",
+	"distribution",
+	"epilog",
+	"error",
+	"exclude",
+	"export",
+	"extra-node-info",
+	"gid",
+	"gpu-bind",
+	"gpu-freq",
+	"gpus",
+	"gpus-per-node",
+	"gpus-per-socket",
+	"gpus-per-task",
+	"gres",
+	"gres-flags",
+	"het-group",
+	"hint",
+	"input",
+	"job-name",
+	"jobid",
+	"licenses",
+	"mail-type",
+	"mail-user",
+	"mcs-label",
+	"mem",
+	"mem-bind",
+	"mem-per-cpu",
+	"mem-per-gpu",
+	"mincpus",
+	"mpi",
+	"network",
+	"nodefile",
+	"nodelist",
+	"nodes",
+	"ntasks",
+	"ntasks-per-core",
+	"ntasks-per-gpu",
+	"ntasks-per-node",
+	"ntasks-per-socket",
+	"open-mode",
+	"output",
+	"partition",
+	"power",
+	"prefer",
+	"priority",
+	"profile",
+	"prolog",
+	"qos",
+	"relative",
+	"reservation",
+	"resv-ports",
+	"signal",
+	"slurmd-debug",
+	"sockets-per-node",
+	"switches",
+	"task-epilog",
+	"task-prolog",
+	"thread-spec",
+	"threads",
+	"threads-per-core",
+	"time",
+	"time-min",
+	"tmp",
+	"tres-per-task",
+	"uid",
+	"wait",
+	"wckey",
+	"ddp-port",
+	"ddp-bind",
+	NULL,
+};
+
+static int
+takes_arg(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; long_with_arg[i]; i++)
+		if (strlen(long_with_arg[i]) == len &&
+		    !strncmp(long_with_arg[i], name, len))
+			return 1;
+	return 0;
+}
+
+/* "[type:]N" as in --gpus-per-node and -G. */
+static int
+parse_gpu_count(const char *v, long *out)
+{
+	const char *c = strrchr(v, ':');
+
+	return ddp_parse_long(c ? c + 1 : v, 0, DDP_GPU_MAX, out);
+}
+
+/* The GPUs in a --gres list ("gpu:4", "gpu:a100:2,nic:1", "gpu"). */
+static int
+parse_gres(const char *v, long *out)
+{
+	char buf[256];
+	const char *p = v;
+	long total = -1;
+
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len >= sizeof(buf))
+			return -1;
+		memcpy(buf, p, len);
+		buf[len] = '\0';
+		if (!strncmp(buf, "gres/", 5))
+			memmove(buf, buf + 5, strlen(buf + 5) + 1);
+		if (!strcmp(buf, "gpu") || !strncmp(buf, "gpu:", 4)) {
+			const char *c = strrchr(buf, ':');
+			long n = 1;
+
+			if (c && c[1] >= '0' && c[1] <= '9' &&
+			    ddp_parse_long(c + 1, 0, DDP_GPU_MAX, &n) < 0)
+				return -1;
+			total = (total < 0 ? 0 : total) + n;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	if (total >= 0)
+		*out = total;
+	return 0;
+}
+
+/* Applies one recognised option; unknown ones are ignored. */
+static int
+note_option(const char *name, size_t len, const char *val,
+	    struct ddp_srun_req *req, char *err, size_t errlen)
+{
+	char opt[32];
+	long v;
+	int rc = 0;
+
+	if (len >= sizeof(opt))
+		return 0;
+	memcpy(opt, name, len);
+	opt[len] = '\0';
+	if (!strcmp(opt, "help") || !strcmp(opt, "usage") ||
+	    !strcmp(opt, "version") || !strcmp(opt, "test-only") ||
+	    !strcmp(opt, "h") || !strcmp(opt, "V")) {
+		req->help = 1;
+		return 0;
+	}
+	if (!val)
+		return 0;
+	if (!strcmp(opt, "ntasks-per-node")) {
+		rc = ddp_parse_long(val, 1, 65535, &v);
+		req->ntasks_per_node = v;
+	} else if (!strcmp(opt, "ntasks") || !strcmp(opt, "n")) {
+		rc = ddp_parse_long(val, 1, 1L << 24, &v);
+		req->ntasks = v;
+	} else if (!strcmp(opt, "nodes") || !strcmp(opt, "N")) {
+		const char *end;
+
+		rc = ddp_parse_long_prefix(val, 1, 65535, &v, &end);
+		req->nodes = v;
+	} else if (!strcmp(opt, "gpus-per-node")) {
+		rc = parse_gpu_count(val, &v);
+		req->gpus_per_node = v;
+	} else if (!strcmp(opt, "gpus") || !strcmp(opt, "G")) {
+		rc = parse_gpu_count(val, &v);
+		req->gpus = v;
+	} else if (!strcmp(opt, "gres")) {
+		rc = parse_gres(val, &req->gpus_per_node);
+	} else if (!strcmp(opt, "gpus-per-task") ||
+		   !strcmp(opt, "ntasks-per-gpu")) {
+		req->per_task_gpus = 1;
+	} else {
+		return 0;
+	}
+	if (rc < 0)
+		return errf(err, errlen,
+			    "--%.40s=%.40s: not a count this plugin "
+			    "understands",
+			    opt, val);
+	return 0;
+}
+
+int
+ddp_srun_scan(int argc, char *const *argv,
+	      const char *(*getenv_fn)(const char *), struct ddp_srun_req *req,
+	      char *err, size_t errlen)
+{
+	static const struct {
+		const char *env, *opt;
+	} envs[] = {
+		{"SLURM_NTASKS_PER_NODE", "ntasks-per-node"},
+		{"SLURM_NTASKS", "ntasks"},
+		{"SLURM_NPROCS", "ntasks"},
+		{"SLURM_NNODES", "nodes"},
+		{"SLURM_GPUS_PER_NODE", "gpus-per-node"},
+		{"SLURM_GPUS", "gpus"},
+		{"SLURM_GPUS_PER_TASK", "gpus-per-task"},
+		{"SLURM_NTASKS_PER_GPU", "ntasks-per-gpu"},
+	};
+	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0};
+	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0};
+	size_t k;
+	int i;
+
+	for (i = 1; i < argc && argv[i]; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--"))
+			break;
+		if (a[0] != '-' || a[1] == '\0')
+			break; /* the program to run */
+		if (a[1] == '-') {
+			const char *name = a + 2, *eq = strchr(name, '=');
+			size_t len = eq ? (size_t)(eq - name) : strlen(name);
+			const char *val = eq ? eq + 1 : NULL;
+
+			if (!eq && takes_arg(name, len) && i + 1 < argc)
+				val = argv[++i];
+			if (note_option(name, len, val, &cmd, err, errlen) < 0)
+				return -1;
+			continue;
+		}
+		/* Bundled short options: flags until one takes a value. */
+		for (const char *c = a + 1; *c; c++) {
+			const char *val = NULL;
+
+			if (strchr(short_with_arg, *c)) {
+				val = c[1] ? c + 1
+					   : (i + 1 < argc ? argv[++i] : NULL);
+				if (note_option(c, 1, val, &cmd, err, errlen) <
+				    0)
+					return -1;
+				break;
+			}
+			if (note_option(c, 1, NULL, &cmd, err, errlen) < 0)
+				return -1;
+		}
+	}
+	for (k = 0; getenv_fn && k < sizeof(envs) / sizeof(envs[0]); k++) {
+		const char *v = getenv_fn(envs[k].env);
+
+		if (v && *v &&
+		    note_option(envs[k].opt, strlen(envs[k].opt), v, &env, err,
+				errlen) < 0)
+			return errf(err, errlen,
+				    "%s=%.40s: not a count this plugin "
+				    "understands",
+				    envs[k].env, v);
+	}
+	*req = cmd;
+	if (req->ntasks_per_node < 0)
+		req->ntasks_per_node = env.ntasks_per_node;
+	if (req->ntasks < 0)
+		req->ntasks = env.ntasks;
+	if (req->nodes < 0)
+		req->nodes = env.nodes;
+	if (req->gpus_per_node < 0 && req->gpus < 0) {
+		req->gpus_per_node = env.gpus_per_node;
+		req->gpus = env.gpus;
+	}
+	req->per_task_gpus |= env.per_task_gpus;
+	if (req->gpus_per_node < 0 && req->gpus >= 0 && req->nodes > 0 &&
+	    req->gpus % req->nodes == 0)
+		req->gpus_per_node = req->gpus / req->nodes;
+	return 0;
+}
+
+int
+ddp_srun_decide(const struct ddp_srun_req *req, long *per_node, char *err,
+		size_t errlen)
+{
+	char a[32], b[32];
+	long tasks = -1;
+
+	*per_node = 0;
+	if (req->ntasks_per_node > 0)
+		tasks = req->ntasks_per_node;
+	else if (req->ntasks > 0 && req->nodes > 0)
+		tasks = (req->ntasks + req->nodes - 1) / req->nodes;
+	if (req->ntasks_per_node < 0 && req->ntasks < 0 &&
+	    !req->per_task_gpus) {
+		if (req->gpus_per_node <= 0)
+			return errf(
+				err, errlen,
+				"--ddp without --ntasks-per-node starts one "
+				"rank per GPU, but no GPUs per node were "
+				"requested: add --gpus-per-node=G (or "
+				"--gres=gpu:G), or give --ntasks-per-node=N "
+				"for N ranks per node");
+		*per_node = req->gpus_per_node;
+		return 1;
+	}
+	if (tasks > 0 && req->gpus_per_node > 0 && tasks > req->gpus_per_node) {
+		if (ddp_fmt(a, sizeof(a), "%ld", tasks) < 0 ||
+		    ddp_fmt(b, sizeof(b), "%ld", req->gpus_per_node) < 0)
+			return -1;
+		return errf(err, errlen,
+			    "--ddp: %s ranks on a node but only %s GPUs per "
+			    "node: use --ntasks-per-node of at most the GPUs "
+			    "per node, or request more GPUs (--gpus-per-node)",
+			    a, b);
+	}
+	return 0;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Slurm-free parsing for the SPANK plugin: the --ddp-* option values, the
+ * plugstack.conf arguments, and the scan of srun's own command line that
+ * decides between node mode and task mode. Kept apart from spank_ddp.c so
+ * the unit tests and the fuzzers run it without Slurm.
+ *
+ * Thread safety: reentrant; the functions touch only their arguments.
+ */
+#ifndef DDP_ARGS_H
+#define DDP_ARGS_H
+
+#include <stddef.h>
+
+#include "ddp_conf.h"
+
+#define DDP_ERR_LEN 512
+
+/* What the user asked for with the --ddp* options. */
+struct ddp_opts {
+	int enabled; /* --ddp */
+	long port;   /* --ddp-port, 0 = not given */
+	int bind;    /* --ddp-bind as enum ddp_bind, -1 = not given */
+	int verbose; /* --ddp-verbose */
+};
+
+/*
+ * Applies one option callback. name is the option without dashes ("ddp",
+ * "ddp-port", "ddp-bind", "ddp-verbose"), arg its value or NULL. Repeating
+ * an option is harmless; a later value replaces an earlier one (srun runs
+ * the environment's copy first, then the command line's). Returns 0, or -1
+ * with err naming the option and the values that would work.
+ */
+int ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg,
+		   char *err, size_t errlen);
+
+/*
+ * Parses plugstack.conf arguments into conf: "config=PATH" is read first
+ * (default DDP_CONF_DEFAULT, missing file allowed only when not given
+ * explicitly), then every other key=value on top, through ddp_conf_set.
+ * Unknown keys and bad values fail with err naming the argument. conf is
+ * filled with defaults first.
+ */
+int ddp_plugstack_parse(struct ddp_conf *conf, int ac, char **av, char *err,
+			size_t errlen);
+
+/* The task layout srun was asked for, as far as its argv and env say. */
+struct ddp_srun_req {
+	long ntasks_per_node; /* -1: not given */
+	long ntasks;	      /* -1: not given */
+	long nodes;	      /* minimum node count, -1: not given */
+	long gpus_per_node;   /* -1: unknown */
+	long gpus;	      /* total GPUs (-G/--gpus), -1: not given */
+	int per_task_gpus;    /* --gpus-per-task / --ntasks-per-gpu given */
+	int help;	      /* --help/--usage/--version/--test-only */
+};
+
+/*
+ * Scans srun's argv (argv[0] is srun) up to the program to run, filling
+ * req from --ntasks-per-node, -n/--ntasks, -N/--nodes, --gpus-per-node,
+ * --gres=gpu..., -G/--gpus, --gpus-per-task and --ntasks-per-gpu, then
+ * from the matching SLURM_* input variables that getenv_fn returns (srun
+ * reads those too; the command line wins). Returns 0, or -1 with err when
+ * a value this plugin needs is malformed.
+ */
+int ddp_srun_scan(int argc, char *const *argv,
+		  const char *(*getenv_fn)(const char *),
+		  struct ddp_srun_req *req, char *err, size_t errlen);
+
+/*
+ * Decides what --ddp does with req. Returns 1 for node mode with *per_node
+ * set to the number of ranks (GPUs) per node; 0 for task mode; -1 with err
+ * naming the options and what would work when the request is impossible
+ * (node mode without GPUs, more tasks on a node than GPUs).
+ */
+int ddp_srun_decide(const struct ddp_srun_req *req, long *per_node, char *err,
+		    size_t errlen);
+
+#endif
