@@ -67,9 +67,13 @@ all:
 # Keep objects of programs built in one step (unit tests, tools).
 .SECONDARY:
 
+# V=1 shows the compiler command lines.
+Q := $(if $(filter 1,$(V)),,@)
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(HWLOC_CFLAGS) -MMD -MP -c $< -o $@
+	$(if $(Q),@echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $(HWLOC_CFLAGS) -MMD -MP -c $< -o $@
 
 # Slurm-free core shared by the plugin, the prolog helper, the runtime's
 # tools and the tests.
@@ -78,7 +82,7 @@ CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CORE_LIB := $(BUILD)/libddpcore.a
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	$(Q)$(AR) rcs $@ $^
 TARGETS += $(CORE_LIB)
 
 include $(sort $(wildcard */module.mk tests/*/module.mk))

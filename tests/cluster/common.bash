@@ -5,6 +5,7 @@
 # it up for the next file; the runner's last suite takes it down.
 
 repo_root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+# shellcheck disable=SC2034 # used by the .bats files
 shared_dir=$(cd "$repo_root/.." && pwd)/shared
 MC="$repo_root/tests/cluster/minicluster"
 
@@ -37,4 +38,5 @@ require_prolog() {
 }
 
 # show: echoes bats' $output on failure, so a failing assertion explains itself.
+# shellcheck disable=SC2154 # bats sets status and output
 show() { printf '%s\n' "status=$status" "$output" >&2; }

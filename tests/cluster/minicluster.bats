@@ -19,7 +19,7 @@ setup_file() {
 	show
 	[ "$status" -eq 0 ]
 	[ "$(printf '%s\n' "$output" | grep -cE '^node[0-9] 0,1,2,3 0,1,2,3$')" -eq 8 ]
-	[ "$(printf '%s\n' "$output" | cut -d' ' -f1 | sort -u | wc -l)" -eq 2 ]
+	[ "$(printf '%s\n' "$output" | grep -E '^node' | cut -d' ' -f1 | sort -u | wc -l)" -eq 2 ]
 }
 
 @test "exec NODE runs inside that node's namespaces" {
