@@ -287,16 +287,18 @@ read_job(struct job *j, int need_user)
 	unsigned long v;
 
 	memset(j, 0, sizeof(*j));
+	/* The node first: it is needed to drain on any later error. */
+	j->node = getenv("SLURMD_NODENAME");
+	if (j->node && !nc_valid_nodename(j->node)) {
+		ddp_error("SLURMD_NODENAME is not a node name");
+		j->node = NULL;
+		return -1;
+	}
 	if (nc_parse_jobid(id, &j->id) < 0) {
 		ddp_error("SLURM_JOB_ID is not a job id");
 		return -1;
 	}
 	ddp_fmt(log_prefix, sizeof(log_prefix), "job %lu: ", j->id);
-	j->node = getenv("SLURMD_NODENAME");
-	if (j->node && !nc_valid_nodename(j->node)) {
-		ddp_error("SLURMD_NODENAME is not a node name");
-		return -1;
-	}
 	j->nodelist = getenv("SLURM_NODELIST");
 	if (!need_user)
 		return 0;
@@ -575,7 +577,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 		{"grace", required_argument, NULL, 'g'},
 		{NULL, 0, NULL, 0},
 	};
-	unsigned long *live = NULL, id;
+	unsigned long *live = NULL, id, none = 0;
 	size_t nlive = 0;
 	long grace = 600;
 	char err[NC_ERR_LEN];
@@ -637,7 +639,9 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 		rv = EX_OK;
 		goto scratch;
 	}
-	if (sync_firewall(conf, statefd, live, nlive, err, sizeof(err)) < 0) {
+	/* An empty list means no job is live, not "no filter". */
+	if (sync_firewall(conf, statefd, live ? live : &none, nlive, err,
+			  sizeof(err)) < 0) {
 		ddp_error("%s", err);
 		goto out;
 	}
