@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libFuzzer target for libddp's wire formats: rendezvous messages (header,
+ * hello, text, roster, peer hello) and collective frame headers.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wk.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Re-encodes what was parsed and parses it again: must round-trip. */
+static void
+roundtrip_hello(const struct rdv_hello *h)
+{
+	struct rdv_hello *h2 = malloc(sizeof(*h2));
+	struct wk_buf b = {0};
+	uint16_t type;
+	uint32_t blen;
+	char err[256];
+
+	if (!h2)
+		return;
+	if (rdv_encode_hello(&b, h) == 0 &&
+	    rdv_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) == 0) {
+		if (rdv_parse_hello(b.p + RDV_HDR_LEN, blen, h2, err,
+				    sizeof(err)) != 0 ||
+		    h2->rank != h->rank || strcmp(h2->cred, h->cred) != 0 ||
+		    strcmp(h2->host, h->host) != 0)
+			abort();
+	}
+	wk_buf_free(&b);
+	free(h2);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct rdv_roster_entry ents[64];
+	struct rdv_hello *h;
+	struct rdv_peer_hello ph;
+	struct wk_frame f;
+	uint8_t token[WK_TOKEN_LEN], hdr[WK_FRAME_LEN];
+	char err[256], text[1024], desc[200];
+	uint16_t type;
+	uint32_t blen, world;
+	const uint8_t *body;
+
+	if (size >= WK_FRAME_LEN && wk_frame_decode(data, &f) == 0) {
+		wk_frame_describe(&f, desc, sizeof(desc));
+		wk_frame_encode(hdr, &f);
+		if (memcmp(hdr, data, WK_FRAME_LEN) != 0)
+			abort();
+	}
+	if (rdv_parse_header(data, size, &type, &blen, err, sizeof(err)) < 0)
+		return 0;
+	body = data + RDV_HDR_LEN;
+	if (blen > size - RDV_HDR_LEN)
+		blen = (uint32_t)(size - RDV_HDR_LEN);
+	h = malloc(sizeof(*h));
+	if (!h)
+		return 0;
+	switch (type) {
+	case RDV_HELLO:
+		if (rdv_parse_hello(body, blen, h, err, sizeof(err)) == 0)
+			roundtrip_hello(h);
+		break;
+	case RDV_WELCOME:
+	case RDV_REFUSE:
+		(void)rdv_parse_text(body, blen, text, sizeof(text), err,
+				     sizeof(err));
+		break;
+	case RDV_ROSTER:
+		(void)rdv_parse_roster(body, blen, 64, &world, token, ents, err,
+				       sizeof(err));
+		break;
+	case RDV_PEER:
+		(void)rdv_parse_peer(body, blen, &ph, err, sizeof(err));
+		break;
+	}
+	free(h);
+	return 0;
+}

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libddp TCP collectives against a serial reference: every type and op,
+ * 1 element to 64 MiB, world sizes 1-8, both algorithms, over loopback.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "tap.h"
+#include "test-worker-util.h"
+
+/* The library's half conversions (internal, linked from libddp.a). */
+float wk_half_to_float(uint16_t h);
+uint16_t wk_float_to_half(float f);
+float wk_bf16_to_float(uint16_t h);
+uint16_t wk_float_to_bf16(float f);
+
+static const enum ddp_dtype dtypes[] = {DDP_FLOAT32, DDP_FLOAT64, DDP_FLOAT16,
+					DDP_BFLOAT16};
+static const enum ddp_op ops[] = {DDP_SUM, DDP_AVG, DDP_MAX, DDP_MIN};
+static const size_t sizes[] = {1, 2, 7, 100, 1023, 4099, 65537};
+
+struct round {
+	const char *algo;    /* DDP_TCP_ALGO */
+	const char *segment; /* DDP_TCP_SEGMENT */
+	int matrix;	     /* full type x op x size matrix */
+	int big;	     /* 64 MiB fp32 sum */
+};
+
+static uint64_t
+fnv(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 1469598103934665603ull;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Small integers: every partial sum is exact in every type. */
+static double
+input(int rank, size_t i, int salt)
+{
+	return (double)((rank * 131 + (int)(i % 1000003) * 7 + salt) % 17) - 8;
+}
+
+static void
+store(void *buf, size_t i, enum ddp_dtype t, double v)
+{
+	switch (t) {
+	case DDP_FLOAT32:
+		((float *)buf)[i] = (float)v;
+		break;
+	case DDP_FLOAT64:
+		((double *)buf)[i] = v;
+		break;
+	case DDP_FLOAT16:
+		((uint16_t *)buf)[i] = wk_float_to_half((float)v);
+		break;
+	case DDP_BFLOAT16:
+		((uint16_t *)buf)[i] = wk_float_to_bf16((float)v);
+		break;
+	}
+}
+
+static double
+load(const void *buf, size_t i, enum ddp_dtype t)
+{
+	switch (t) {
+	case DDP_FLOAT32:
+		return ((const float *)buf)[i];
+	case DDP_FLOAT64:
+		return ((const double *)buf)[i];
+	case DDP_FLOAT16:
+		return wk_half_to_float(((const uint16_t *)buf)[i]);
+	case DDP_BFLOAT16:
+		return wk_bf16_to_float(((const uint16_t *)buf)[i]);
+	}
+	return 0;
+}
+
+/* The serial reference of element i, rounded as the library rounds. */
+static double
+reference(int size, size_t i, int salt, enum ddp_dtype t, enum ddp_op op)
+{
+	double acc = input(0, i, salt), v;
+	uint8_t tmp[8];
+	int r;
+
+	for (r = 1; r < size; r++) {
+		v = input(r, i, salt);
+		if (op == DDP_MAX)
+			acc = v > acc ? v : acc;
+		else if (op == DDP_MIN)
+			acc = v < acc ? v : acc;
+		else
+			acc += v;
+	}
+	if (op == DDP_AVG) {
+		if (t == DDP_FLOAT64)
+			acc = acc / size;
+		else
+			acc = (float)acc / (float)size;
+	}
+	store(tmp, 0, t, acc);
+	return load(tmp, 0, t);
+}
+
+static int
+check_allreduce(struct ddp_comm *c, FILE *out, const char *tag,
+		enum ddp_dtype t, enum ddp_op op, size_t n, int inplace)
+{
+	size_t es = ddp_dtype_size(t), i, bad = 0;
+	int rank = ddp_comm_rank(c), size = ddp_comm_size(c), salt = (int)n;
+	void *s = malloc(n * es), *r = inplace ? s : malloc(n * es);
+	enum ddp_status st;
+
+	if (!s || !r)
+		return -1;
+	for (i = 0; i < n; i++)
+		store(s, i, t, input(rank, i, salt));
+	st = ddp_allreduce(c, s, r, n, t, op);
+	if (st) {
+		fprintf(out, "E %s: %s\n", ddp_strerror(st), ddp_last_error());
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		if (load(r, i, t) != reference(size, i, salt, t, op))
+			bad++;
+	fprintf(out, "R %s/%s/%s/n=%zu%s %d %016llx\n", tag,
+		t == DDP_FLOAT32   ? "f32"
+		: t == DDP_FLOAT64 ? "f64"
+		: t == DDP_FLOAT16 ? "f16"
+				   : "bf16",
+		op == DDP_SUM	? "sum"
+		: op == DDP_AVG ? "avg"
+		: op == DDP_MAX ? "max"
+				: "min",
+		n, inplace ? "" : "/oop", bad == 0,
+		(unsigned long long)fnv(r, n * es));
+	if (r != s)
+		free(r);
+	free(s);
+	return 0;
+}
+
+/* Random floats: results must be bitwise equal on all ranks and close to
+ * the double-precision sum. */
+static int
+check_random(struct ddp_comm *c, FILE *out, const char *tag, size_t n)
+{
+	int rank = ddp_comm_rank(c), size = ddp_comm_size(c), r;
+	float *b = malloc(n * sizeof(float));
+	size_t i, bad = 0;
+	double ref;
+	uint32_t x;
+
+	if (!b)
+		return -1;
+	for (i = 0; i < n; i++) {
+		x = (uint32_t)(i * 2654435761u + (uint32_t)rank * 40503u);
+		b[i] = (float)(x % 100000) / 1000.0f - 50.0f;
+	}
+	if (ddp_allreduce(c, b, b, n, DDP_FLOAT32, DDP_SUM)) {
+		fprintf(out, "E %s\n", ddp_last_error());
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		ref = 0;
+		for (r = 0; r < size; r++) {
+			x = (uint32_t)(i * 2654435761u + (uint32_t)r * 40503u);
+			ref += (double)((float)(x % 100000) / 1000.0f - 50.0f);
+		}
+		if (fabs(b[i] - ref) > 1e-4 * (fabs(ref) + 50.0 * size))
+			bad++;
+	}
+	fprintf(out, "R %s/random-f32/n=%zu %d %016llx\n", tag, n, bad == 0,
+		(unsigned long long)fnv(b, n * sizeof(float)));
+	free(b);
+	return 0;
+}
+
+static int
+check_bcast(struct ddp_comm *c, FILE *out, const char *tag, enum ddp_dtype t,
+	    size_t n, int root)
+{
+	size_t es = ddp_dtype_size(t), i, bad = 0;
+	int rank = ddp_comm_rank(c);
+	void *b = malloc(n * es);
+
+	if (!b)
+		return -1;
+	for (i = 0; i < n; i++)
+		store(b, i, t, input(rank, i, 3));
+	if (ddp_broadcast(c, b, n, t, root)) {
+		fprintf(out, "E %s\n", ddp_last_error());
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		if (load(b, i, t) != input(root, i, 3))
+			bad++;
+	fprintf(out, "R %s/bcast-%s/n=%zu/root=%d %d %016llx\n", tag,
+		t == DDP_FLOAT32 ? "f32" : "f16", n, root, bad == 0,
+		(unsigned long long)fnv(b, n * es));
+	free(b);
+	return 0;
+}
+
+static int
+rank_main(int rank, int size, int port, FILE *out, void *arg)
+{
+	const struct round *rd = arg;
+	struct ddp_config cfg;
+	struct ddp_comm *c = NULL;
+	size_t si, di, oi;
+	char tag[64];
+	int rc = 0;
+
+	if (rd->algo)
+		setenv("DDP_TCP_ALGO", rd->algo, 1);
+	if (rd->segment)
+		setenv("DDP_TCP_SEGMENT", rd->segment, 1);
+	tw_cfg(&cfg, rank, size, port, 60);
+	if (ddp_comm_init(&cfg, &c)) {
+		fprintf(out, "E init: %s\n", ddp_last_error());
+		return 1;
+	}
+	snprintf(tag, sizeof(tag), "P=%d/%s", size,
+		 rd->algo ? rd->algo : "auto");
+	if (rd->matrix) {
+		for (di = 0; di < 4 && !rc; di++)
+			for (oi = 0; oi < 4 && !rc; oi++)
+				for (si = 0; si < 7 && !rc; si++)
+					rc = check_allreduce(
+						c, out, tag, dtypes[di],
+						ops[oi], sizes[si], si % 2);
+		if (!rc)
+			rc = check_random(c, out, tag, 10007);
+		for (si = 0; si < 3 && !rc; si++)
+			rc = check_bcast(c, out, tag,
+					 si == 1 ? DDP_FLOAT16 : DDP_FLOAT32,
+					 si == 2   ? 300001
+					 : si == 1 ? 1000
+						   : 1,
+					 si == 0 ? 0 : size - 1);
+	}
+	if (rd->big && !rc) {
+		rc = check_allreduce(c, out, tag, DDP_FLOAT32, DDP_SUM,
+				     (64u << 20) / 4, 1);
+		if (!rc)
+			rc = check_random(c, out, tag, 1 << 20);
+	}
+	if (!rc && ddp_barrier(c)) {
+		fprintf(out, "E barrier: %s\n", ddp_last_error());
+		rc = -1;
+	}
+	ddp_comm_destroy(c);
+	return rc ? 1 : 0;
+}
+
+/* Verdict of one job: every rank passes each case with equal results. */
+static void
+judge(int size, const struct round *rd, struct tw_rank *rk, double secs)
+{
+	char name[128], key[132], crc0[32], crc[32], *line, *save;
+	int i, ok, rok, all = 1, cases = 0, exits = 1;
+	const char *p;
+	char label[160];
+
+	for (i = 0; i < size; i++)
+		exits &= tw_exit(&rk[i]) == 0;
+	/* Walk rank 0's cases; find each in the other ranks' output. */
+	line = rk[0].out;
+	while (line && *line) {
+		save = strchr(line, '\n');
+		if (save)
+			*save = '\0';
+		if (sscanf(line, "R %127s %d %31s", name, &ok, crc0) == 3) {
+			cases++;
+			rok = ok;
+			snprintf(key, sizeof(key), "R %s ", name);
+			for (i = 1; i < size; i++) {
+				p = strstr(rk[i].out, key);
+				if (!p ||
+				    sscanf(p + strlen(key), "%d %31s", &ok,
+					   crc) != 2 ||
+				    !ok || strcmp(crc, crc0) != 0)
+					rok = 0;
+			}
+			if (!rok) {
+				all = 0;
+				tap_diag("case %s failed or differs across "
+					 "ranks",
+					 name);
+			}
+		}
+		if (save)
+			*save = '\n';
+		line = save ? save + 1 : NULL;
+	}
+	snprintf(label, sizeof(label),
+		 "world %d, %s%s%s: %d cases correct and equal on all ranks "
+		 "(%.2f s)",
+		 size, rd->algo ? rd->algo : "auto",
+		 rd->segment ? " with small segments" : "",
+		 rd->big ? ", 64 MiB fp32 sum + 4 MiB random" : "", cases,
+		 secs);
+	if (!tap_ok(all && exits && cases > 0, "%s", label))
+		for (i = 0; i < size; i++)
+			tw_diag_output(i, &rk[i]);
+}
+
+int
+main(void)
+{
+	static const struct round matrix_rounds[] = {
+		{"rd", NULL, 1, 0},
+		{"ring", "1024", 1, 0},
+	};
+	static const struct round big = {NULL, NULL, 0, 1};
+	static const int big_sizes[] = {2, 3, 8};
+	struct tw_rank rk[TW_MAX_RANKS];
+	double t0;
+	int size, k;
+
+	signal(SIGPIPE, SIG_IGN);
+	for (size = 1; size <= 8; size++) {
+		for (k = 0; k < 2; k++) {
+			t0 = tw_now();
+			if (tw_run_job(size, rank_main,
+				       (void *)&matrix_rounds[k], 120, rk) < 0)
+				return tap_ok(0, "fork"), tap_done();
+			judge(size, &matrix_rounds[k], rk, tw_now() - t0);
+			tw_free_job(size, rk);
+		}
+	}
+	for (k = 0; k < 3; k++) {
+		t0 = tw_now();
+		if (tw_run_job(big_sizes[k], rank_main, (void *)&big, 300, rk) <
+		    0)
+			return tap_ok(0, "fork"), tap_done();
+		judge(big_sizes[k], &big, rk, tw_now() - t0);
+		tw_free_job(big_sizes[k], rk);
+	}
+	return tap_done();
+}

@@ -1,0 +1,644 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The communicator: configuration from the environment, init, backend
+ * choice (TCP built in, NCCL loaded at run time), dispatch and errors.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ddp_util.h"
+#include "wk.h"
+
+static __thread char last_error[WK_ERR_LEN];
+
+static ddp_log_fn *log_fn;
+static void *log_arg;
+static int log_debug = -1;
+
+char *
+wk_errbuf(void)
+{
+	return last_error;
+}
+
+enum ddp_status
+wk_err(enum ddp_status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	/* A truncated explanation is better than none. */
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+const char *
+ddp_last_error(void)
+{
+	return last_error;
+}
+
+void
+ddp_set_log_fn(ddp_log_fn *fn, void *arg)
+{
+	log_fn = fn;
+	log_arg = arg;
+}
+
+void
+wk_log(int level, const char *fmt, ...)
+{
+	char msg[WK_ERR_LEN + 256];
+	va_list ap;
+
+	if (log_debug < 0) {
+		const char *e = getenv("DDP_DEBUG");
+
+		log_debug = e && *e && strcmp(e, "0") != 0;
+	}
+	if (level > 0 && !log_debug)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (log_fn)
+		log_fn(level, msg, log_arg);
+	else
+		fprintf(stderr, "ddp: %s%s\n", level == 0 ? "error: " : "",
+			msg);
+}
+
+double
+wk_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *
+ddp_strerror(enum ddp_status status)
+{
+	switch (status) {
+	case DDP_OK:
+		return "success";
+	case DDP_ERR_INVALID:
+		return "invalid argument or state";
+	case DDP_ERR_ENV:
+		return "bad or missing environment variable";
+	case DDP_ERR_SYSTEM:
+		return "system call failed";
+	case DDP_ERR_NOMEM:
+		return "out of memory";
+	case DDP_ERR_TIMEOUT:
+		return "timed out";
+	case DDP_ERR_AUTH:
+		return "authentication failed";
+	case DDP_ERR_PEER:
+		return "peer died or aborted";
+	case DDP_ERR_MISMATCH:
+		return "mismatched collective calls across ranks";
+	case DDP_ERR_NO_GPU:
+		return "no usable GPU";
+	case DDP_ERR_BACKEND:
+		return "backend failure";
+	case DDP_ERR_ABORTED:
+		return "communicator failed earlier";
+	case DDP_ERR_RENDEZVOUS:
+		return "rendezvous failed";
+	}
+	return "unknown status";
+}
+
+size_t
+ddp_dtype_size(enum ddp_dtype dtype)
+{
+	switch (dtype) {
+	case DDP_FLOAT16:
+	case DDP_BFLOAT16:
+		return 2;
+	case DDP_FLOAT32:
+		return 4;
+	case DDP_FLOAT64:
+		return 8;
+	}
+	return 0;
+}
+
+static enum ddp_status
+env_long(const char *name, long min, long max, long dflt, int required,
+	 long *out)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v) {
+		if (required)
+			return wk_err(DDP_ERR_ENV,
+				      "%s is not set; launch with srun --ddp "
+				      "(or export RANK, WORLD_SIZE, "
+				      "MASTER_ADDR, MASTER_PORT)",
+				      name);
+		*out = dflt;
+		return DDP_OK;
+	}
+	if (ddp_parse_long(v, min, max, out) < 0)
+		return wk_err(DDP_ERR_ENV,
+			      "%s='%.64s' is not an integer in [%ld, %ld]",
+			      name, v, min, max);
+	return DDP_OK;
+}
+
+static enum ddp_status
+env_str(const char *name, const char *dflt, char *out, size_t size)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v)
+		v = dflt;
+	if (ddp_fmt(out, size, "%s", v) < 0)
+		return wk_err(DDP_ERR_ENV, "%s is longer than %zu characters",
+			      name, size - 1);
+	return DDP_OK;
+}
+
+enum ddp_status
+ddp_config_from_env(struct ddp_config *cfg)
+{
+	enum ddp_status st;
+	const char *v;
+	long world, rank, lr, port;
+	char *end = NULL;
+	double t;
+
+	if (!cfg)
+		return wk_err(DDP_ERR_INVALID, "ddp_config_from_env: NULL");
+	memset(cfg, 0, sizeof(*cfg));
+	st = env_long("WORLD_SIZE", 1, WK_MAX_WORLD, 1, 0, &world);
+	if (st)
+		return st;
+	st = env_long("RANK", 0, world - 1, 0, world > 1, &rank);
+	if (st)
+		return st;
+	st = env_long("LOCAL_RANK", 0, 4096, 0, 0, &lr);
+	if (st)
+		return st;
+	st = env_long("MASTER_PORT", 1, 65535, 29500, world > 1, &port);
+	if (st)
+		return st;
+	st = env_str("MASTER_ADDR", world > 1 ? "" : "127.0.0.1",
+		     cfg->master_addr, sizeof(cfg->master_addr));
+	if (st)
+		return st;
+	if (!cfg->master_addr[0])
+		return wk_err(DDP_ERR_ENV, "MASTER_ADDR is not set; launch "
+					   "with srun --ddp");
+	cfg->timeout_s = 300;
+	v = getenv("DDP_TIMEOUT");
+	if (v && *v) {
+		/* Accept fractions (tests use sub-second timeouts). */
+		errno = 0;
+		t = strtod(v, &end);
+		if (errno || end == v || *end || !(t > 0) || t > 86400.0 * 7)
+			return wk_err(DDP_ERR_ENV,
+				      "DDP_TIMEOUT='%.64s' is not a number of "
+				      "seconds in (0, 604800]",
+				      v);
+		cfg->timeout_s = t;
+	}
+	v = getenv("DDP_BACKEND");
+	if (!v || !*v || strcmp(v, "auto") == 0)
+		cfg->backend = DDP_BACKEND_AUTO;
+	else if (strcmp(v, "tcp") == 0)
+		cfg->backend = DDP_BACKEND_TCP;
+	else if (strcmp(v, "nccl") == 0)
+		cfg->backend = DDP_BACKEND_NCCL;
+	else
+		return wk_err(DDP_ERR_ENV,
+			      "DDP_BACKEND='%.64s': use auto, tcp or nccl", v);
+	v = getenv("DDP_AUTH");
+	if (!v || !*v || strcmp(v, "munge") == 0)
+		cfg->auth = 1;
+	else if (strcmp(v, "none") == 0)
+		cfg->auth = 0;
+	else
+		return wk_err(DDP_ERR_ENV,
+			      "DDP_AUTH='%.64s': use munge or none", v);
+	st = env_str("DDP_MUNGE_SOCKET", "", cfg->munge_socket,
+		     sizeof(cfg->munge_socket));
+	if (st)
+		return st;
+	st = env_str("SLURM_JOB_ID", "none", cfg->job_id, sizeof(cfg->job_id));
+	if (st)
+		return st;
+	st = env_str("SLURM_STEP_ID", "none", cfg->step_id,
+		     sizeof(cfg->step_id));
+	if (st)
+		return st;
+	cfg->rank = (int)rank;
+	cfg->world_size = (int)world;
+	cfg->local_rank = (int)lr;
+	cfg->master_port = (int)port;
+	return DDP_OK;
+}
+
+static void
+tune_from_env(struct ddp_comm *comm)
+{
+	const char *v = getenv("DDP_TCP_ALGO");
+	long n;
+
+	comm->algo = WK_ALGO_AUTO;
+	if (v && strcmp(v, "rd") == 0)
+		comm->algo = WK_ALGO_RD;
+	else if (v && strcmp(v, "ring") == 0)
+		comm->algo = WK_ALGO_RING;
+	comm->ring_min = 64 * 1024;
+	comm->seg_bytes = 512 * 1024;
+	v = getenv("DDP_TCP_SEGMENT");
+	if (v && ddp_parse_long(v, 64, 64L << 20, &n) == 0)
+		comm->seg_bytes = (size_t)n;
+}
+
+/* Loads libddp-nccl.so from beside libddp (or DDP_NCCL_PLUGIN). */
+static void *
+open_nccl_plugin(char *why, size_t whylen)
+{
+	char path[PATH_MAX];
+	const char *env = getenv("DDP_NCCL_PLUGIN");
+	Dl_info info;
+	char *slash;
+	void *h;
+
+	if (env && *env) {
+		h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+		if (!h)
+			ddp_fmt(why, whylen, "%s", dlerror());
+		return h;
+	}
+	path[0] = '\0';
+	if (dladdr((void *)ddp_comm_init, &info) && info.dli_fname &&
+	    ddp_fmt(path, sizeof(path), "%s", info.dli_fname) == 0) {
+		slash = strrchr(path, '/');
+		if (slash) {
+			slash[1] = '\0';
+			if (ddp_fmt(slash + 1,
+				    sizeof(path) - (size_t)(slash + 1 - path),
+				    "libddp-nccl.so") < 0)
+				path[0] = '\0';
+		} else {
+			path[0] = '\0';
+		}
+	}
+	h = path[0] ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+#ifdef DDP_PLUGIN_DIR
+	if (!h)
+		h = dlopen(DDP_PLUGIN_DIR "/libddp-nccl.so",
+			   RTLD_NOW | RTLD_LOCAL);
+#endif
+	if (!h)
+		h = dlopen("libddp-nccl.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		ddp_fmt(why, whylen,
+			"libddp-nccl.so not found beside libddp or on the "
+			"library path (%s); libddp was built without NCCL or "
+			"DDP_NCCL_PLUGIN is unset",
+			dlerror());
+	return h;
+}
+
+static enum ddp_status
+host_bcast(struct ddp_comm *comm, void *buf, size_t bytes, int root)
+{
+	/* Control-plane broadcast of opaque bytes (the NCCL unique id). */
+	return tcp_broadcast(comm, buf, (bytes + 1) / 2, DDP_FLOAT16, root);
+}
+
+static const struct wk_nccl_host nccl_host_proto = {
+	.broadcast = host_bcast,
+	.err = wk_err,
+	.check = tcp_check_peers,
+};
+
+/*
+ * Picks the data-plane backend. All ranks agree: each probes its own GPU,
+ * then a TCP allreduce (min) of the verdicts decides.
+ */
+static enum ddp_status
+choose_backend(struct ddp_comm *comm, enum ddp_backend want)
+{
+	struct wk_nccl_host host = nccl_host_proto;
+	char why[WK_ERR_LEN] = "";
+	wk_nccl_probe_fn *probe = NULL;
+	wk_nccl_open_fn *open_fn = NULL;
+	enum ddp_status st = DDP_OK, pst;
+	float ok;
+	void *h = NULL;
+
+	comm->backend = DDP_BACKEND_TCP;
+	if (want == DDP_BACKEND_TCP)
+		return DDP_OK;
+	host.comm = comm;
+	h = open_nccl_plugin(why, sizeof(why));
+	if (h) {
+		*(void **)&probe = dlsym(h, WK_NCCL_PROBE);
+		*(void **)&open_fn = dlsym(h, WK_NCCL_ENTRY);
+		if (!probe || !open_fn)
+			ddp_fmt(why, sizeof(why), "%s",
+				"libddp-nccl.so lacks its entry points");
+	}
+	if (probe && open_fn) {
+		pst = probe(&host, comm->local_rank);
+		if (pst)
+			ddp_fmt(why, sizeof(why), "%s", wk_errbuf());
+	} else {
+		pst = DDP_ERR_NO_GPU;
+	}
+	ok = pst == DDP_OK ? 1.0f : 0.0f;
+	if (comm->size > 1) {
+		st = tcp_allreduce(comm, &ok, &ok, 1, DDP_FLOAT32, DDP_MIN);
+		if (st)
+			goto out;
+	}
+	if (ok < 0.5f) {
+		if (want == DDP_BACKEND_NCCL) {
+			if (pst == DDP_OK)
+				st = wk_err(DDP_ERR_NO_GPU,
+					    "DDP_BACKEND=nccl: another rank "
+					    "has no usable GPU");
+			else
+				st = wk_err(pst ? pst : DDP_ERR_NO_GPU,
+					    "DDP_BACKEND=nccl on rank %d "
+					    "(%s): %s",
+					    comm->rank, comm->myhost, why);
+			goto out;
+		}
+		wk_log(3, "rank %d: using TCP backend (%s)", comm->rank,
+		       why[0] ? why : "a rank has no usable GPU");
+		goto out;
+	}
+	st = open_fn(&host, comm->rank, comm->size, comm->local_rank,
+		     comm->timeout_s, &comm->bops, &comm->bstate);
+	if (st)
+		goto out;
+	comm->backend = DDP_BACKEND_NCCL;
+	comm->bdl = h;
+	h = NULL;
+out:
+	if (h)
+		dlclose(h);
+	return st;
+}
+
+enum ddp_status
+ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
+{
+	struct ddp_comm *comm = NULL;
+	enum ddp_status st;
+	int i;
+
+	if (!cfg || !out)
+		return wk_err(DDP_ERR_INVALID, "ddp_comm_init: NULL argument");
+	*out = NULL;
+	if (cfg->world_size < 1 || cfg->world_size > WK_MAX_WORLD ||
+	    cfg->rank < 0 || cfg->rank >= cfg->world_size ||
+	    !(cfg->timeout_s > 0))
+		return wk_err(DDP_ERR_INVALID,
+			      "ddp_comm_init: rank %d, world size %d, "
+			      "timeout %g s are not valid",
+			      cfg->rank, cfg->world_size, cfg->timeout_s);
+	comm = calloc(1, sizeof(*comm));
+	if (!comm)
+		return wk_err(DDP_ERR_NOMEM, "ddp_comm_init: out of memory");
+	comm->rank = cfg->rank;
+	comm->size = cfg->world_size;
+	comm->local_rank = cfg->local_rank;
+	comm->timeout_s = cfg->timeout_s;
+	pthread_mutex_init(&comm->lock, NULL);
+	tune_from_env(comm);
+	if (gethostname(comm->myhost, sizeof(comm->myhost) - 1) < 0)
+		ddp_fmt(comm->myhost, sizeof(comm->myhost), "unknown-host");
+	comm->peers = calloc((size_t)comm->size, sizeof(*comm->peers));
+	if (!comm->peers) {
+		st = wk_err(DDP_ERR_NOMEM, "ddp_comm_init: out of memory");
+		goto out;
+	}
+	for (i = 0; i < comm->size; i++)
+		comm->peers[i].fd = -1;
+	ddp_fmt(comm->peers[comm->rank].host, DDP_HOST_MAX, "%s", comm->myhost);
+	if (comm->size > 1) {
+		st = rdv_connect_all(comm, cfg);
+		if (st)
+			goto out;
+	}
+	st = choose_backend(comm, cfg->backend);
+	if (st)
+		goto out;
+	*out = comm;
+	comm = NULL;
+out:
+	if (comm) {
+		/* Tell the peers why, so they fail with this reason. */
+		if (comm->size > 1)
+			tcp_send_abort(comm, wk_errbuf());
+		ddp_comm_destroy(comm);
+	}
+	return st;
+}
+
+enum ddp_status
+ddp_comm_init_env(struct ddp_comm **comm)
+{
+	struct ddp_config cfg;
+	enum ddp_status st;
+
+	if (!comm)
+		return wk_err(DDP_ERR_INVALID, "ddp_comm_init_env: NULL");
+	*comm = NULL;
+	st = ddp_config_from_env(&cfg);
+	if (st)
+		return st;
+	return ddp_comm_init(&cfg, comm);
+}
+
+void
+ddp_comm_destroy(struct ddp_comm *comm)
+{
+	if (!comm)
+		return;
+	if (comm->bops)
+		comm->bops->destroy(comm->bstate);
+	if (comm->bdl)
+		dlclose(comm->bdl);
+	if (comm->peers)
+		tcp_close_all(comm);
+	free(comm->peers);
+	free(comm->scratch);
+	pthread_mutex_destroy(&comm->lock);
+	free(comm);
+}
+
+int
+ddp_comm_rank(const struct ddp_comm *comm)
+{
+	return comm ? comm->rank : -1;
+}
+
+int
+ddp_comm_size(const struct ddp_comm *comm)
+{
+	return comm ? comm->size : -1;
+}
+
+int
+ddp_comm_local_rank(const struct ddp_comm *comm)
+{
+	return comm ? comm->local_rank : -1;
+}
+
+enum ddp_backend
+ddp_comm_backend(const struct ddp_comm *comm)
+{
+	return comm ? comm->backend : DDP_BACKEND_TCP;
+}
+
+const char *
+ddp_comm_host(const struct ddp_comm *comm, int r)
+{
+	if (!comm || r < 0 || r >= comm->size)
+		return NULL;
+	return comm->peers[r].host;
+}
+
+enum ddp_status
+wk_comm_fail(struct ddp_comm *comm, enum ddp_status st)
+{
+	if (!comm->failed) {
+		comm->failed = 1;
+		comm->fail_status = st;
+		ddp_fmt(comm->fail_msg, sizeof(comm->fail_msg), "%s",
+			wk_errbuf());
+		tcp_send_abort(comm, comm->fail_msg);
+	}
+	return st;
+}
+
+/* Common checks; returns with comm->lock held on DDP_OK. */
+static enum ddp_status
+enter(struct ddp_comm *comm, const char *what)
+{
+	if (!comm)
+		return wk_err(DDP_ERR_INVALID, "%s: NULL communicator", what);
+	pthread_mutex_lock(&comm->lock);
+	if (comm->failed) {
+		pthread_mutex_unlock(&comm->lock);
+		return wk_err(DDP_ERR_ABORTED,
+			      "%s: the communicator failed earlier: %s", what,
+			      comm->fail_msg);
+	}
+	return DDP_OK;
+}
+
+static enum ddp_status
+leave(struct ddp_comm *comm, enum ddp_status st)
+{
+	if (st != DDP_OK && st != DDP_ERR_INVALID)
+		wk_comm_fail(comm, st);
+	pthread_mutex_unlock(&comm->lock);
+	return st;
+}
+
+enum ddp_status
+ddp_allreduce(struct ddp_comm *comm, const void *sendbuf, void *recvbuf,
+	      size_t count, enum ddp_dtype dtype, enum ddp_op op)
+{
+	enum ddp_status st = enter(comm, "ddp_allreduce");
+
+	if (st)
+		return st;
+	if (!wk_dtype_ok(dtype) || !wk_op_ok(op) ||
+	    (count && (!sendbuf || !recvbuf))) {
+		st = wk_err(DDP_ERR_INVALID,
+			    "ddp_allreduce: bad arguments (type %d, op %d, "
+			    "count %zu, buffers %p %p)",
+			    (int)dtype, (int)op, count, sendbuf, recvbuf);
+	} else if (comm->bops) {
+		st = comm->bops->allreduce(comm->bstate, sendbuf, recvbuf,
+					   count, dtype, op);
+	} else {
+		st = tcp_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
+	}
+	return leave(comm, st);
+}
+
+enum ddp_status
+ddp_broadcast(struct ddp_comm *comm, void *buf, size_t count,
+	      enum ddp_dtype dtype, int root)
+{
+	enum ddp_status st = enter(comm, "ddp_broadcast");
+
+	if (st)
+		return st;
+	if (!wk_dtype_ok(dtype) || root < 0 || root >= comm->size ||
+	    (count && !buf)) {
+		st = wk_err(DDP_ERR_INVALID,
+			    "ddp_broadcast: bad arguments (type %d, root %d "
+			    "of %d, count %zu, buffer %p)",
+			    (int)dtype, root, comm->size, count, buf);
+	} else if (comm->bops) {
+		st = comm->bops->broadcast(comm->bstate, buf, count, dtype,
+					   root);
+	} else {
+		st = tcp_broadcast(comm, buf, count, dtype, root);
+	}
+	return leave(comm, st);
+}
+
+enum ddp_status
+ddp_barrier(struct ddp_comm *comm)
+{
+	enum ddp_status st = enter(comm, "ddp_barrier");
+
+	if (st)
+		return st;
+	return leave(comm, tcp_barrier(comm));
+}
+
+void *
+ddp_mem_alloc(struct ddp_comm *comm, size_t bytes)
+{
+	if (comm && comm->bops)
+		return comm->bops->mem_alloc(comm->bstate, bytes);
+	return malloc(bytes ? bytes : 1);
+}
+
+void
+ddp_mem_free(struct ddp_comm *comm, void *ptr)
+{
+	if (comm && comm->bops)
+		comm->bops->mem_free(comm->bstate, ptr);
+	else
+		free(ptr);
+}
+
+enum ddp_status
+ddp_mem_copy(struct ddp_comm *comm, void *dst, const void *src, size_t bytes,
+	     int kind)
+{
+	if (kind < 0 || kind > 2 || (bytes && (!dst || !src)))
+		return wk_err(DDP_ERR_INVALID, "ddp_mem_copy: bad arguments");
+	if (comm && comm->bops)
+		return comm->bops->mem_copy(comm->bstate, dst, src, bytes,
+					    kind);
+	if (bytes)
+		memmove(dst, src, bytes);
+	return DDP_OK;
+}

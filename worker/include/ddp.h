@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libddp: the worker runtime of slurm-ddp. An authenticated rendezvous from
+ * the environment srun --ddp sets, TCP (CPU) and NCCL (GPU) collectives,
+ * and bucketed gradient synchronisation that overlaps the backward pass.
+ *
+ * Conventions for every function below:
+ *  - Status: functions return enum ddp_status; DDP_OK (0) is success. On
+ *    failure a human-readable explanation is available from
+ *    ddp_last_error() in the thread that made the call.
+ *  - Ownership: pointer arguments are borrowed for the duration of the call
+ *    unless stated otherwise; the library never frees what it did not
+ *    allocate. Objects created by ddp_*_create / ddp_comm_init* are freed
+ *    by the matching NULL-tolerant destroy function.
+ *  - Failure is sticky: after a communication error (dead peer, timeout,
+ *    mismatched collective) a communicator is broken and every further
+ *    collective returns DDP_ERR_ABORTED with the original explanation.
+ *    Destroy it and end the program (exit non-zero so srun ends the step).
+ *  - The library never calls exit() or abort() and never raises signals
+ *    (sockets use MSG_NOSIGNAL).
+ *  - Logging: silent except for refused rendezvous connections, which are
+ *    logged as errors ("ddp: error: refused ...") to stderr or to the
+ *    callback installed with ddp_set_log_fn(). DDP_DEBUG=1 adds debug
+ *    messages.
+ */
+#ifndef DDP_H
+#define DDP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* libddp is built with hidden visibility; these are its only exports. */
+#define DDP_EXPORT __attribute__((visibility("default")))
+
+#define DDP_VERSION_MAJOR 1
+#define DDP_VERSION_MINOR 0
+
+enum ddp_status {
+	DDP_OK = 0,
+	/* An argument is invalid (NULL, out of range, wrong state). */
+	DDP_ERR_INVALID = 1,
+	/* A required environment variable is missing or malformed. */
+	DDP_ERR_ENV = 2,
+	/* A system call failed (socket, thread, ...). */
+	DDP_ERR_SYSTEM = 3,
+	/* Out of memory. */
+	DDP_ERR_NOMEM = 4,
+	/* A wait ran past the communicator's timeout. */
+	DDP_ERR_TIMEOUT = 5,
+	/* Authentication failed (munge unavailable, credential refused). */
+	DDP_ERR_AUTH = 6,
+	/* A peer died, closed its connection or aborted. */
+	DDP_ERR_PEER = 7,
+	/* Ranks called different collectives (sequence, op, type, count). */
+	DDP_ERR_MISMATCH = 8,
+	/* The NCCL backend was requested but no usable GPU exists. */
+	DDP_ERR_NO_GPU = 9,
+	/* The backend (NCCL, CUDA) failed or could not be loaded. */
+	DDP_ERR_BACKEND = 10,
+	/* The communicator failed earlier; see ddp_last_error(). */
+	DDP_ERR_ABORTED = 11,
+	/* The rendezvous could not be completed (unreachable, refused). */
+	DDP_ERR_RENDEZVOUS = 12,
+};
+
+/* Element types; the values equal NCCL's ncclDataType_t. */
+enum ddp_dtype {
+	DDP_FLOAT16 = 6,
+	DDP_FLOAT32 = 7,
+	DDP_FLOAT64 = 8,
+	DDP_BFLOAT16 = 9,
+};
+
+/*
+ * Reduction operations; the values equal NCCL's ncclRedOp_t. Half types
+ * (FLOAT16, BFLOAT16) are accumulated in fp32 and rounded once per
+ * reduction step. DDP_AVG divides the sum by the world size.
+ */
+enum ddp_op {
+	DDP_SUM = 0,
+	DDP_MAX = 2,
+	DDP_MIN = 3,
+	DDP_AVG = 4,
+};
+
+enum ddp_backend {
+	/* NCCL when every rank has a usable GPU and NCCL loads, else TCP. */
+	DDP_BACKEND_AUTO = 0,
+	/* CPU buffers over TCP. */
+	DDP_BACKEND_TCP = 1,
+	/* CUDA device buffers through NCCL (libddp-nccl.so, loaded at run
+	 * time). */
+	DDP_BACKEND_NCCL = 2,
+};
+
+#define DDP_HOST_MAX 256
+#define DDP_ID_MAX 64
+
+/*
+ * Everything ddp_comm_init() needs. ddp_config_from_env() fills it from
+ * the environment; programs and tests may also fill it by hand.
+ */
+struct ddp_config {
+	int rank;	/* RANK, 0 <= rank < world_size */
+	int world_size; /* WORLD_SIZE, >= 1 */
+	int local_rank; /* LOCAL_RANK, selects the GPU; default 0 */
+	char master_addr[DDP_HOST_MAX]; /* MASTER_ADDR, host name or IP */
+	int master_port;		/* MASTER_PORT, 1..65535 */
+	double timeout_s;		/* DDP_TIMEOUT seconds, default 300 */
+	enum ddp_backend backend;	/* DDP_BACKEND=auto|tcp|nccl */
+	/* SLURM_JOB_ID and SLURM_STEP_ID (or "none" outside Slurm): bound
+	 * into every rank's munge credential. */
+	char job_id[DDP_ID_MAX];
+	char step_id[DDP_ID_MAX];
+	/* 1 (default): munge authentication; 0: none (DDP_AUTH=none), only
+	 * for single-machine experiments. */
+	int auth;
+	/* DDP_MUNGE_SOCKET: munged socket path, "" for munge's default. */
+	char munge_socket[DDP_HOST_MAX];
+};
+
+/*
+ * Fills cfg from the environment:
+ *   RANK, WORLD_SIZE (required when WORLD_SIZE > 1), LOCAL_RANK,
+ *   MASTER_ADDR, MASTER_PORT (required when WORLD_SIZE > 1),
+ *   DDP_TIMEOUT (seconds, default 300), DDP_BACKEND (auto|tcp|nccl),
+ *   DDP_AUTH (munge|none), DDP_MUNGE_SOCKET, SLURM_JOB_ID, SLURM_STEP_ID.
+ * Without WORLD_SIZE and RANK the configuration describes a single rank.
+ * Returns DDP_OK or DDP_ERR_ENV naming the variable, its value and what is
+ * accepted. Reads the environment: not safe against concurrent setenv().
+ */
+DDP_EXPORT enum ddp_status ddp_config_from_env(struct ddp_config *cfg);
+
+/* Opaque communicator. */
+struct ddp_comm;
+
+/*
+ * Joins the job: rank 0 listens on master_port, the other ranks connect to
+ * master_addr:master_port with back-off until cfg->timeout_s elapses. Each
+ * rank proves its uid, job and step with a munge credential; rank 0 proves
+ * the same back. Connections from other users or jobs, or garbage, are
+ * refused and logged while rank 0 keeps waiting for the real ranks. Then
+ * every pair of ranks gets one persistent TCP connection, and the backend
+ * is chosen (all ranks agree).
+ *
+ * On success *comm receives a new communicator (free with
+ * ddp_comm_destroy). Collective: every rank of the job must call it.
+ * Errors: DDP_ERR_RENDEZVOUS (unreachable master, names host:port and what
+ * to check), DDP_ERR_TIMEOUT (ranks missing, named), DDP_ERR_AUTH,
+ * DDP_ERR_NO_GPU / DDP_ERR_BACKEND (DDP_BACKEND=nccl not usable),
+ * DDP_ERR_SYSTEM, DDP_ERR_NOMEM, DDP_ERR_INVALID.
+ */
+DDP_EXPORT enum ddp_status ddp_comm_init(const struct ddp_config *cfg,
+					 struct ddp_comm **comm);
+
+/* ddp_config_from_env() followed by ddp_comm_init(). */
+DDP_EXPORT enum ddp_status ddp_comm_init_env(struct ddp_comm **comm);
+
+/*
+ * Says goodbye to every peer and frees the communicator; NULL is ignored.
+ * Peers that are still inside a collective are not disturbed: a peer that
+ * ends with ddp_comm_destroy is told apart from one that dies. Call it from
+ * one thread, after every other use of comm has returned.
+ */
+DDP_EXPORT void ddp_comm_destroy(struct ddp_comm *comm);
+
+/* This rank, the world size and the local rank of comm. Thread-safe. */
+DDP_EXPORT int ddp_comm_rank(const struct ddp_comm *comm);
+DDP_EXPORT int ddp_comm_size(const struct ddp_comm *comm);
+DDP_EXPORT int ddp_comm_local_rank(const struct ddp_comm *comm);
+
+/* The backend in use (DDP_BACKEND_TCP or DDP_BACKEND_NCCL). */
+DDP_EXPORT enum ddp_backend ddp_comm_backend(const struct ddp_comm *comm);
+
+/*
+ * Host name of rank r as it reported itself at the rendezvous (for
+ * messages). The string belongs to comm and lives as long as it does.
+ * Returns NULL for an out-of-range rank.
+ */
+DDP_EXPORT const char *ddp_comm_host(const struct ddp_comm *comm, int r);
+
+/*
+ * Reduces count elements of sendbuf across all ranks into recvbuf on every
+ * rank. sendbuf == recvbuf is an in-place reduction; otherwise the two must
+ * not overlap. Buffers are host memory with the TCP backend and CUDA device
+ * memory with the NCCL backend. Every rank gets bitwise identical results.
+ *
+ * Collective and blocking: every rank must make the same sequence of calls
+ * with the same count, dtype and op. A mismatch fails at once with
+ * DDP_ERR_MISMATCH and a message naming both sides. Each call is bounded
+ * by the communicator's timeout (DDP_ERR_TIMEOUT naming the rank waited
+ * for); a dead peer yields DDP_ERR_PEER naming its rank and host.
+ *
+ * Thread safety: calls on one communicator are serialised by an internal
+ * lock, but the order of calls must be the same on every rank, so issue
+ * them from one thread at a time (see ddp_grad_sync for the exception).
+ */
+DDP_EXPORT enum ddp_status ddp_allreduce(struct ddp_comm *comm,
+					 const void *sendbuf, void *recvbuf,
+					 size_t count, enum ddp_dtype dtype,
+					 enum ddp_op op);
+
+/*
+ * Copies count elements of buf on rank root into buf on every other rank.
+ * Same collective rules as ddp_allreduce().
+ */
+DDP_EXPORT enum ddp_status ddp_broadcast(struct ddp_comm *comm, void *buf,
+					 size_t count, enum ddp_dtype dtype,
+					 int root);
+
+/* Returns when every rank has entered it. Same rules as ddp_allreduce(). */
+DDP_EXPORT enum ddp_status ddp_barrier(struct ddp_comm *comm);
+
+/*
+ * Explanation of the last failure in the calling thread (thread-local):
+ * names the peer rank and host, the collective, and what to check. Never
+ * NULL; "" when nothing failed yet. Valid until the thread's next libddp
+ * call.
+ */
+DDP_EXPORT const char *ddp_last_error(void);
+
+/* Short static description of a status ("peer died or aborted"). */
+DDP_EXPORT const char *ddp_strerror(enum ddp_status status);
+
+/* Size in bytes of one element of dtype, 0 for an unknown type. */
+DDP_EXPORT size_t ddp_dtype_size(enum ddp_dtype dtype);
+
+/*
+ * Log sink for the library's few messages (level 0 error, 3 debug; msg has
+ * no prefix and no newline). NULL restores the stderr default. Set it
+ * before creating communicators; the callback may be called from the
+ * library's threads and must be thread-safe.
+ */
+typedef void ddp_log_fn(int level, const char *msg, void *arg);
+DDP_EXPORT void ddp_set_log_fn(ddp_log_fn *fn, void *arg);
+
+/*
+ * Gradient synchronisation (a DDP reducer).
+ *
+ * Usage per training run:
+ *   ddp_grad_sync_create(comm, NULL, &gs);
+ *   for each parameter p (in model order): ddp_grad_sync_add(gs, ...);
+ *   ddp_grad_sync_start(gs);      // broadcasts parameters from rank 0
+ *   each step: forward; backward calls ddp_grad_sync_ready(gs, i) as soon
+ *   as gradient i is final; ddp_grad_sync_wait(gs); optimizer step.
+ *
+ * Parameters are grouped into buckets in reverse registration order (the
+ * order backward produces them): a small first bucket, then buckets up to
+ * a cap. The layout depends only on the registered sizes and the options,
+ * so it is identical on every rank (ddp_grad_sync_start checks this). When
+ * a bucket's last gradient is marked ready its allreduce (DDP_AVG) starts
+ * at once on a background thread, overlapping the rest of backward.
+ * Buckets are reduced in bucket order on every rank.
+ *
+ * Thread safety: ddp_grad_sync_ready may be called from any thread (e.g.
+ * several backward threads); the other functions from one thread. Between
+ * the first ddp_grad_sync_ready of a step and ddp_grad_sync_wait the
+ * background thread owns comm: do not call other collectives on it then.
+ * Gradient buffers must not be written after being marked ready until
+ * ddp_grad_sync_wait returns.
+ */
+struct ddp_grad_sync;
+
+struct ddp_grad_sync_opts {
+	size_t first_bucket_bytes; /* default 1 MiB */
+	size_t bucket_cap_bytes;   /* default 25 MiB */
+};
+
+/*
+ * Creates a reducer on comm (borrowed: comm must outlive it). opts may be
+ * NULL for the defaults. *gs receives the reducer; free with
+ * ddp_grad_sync_destroy.
+ */
+DDP_EXPORT enum ddp_status
+ddp_grad_sync_create(struct ddp_comm *comm,
+		     const struct ddp_grad_sync_opts *opts,
+		     struct ddp_grad_sync **gs);
+
+/*
+ * Registers one parameter buffer and its gradient buffer (both count
+ * elements of dtype; host memory for TCP, device memory for NCCL). The
+ * buffers are borrowed and must stay valid until ddp_grad_sync_destroy.
+ * Returns the parameter's index (0, 1, ...) or -1 with ddp_last_error()
+ * set (after start, or on a bad argument).
+ */
+DDP_EXPORT int ddp_grad_sync_add(struct ddp_grad_sync *gs, void *param,
+				 void *grad, size_t count,
+				 enum ddp_dtype dtype);
+
+/*
+ * Builds the buckets, checks that every rank registered the same
+ * parameters (DDP_ERR_MISMATCH otherwise), broadcasts every parameter from
+ * rank 0, and starts the background thread. Collective.
+ */
+DDP_EXPORT enum ddp_status ddp_grad_sync_start(struct ddp_grad_sync *gs);
+
+/*
+ * Marks gradient index final for this step. When it completes a bucket,
+ * the bucket's allreduce is queued at once. In no-sync mode this does
+ * nothing. Returns DDP_ERR_INVALID for an unknown or twice-marked index,
+ * or the background thread's error after a failure.
+ */
+DDP_EXPORT enum ddp_status ddp_grad_sync_ready(struct ddp_grad_sync *gs,
+					       int index);
+
+/*
+ * Waits until every bucket of this step is reduced; then every registered
+ * gradient holds the average over all ranks. Fails with DDP_ERR_INVALID at
+ * once (naming the index) if a gradient was not marked ready, instead of
+ * waiting forever. Returns DDP_OK immediately in no-sync mode.
+ */
+DDP_EXPORT enum ddp_status ddp_grad_sync_wait(struct ddp_grad_sync *gs);
+
+/*
+ * No-sync mode for gradient accumulation: while on, ready/wait do not
+ * communicate and gradients accumulate locally; the first step after it is
+ * turned off synchronises the accumulated gradients. Must not be switched
+ * in the middle of a step.
+ */
+DDP_EXPORT void ddp_grad_sync_set_no_sync(struct ddp_grad_sync *gs, int on);
+
+/* Number of buckets (after start) and bucket b's size in bytes. */
+DDP_EXPORT int ddp_grad_sync_num_buckets(const struct ddp_grad_sync *gs);
+DDP_EXPORT size_t ddp_grad_sync_bucket_bytes(const struct ddp_grad_sync *gs,
+					     int b);
+
+/*
+ * Number of bucket allreduces that had started before the last
+ * ddp_grad_sync_wait was called (overlap evidence for tests and tuning).
+ */
+DDP_EXPORT int ddp_grad_sync_overlapped(const struct ddp_grad_sync *gs);
+
+/* Stops the background thread and frees the reducer; NULL is ignored. */
+DDP_EXPORT void ddp_grad_sync_destroy(struct ddp_grad_sync *gs);
+
+/*
+ * Device memory helpers for the NCCL backend (so programs need not link
+ * CUDA themselves); with the TCP backend they are malloc/free/memcpy.
+ * ddp_mem_alloc returns NULL on failure. ddp_mem_copy kind: 0 host to
+ * buffer, 1 buffer to host, 2 buffer to buffer.
+ */
+DDP_EXPORT void *ddp_mem_alloc(struct ddp_comm *comm, size_t bytes);
+DDP_EXPORT void ddp_mem_free(struct ddp_comm *comm, void *ptr);
+DDP_EXPORT enum ddp_status ddp_mem_copy(struct ddp_comm *comm, void *dst,
+					const void *src, size_t bytes,
+					int kind);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,910 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The TCP collectives: recursive doubling for small messages, a pipelined
+ * ring (reduce-scatter + allgather) for large ones, tree and chain
+ * broadcasts. Every frame carries the collective's header; every wait is
+ * bounded and watches all peers, so a dead peer is named at once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ddp_util.h"
+#include "wk.h"
+
+#define ABORT_MSG_MAX 1000
+
+/* One frame to send or receive: header + payload. */
+struct xop {
+	int peer;
+	struct wk_frame f; /* sent, or expected */
+	uint8_t hdr[WK_FRAME_LEN];
+	void *buf;
+	size_t len;
+	size_t done; /* bytes of header + payload moved so far */
+};
+
+struct want {
+	int peer;
+	short events;
+};
+
+static void
+describe(const struct wk_frame *f, char *buf, size_t size)
+{
+	wk_frame_describe(f, buf, size);
+}
+
+static enum ddp_status
+lost_peer(struct ddp_comm *c, int p, const struct wk_frame *f, const char *how)
+{
+	char d[160];
+
+	describe(f, d, sizeof(d));
+	if (c->peers[p].bye)
+		return wk_err(DDP_ERR_MISMATCH,
+			      "rank %d (%s) has already left (called "
+			      "ddp_comm_destroy) while rank %d (%s) is in %s: "
+			      "the ranks made different numbers of collective "
+			      "calls",
+			      p, c->peers[p].host, c->rank, c->myhost, d);
+	return wk_err(DDP_ERR_PEER,
+		      "lost rank %d (%s) during %s on rank %d (%s): %s; the "
+		      "process died or was killed",
+		      p, c->peers[p].host, d, c->rank, c->myhost, how);
+}
+
+/* Reads exactly len bytes from a non-blocking fd within deadline. */
+static int
+read_exact(int fd, void *buf, size_t len, double deadline)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = recv(fd, p, len, MSG_DONTWAIT);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -1;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -1;
+		if (wk_now() >= deadline ||
+		    poll(&pfd, 1, (int)((deadline - wk_now()) * 1000) + 1) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* A peer sent ABORT (header in f): read its reason, return the error. */
+static enum ddp_status
+peer_aborted(struct ddp_comm *c, int p, const struct wk_frame *f)
+{
+	char msg[ABORT_MSG_MAX + 1];
+
+	if (f->len > ABORT_MSG_MAX ||
+	    read_exact(c->peers[p].fd, msg, f->len, wk_now() + 1.0) < 0)
+		return wk_err(DDP_ERR_PEER,
+			      "rank %d (%s) aborted the job (reason not "
+			      "received)",
+			      p, c->peers[p].host);
+	msg[f->len] = '\0';
+	return wk_err(DDP_ERR_PEER, "rank %d (%s) aborted: %s", p,
+		      c->peers[p].host, msg);
+}
+
+/* Compares a received frame header with what this rank expects. */
+static enum ddp_status
+check_frame(struct ddp_comm *c, int p, const struct wk_frame *want,
+	    const uint8_t *hdr, struct wk_frame *got)
+{
+	char dw[160], dg[160];
+
+	if (wk_frame_decode(hdr, got) < 0)
+		return wk_err(DDP_ERR_PEER,
+			      "protocol error: rank %d (%s) sent a malformed "
+			      "frame header to rank %d",
+			      p, c->peers[p].host, c->rank);
+	if (got->type == WK_F_ABORT)
+		return peer_aborted(c, p, got);
+	if (got->type == WK_F_BYE) {
+		c->peers[p].bye = 1;
+		return lost_peer(c, p, want, "");
+	}
+	if (got->seq != want->seq || got->coll != want->coll ||
+	    got->dtype != want->dtype || got->op != want->op ||
+	    got->count != want->count || got->aux != want->aux) {
+		describe(want, dw, sizeof(dw));
+		describe(got, dg, sizeof(dg));
+		return wk_err(DDP_ERR_MISMATCH,
+			      "mismatched collectives: rank %d (%s) called %s "
+			      "but rank %d (%s) called %s",
+			      c->rank, c->myhost, dw, p, c->peers[p].host, dg);
+	}
+	if (got->unit != want->unit || got->len != want->len) {
+		describe(want, dw, sizeof(dw));
+		return wk_err(DDP_ERR_MISMATCH,
+			      "protocol error in %s: rank %d (%s) sent unit "
+			      "%u of %u bytes, rank %d expected unit %u of %u "
+			      "bytes",
+			      dw, p, c->peers[p].host, got->unit, got->len,
+			      c->rank, want->unit, want->len);
+	}
+	return DDP_OK;
+}
+
+static void
+xop_init(struct xop *x, int peer, const struct wk_frame *tmpl, uint32_t unit,
+	 void *buf, size_t len)
+{
+	x->peer = peer;
+	x->f = *tmpl;
+	x->f.type = WK_F_DATA;
+	x->f.unit = unit;
+	x->f.len = (uint32_t)len;
+	x->buf = buf;
+	x->len = len;
+	x->done = 0;
+	wk_frame_encode(x->hdr, &x->f);
+}
+
+/* Moves bytes of a send: 1 done, 0 would block, <0 error (status). */
+static int
+send_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
+{
+	struct wk_peer *p = &c->peers[x->peer];
+	size_t total = WK_FRAME_LEN + x->len;
+	struct msghdr mh;
+	struct iovec iov[2];
+	ssize_t n;
+	char why[128];
+
+	while (x->done < total) {
+		memset(&mh, 0, sizeof(mh));
+		if (x->done < WK_FRAME_LEN) {
+			iov[0].iov_base = x->hdr + x->done;
+			iov[0].iov_len = WK_FRAME_LEN - x->done;
+			iov[1].iov_base = x->buf;
+			iov[1].iov_len = x->len;
+			mh.msg_iovlen = x->len ? 2 : 1;
+		} else {
+			iov[0].iov_base =
+				(uint8_t *)x->buf + (x->done - WK_FRAME_LEN);
+			iov[0].iov_len = total - x->done;
+			mh.msg_iovlen = 1;
+		}
+		mh.msg_iov = iov;
+		n = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			x->done += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			p->send_mid = x->done > 0;
+			return 0;
+		}
+		ddp_fmt(why, sizeof(why), "send failed: %s",
+			n < 0 ? strerror(errno) : "no progress");
+		*st = lost_peer(c, x->peer, &x->f, why);
+		return -1;
+	}
+	p->send_mid = 0;
+	return 1;
+}
+
+/* Moves bytes of a receive: 1 done, 0 would block, <0 error. */
+static int
+recv_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
+{
+	struct wk_peer *p = &c->peers[x->peer];
+	size_t total = WK_FRAME_LEN + x->len;
+	struct wk_frame got;
+	ssize_t n;
+	char why[128];
+
+	while (x->done < total) {
+		if (x->done < WK_FRAME_LEN)
+			n = recv(p->fd, x->hdr + x->done,
+				 WK_FRAME_LEN - x->done, MSG_DONTWAIT);
+		else
+			n = recv(p->fd,
+				 (uint8_t *)x->buf + (x->done - WK_FRAME_LEN),
+				 total - x->done, MSG_DONTWAIT);
+		if (n > 0) {
+			x->done += (size_t)n;
+			if (x->done == WK_FRAME_LEN) {
+				*st = check_frame(c, x->peer, &x->f, x->hdr,
+						  &got);
+				if (*st)
+					return -1;
+			}
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		ddp_fmt(why, sizeof(why), "%s",
+			n == 0 ? "its connection closed without a goodbye"
+			       : strerror(errno));
+		*st = lost_peer(c, x->peer, &x->f, why);
+		return -1;
+	}
+	return 1;
+}
+
+/*
+ * Something happened on the connection of a peer this step does not use:
+ * a goodbye, an abort, a death, or early data of a later step.
+ */
+static enum ddp_status
+idle_event(struct ddp_comm *c, int p, const struct wk_frame *cur)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	struct wk_frame f;
+	ssize_t n;
+
+	n = recv(c->peers[p].fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return DDP_OK;
+	if (n == 0)
+		return lost_peer(c, p, cur,
+				 "its connection closed without a goodbye");
+	if (n < 0)
+		return lost_peer(c, p, cur, strerror(errno));
+	if (n < WK_FRAME_LEN) {
+		c->peers[p].early = 1;
+		return DDP_OK;
+	}
+	if (wk_frame_decode(hdr, &f) < 0)
+		return wk_err(DDP_ERR_PEER,
+			      "protocol error: rank %d (%s) sent a malformed "
+			      "frame header to rank %d",
+			      p, c->peers[p].host, c->rank);
+	if (f.type == WK_F_DATA) {
+		/* Data of a later step: leave it queued, stop peeking. */
+		c->peers[p].early = 1;
+		return DDP_OK;
+	}
+	if (recv(c->peers[p].fd, hdr, sizeof(hdr), MSG_DONTWAIT) !=
+	    (ssize_t)sizeof(hdr))
+		return lost_peer(c, p, cur, "short read");
+	if (f.type == WK_F_ABORT)
+		return peer_aborted(c, p, &f);
+	c->peers[p].bye = 1;
+	return DDP_OK;
+}
+
+/*
+ * Waits until one of the wanted events may be ready, watching every other
+ * peer for goodbyes, aborts and deaths. Errors name the peer waited for.
+ */
+static enum ddp_status
+poll_wait(struct ddp_comm *c, const struct want *w, int nw, double deadline,
+	  const struct wk_frame *cur)
+{
+	struct pollfd *pfd;
+	int *who;
+	int i, j, n = 0, rc, used;
+	enum ddp_status st = DDP_OK;
+	double left;
+	char d[160];
+
+	pfd = calloc((size_t)(nw + c->size), sizeof(*pfd));
+	who = calloc((size_t)(nw + c->size), sizeof(*who));
+	if (!pfd || !who) {
+		st = wk_err(DDP_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < nw; i++) {
+		pfd[n].fd = c->peers[w[i].peer].fd;
+		pfd[n].events = w[i].events;
+		who[n++] = w[i].peer;
+	}
+	for (i = 0; i < c->size; i++) {
+		if (i == c->rank || c->peers[i].fd < 0 || c->peers[i].bye ||
+		    c->peers[i].early)
+			continue;
+		used = 0;
+		for (j = 0; j < nw; j++)
+			used |= w[j].peer == i;
+		if (used)
+			continue;
+		pfd[n].fd = c->peers[i].fd;
+		pfd[n].events = POLLIN | POLLRDHUP;
+		who[n++] = -1 - i;
+	}
+	left = deadline - wk_now();
+	if (left <= 0) {
+		rc = 0;
+	} else {
+		rc = poll(pfd, (nfds_t)n, (int)(left * 1000) + 1);
+		if (rc < 0 && errno == EINTR)
+			goto out;
+		if (rc < 0) {
+			st = wk_err(DDP_ERR_SYSTEM, "poll: %s",
+				    strerror(errno));
+			goto out;
+		}
+	}
+	if (rc == 0 && wk_now() >= deadline) {
+		describe(cur, d, sizeof(d));
+		st = wk_err(DDP_ERR_TIMEOUT,
+			    "rank %d (%s) timed out after %g s in %s waiting "
+			    "for rank %d (%s) to %s; that rank may be hung, "
+			    "stopped or far behind (DDP_TIMEOUT=%g)",
+			    c->rank, c->myhost, c->timeout_s, d, w[0].peer,
+			    c->peers[w[0].peer].host,
+			    (w[0].events & POLLIN) ? "send data"
+						   : "accept data",
+			    c->timeout_s);
+		goto out;
+	}
+	for (i = nw; i < n && !st; i++)
+		if (pfd[i].revents)
+			st = idle_event(c, -1 - who[i], cur);
+out:
+	free(pfd);
+	free(who);
+	return st;
+}
+
+/* Runs a set of concurrent sends and receives to completion. */
+static enum ddp_status
+run_xops(struct ddp_comm *c, struct xop *x, int nsend, int nrecv,
+	 double deadline)
+{
+	struct want w[16];
+	enum ddp_status st = DDP_OK;
+	int i, nw, rc, pending;
+
+	for (;;) {
+		pending = 0;
+		nw = 0;
+		for (i = nsend; i < nsend + nrecv; i++) {
+			rc = recv_progress(c, &x[i], &st);
+			if (rc < 0)
+				return st;
+			if (rc == 0 && nw < 16) {
+				w[nw].peer = x[i].peer;
+				w[nw++].events = POLLIN;
+			}
+			pending += rc == 0;
+		}
+		for (i = 0; i < nsend; i++) {
+			rc = send_progress(c, &x[i], &st);
+			if (rc < 0)
+				return st;
+			if (rc == 0 && nw < 16) {
+				w[nw].peer = x[i].peer;
+				w[nw++].events = POLLOUT;
+			}
+			pending += rc == 0;
+		}
+		if (!pending)
+			return DDP_OK;
+		st = poll_wait(c, w, nw, deadline, &x[0].f);
+		if (st)
+			return st;
+	}
+}
+
+static enum ddp_status
+scratch(struct ddp_comm *c, size_t bytes)
+{
+	uint8_t *p;
+
+	if (c->scratch_len >= bytes)
+		return DDP_OK;
+	p = realloc(c->scratch, bytes);
+	if (!p)
+		return wk_err(DDP_ERR_NOMEM,
+			      "out of memory for a %zu-byte scratch buffer",
+			      bytes);
+	c->scratch = p;
+	c->scratch_len = bytes;
+	return DDP_OK;
+}
+
+static void
+op_start(struct ddp_comm *c)
+{
+	int i;
+
+	for (i = 0; i < c->size; i++)
+		c->peers[i].early = 0;
+}
+
+/* Recursive doubling; non-powers of two fold the extra ranks first. */
+static enum ddp_status
+allreduce_rd(struct ddp_comm *c, uint8_t *buf, size_t count,
+	     enum ddp_dtype dtype, enum ddp_op op, const struct wk_frame *t,
+	     double deadline)
+{
+	size_t bytes = count * ddp_dtype_size(dtype);
+	struct xop x[2];
+	enum ddp_status st;
+	int pof2 = 1, rem, r = c->rank, nr, mask, step, nd, dst;
+
+	st = scratch(c, bytes ? bytes : 1);
+	if (st)
+		return st;
+	while (pof2 * 2 <= c->size)
+		pof2 *= 2;
+	rem = c->size - pof2;
+	nr = r - rem;
+	if (r < 2 * rem) {
+		if (r % 2 == 0) {
+			xop_init(&x[0], r + 1, t, 0, buf, bytes);
+			st = run_xops(c, x, 1, 0, deadline);
+			nr = -1;
+		} else {
+			xop_init(&x[0], r - 1, t, 0, c->scratch, bytes);
+			st = run_xops(c, x, 0, 1, deadline);
+			if (!st)
+				wk_reduce(buf, c->scratch, count, dtype, op);
+			nr = r / 2;
+		}
+		if (st)
+			return st;
+	}
+	for (mask = 1, step = 1; nr >= 0 && mask < pof2; mask <<= 1, step++) {
+		nd = nr ^ mask;
+		dst = nd < rem ? nd * 2 + 1 : nd + rem;
+		xop_init(&x[0], dst, t, (uint32_t)step, buf, bytes);
+		xop_init(&x[1], dst, t, (uint32_t)step, c->scratch, bytes);
+		st = run_xops(c, x, 1, 1, deadline);
+		if (st)
+			return st;
+		wk_reduce(buf, c->scratch, count, dtype, op);
+	}
+	if (r < 2 * rem) {
+		if (r % 2) {
+			xop_init(&x[0], r - 1, t, 99, buf, bytes);
+			st = run_xops(c, x, 1, 0, deadline);
+		} else {
+			xop_init(&x[0], r + 1, t, 99, buf, bytes);
+			st = run_xops(c, x, 0, 1, deadline);
+		}
+	}
+	return st;
+}
+
+/*
+ * A pipelined stream of segments from left to right. Ring: 2(P-1) steps
+ * of one chunk each (reduce-scatter then allgather); send unit u needs
+ * receive unit u - nseg done. Chain (broadcast): send unit u needs receive
+ * unit u done.
+ */
+struct stream {
+	struct ddp_comm *c;
+	uint8_t *buf;
+	size_t count;
+	size_t esize;
+	enum ddp_dtype dtype;
+	enum ddp_op op;
+	int ring;
+	int left;
+	int right;
+	size_t seg;  /* elements per segment */
+	size_t nseg; /* segments per chunk (ring) or buffer (chain) */
+	size_t units;
+};
+
+static void
+chunk_of(const struct stream *s, int chunk, size_t *start, size_t *len)
+{
+	size_t P = (size_t)s->c->size, base = s->count / P,
+	       extra = s->count % P, k = (size_t)chunk;
+
+	*start = k * base + (k < extra ? k : extra);
+	*len = base + (k < extra);
+}
+
+/* Element offset and count of unit u; *reduce for reduce-scatter recvs. */
+static void
+unit_of(const struct stream *s, size_t u, int sending, size_t *off, size_t *n,
+	int *reduce)
+{
+	int P = s->c->size, r = s->c->rank, g, chunk;
+	size_t j = u % s->nseg, start, len;
+
+	*reduce = 0;
+	if (!s->ring) {
+		start = 0;
+		len = s->count;
+		j = u;
+	} else {
+		g = (int)(u / s->nseg);
+		if (g < P - 1) {
+			chunk = sending ? r - g : r - g - 1;
+			*reduce = !sending;
+		} else {
+			chunk = sending ? r + 1 - (g - (P - 1))
+					: r - (g - (P - 1));
+		}
+		chunk = ((chunk % P) + P) % P;
+		chunk_of(s, chunk, &start, &len);
+	}
+	if (j * s->seg >= len) {
+		*off = start;
+		*n = 0;
+		return;
+	}
+	*off = start + j * s->seg;
+	*n = len - j * s->seg < s->seg ? len - j * s->seg : s->seg;
+}
+
+static enum ddp_status
+run_stream(struct stream *s, const struct wk_frame *t, double deadline)
+{
+	struct ddp_comm *c = s->c;
+	size_t su = 0, ru = 0, off, n, lag = s->ring ? s->nseg : 0;
+	struct xop sx, rx;
+	int have_s = 0, have_r = 0, red_r = 0, red, rc, progress, nw;
+	size_t roff = 0, rn = 0;
+	struct want w[2];
+	enum ddp_status st = DDP_OK;
+
+	if (s->left < 0)
+		ru = s->units;
+	if (s->right < 0)
+		su = s->units;
+	while (su < s->units || ru < s->units) {
+		progress = 0;
+		while (ru < s->units) {
+			if (!have_r) {
+				unit_of(s, ru, 0, &roff, &rn, &red_r);
+				if (!rn) {
+					ru++;
+					progress = 1;
+					continue;
+				}
+				xop_init(&rx, s->left, t, (uint32_t)ru,
+					 red_r ? c->scratch
+					       : s->buf + roff * s->esize,
+					 rn * s->esize);
+				have_r = 1;
+			}
+			rc = recv_progress(c, &rx, &st);
+			if (rc < 0)
+				return st;
+			if (!rc)
+				break;
+			if (red_r)
+				wk_reduce(s->buf + roff * s->esize, c->scratch,
+					  rn, s->dtype, s->op);
+			have_r = 0;
+			ru++;
+			progress = 1;
+		}
+		while (su < s->units) {
+			if (!have_s) {
+				/* Wait until the data this unit forwards
+				 * has arrived. */
+				if (s->left >= 0 && su >= lag && ru <= su - lag)
+					break;
+				unit_of(s, su, 1, &off, &n, &red);
+				if (!n) {
+					su++;
+					progress = 1;
+					continue;
+				}
+				xop_init(&sx, s->right, t, (uint32_t)su,
+					 s->buf + off * s->esize, n * s->esize);
+				have_s = 1;
+			}
+			rc = send_progress(c, &sx, &st);
+			if (rc < 0)
+				return st;
+			if (!rc)
+				break;
+			have_s = 0;
+			su++;
+			progress = 1;
+		}
+		if (progress)
+			continue;
+		nw = 0;
+		if (ru < s->units) {
+			w[nw].peer = s->left;
+			w[nw++].events = POLLIN;
+		}
+		if (have_s) {
+			w[nw].peer = s->right;
+			w[nw++].events = POLLOUT;
+		}
+		st = poll_wait(c, w, nw, deadline, t);
+		if (st)
+			return st;
+	}
+	return DDP_OK;
+}
+
+static void
+stream_setup(struct stream *s, struct ddp_comm *c, uint8_t *buf, size_t count,
+	     enum ddp_dtype dtype, int ring)
+{
+	size_t maxlen;
+
+	memset(s, 0, sizeof(*s));
+	s->ring = ring;
+	s->c = c;
+	s->buf = buf;
+	s->count = count;
+	s->dtype = dtype;
+	s->esize = ddp_dtype_size(dtype);
+	s->seg = c->seg_bytes / s->esize;
+	if (!s->seg)
+		s->seg = 1;
+	maxlen = count / (size_t)c->size + (count % (size_t)c->size != 0);
+	if (!s->ring)
+		maxlen = count;
+	s->nseg = (maxlen + s->seg - 1) / s->seg;
+	if (!s->nseg)
+		s->nseg = 1;
+}
+
+static enum ddp_status
+allreduce_ring(struct ddp_comm *c, uint8_t *buf, size_t count,
+	       enum ddp_dtype dtype, enum ddp_op op, const struct wk_frame *t,
+	       double deadline)
+{
+	struct stream s;
+	enum ddp_status st;
+
+	stream_setup(&s, c, buf, count, dtype, 1);
+	s.op = op;
+	s.left = (c->rank - 1 + c->size) % c->size;
+	s.right = (c->rank + 1) % c->size;
+	s.units = (size_t)(2 * (c->size - 1)) * s.nseg;
+	st = scratch(c, s.seg * s.esize);
+	if (st)
+		return st;
+	return run_stream(&s, t, deadline);
+}
+
+enum ddp_status
+tcp_allreduce(struct ddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+	      enum ddp_dtype dtype, enum ddp_op op)
+{
+	size_t bytes = count * ddp_dtype_size(dtype);
+	struct wk_frame t;
+	enum ddp_status st;
+	int algo;
+
+	if (sbuf != rbuf && bytes)
+		memmove(rbuf, sbuf, bytes);
+	c->seq++;
+	if (c->size == 1)
+		return DDP_OK;
+	algo = c->algo;
+	if (algo == WK_ALGO_AUTO)
+		algo = bytes >= c->ring_min && count >= (size_t)c->size
+			       ? WK_ALGO_RING
+			       : WK_ALGO_RD;
+	/* Frames carry 32-bit lengths. */
+	if (algo == WK_ALGO_RD && bytes > (1u << 30))
+		algo = WK_ALGO_RING;
+	if (algo == WK_ALGO_RING && count == 0)
+		algo = WK_ALGO_RD;
+	memset(&t, 0, sizeof(t));
+	t.type = WK_F_DATA;
+	t.coll = WK_C_ALLREDUCE;
+	t.dtype = (uint8_t)dtype;
+	t.op = (uint8_t)op;
+	t.seq = c->seq;
+	t.count = count;
+	t.aux = (uint32_t)algo;
+	op_start(c);
+	if (algo == WK_ALGO_RING)
+		st = allreduce_ring(c, rbuf, count, dtype,
+				    op == DDP_AVG ? DDP_SUM : op, &t,
+				    wk_now() + c->timeout_s);
+	else
+		st = allreduce_rd(c, rbuf, count, dtype,
+				  op == DDP_AVG ? DDP_SUM : op, &t,
+				  wk_now() + c->timeout_s);
+	if (!st && op == DDP_AVG)
+		wk_scale_div(rbuf, count, dtype, c->size);
+	return st;
+}
+
+enum ddp_status
+tcp_broadcast(struct ddp_comm *c, void *buf, size_t count, enum ddp_dtype dtype,
+	      int root)
+{
+	size_t bytes = count * ddp_dtype_size(dtype);
+	int P = c->size, vr = (c->rank - root + P) % P, mask, nx = 0;
+	struct xop x[32];
+	struct wk_frame t;
+	struct stream s;
+	enum ddp_status st;
+	double deadline = wk_now() + c->timeout_s;
+	int algo = bytes >= c->ring_min ? WK_ALGO_CHAIN : WK_ALGO_TREE;
+
+	c->seq++;
+	if (P == 1)
+		return DDP_OK;
+	memset(&t, 0, sizeof(t));
+	t.type = WK_F_DATA;
+	t.coll = WK_C_BCAST;
+	t.dtype = (uint8_t)dtype;
+	t.seq = c->seq;
+	t.count = count;
+	t.aux = ((uint32_t)root << 8) | (uint32_t)algo;
+	op_start(c);
+	if (algo == WK_ALGO_CHAIN) {
+		stream_setup(&s, c, buf, count, dtype, 0);
+		s.left = vr > 0 ? (c->rank - 1 + P) % P : -1;
+		s.right = vr < P - 1 ? (c->rank + 1) % P : -1;
+		s.units = s.nseg;
+		return run_stream(&s, &t, deadline);
+	}
+	/* Binomial tree: receive from the parent, then feed the children
+	 * all at once. */
+	for (mask = 1; mask < P; mask <<= 1) {
+		if (vr & mask) {
+			xop_init(&x[0], (vr - mask + root) % P, &t, 0, buf,
+				 bytes);
+			st = run_xops(c, x, 0, 1, deadline);
+			if (st)
+				return st;
+			break;
+		}
+	}
+	for (mask >>= 1; mask > 0; mask >>= 1)
+		if (vr + mask < P && nx < 32)
+			xop_init(&x[nx++], (vr + mask + root) % P, &t, 0, buf,
+				 bytes);
+	return nx ? run_xops(c, x, nx, 0, deadline) : DDP_OK;
+}
+
+enum ddp_status
+tcp_barrier(struct ddp_comm *c)
+{
+	struct wk_frame t;
+	struct xop x[2];
+	enum ddp_status st;
+	double deadline = wk_now() + c->timeout_s;
+	int k, step = 0, P = c->size;
+
+	c->seq++;
+	if (P == 1)
+		return DDP_OK;
+	memset(&t, 0, sizeof(t));
+	t.type = WK_F_DATA;
+	t.coll = WK_C_BARRIER;
+	t.seq = c->seq;
+	op_start(c);
+	/* Dissemination barrier: log2(P) rounds of empty frames. */
+	for (k = 1; k < P; k <<= 1, step++) {
+		xop_init(&x[0], (c->rank + k) % P, &t, (uint32_t)step, NULL, 0);
+		xop_init(&x[1], (c->rank - k + P) % P, &t, (uint32_t)step, NULL,
+			 0);
+		st = run_xops(c, x, 1, 1, deadline);
+		if (st)
+			return st;
+	}
+	return DDP_OK;
+}
+
+enum ddp_status
+tcp_check_peers(struct ddp_comm *c)
+{
+	struct pollfd pfd[64];
+	struct wk_frame f;
+	enum ddp_status st = DDP_OK;
+	int i, base, n, who[64];
+
+	memset(&f, 0, sizeof(f));
+	/* In batches: no allocation on this frequently called path. */
+	for (base = 0; base < c->size && !st; base += 64) {
+		n = 0;
+		for (i = base; i < c->size && i < base + 64; i++) {
+			if (i == c->rank || c->peers[i].fd < 0 ||
+			    c->peers[i].bye || c->peers[i].early)
+				continue;
+			pfd[n].fd = c->peers[i].fd;
+			pfd[n].events = POLLIN | POLLRDHUP;
+			pfd[n].revents = 0;
+			who[n++] = i;
+		}
+		if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0)
+			continue;
+		for (i = 0; i < n && !st; i++)
+			if (pfd[i].revents)
+				st = idle_event(c, who[i], &f);
+	}
+	return st;
+}
+
+void
+tcp_send_abort(struct ddp_comm *c, const char *msg)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	struct wk_frame f;
+	struct iovec iov[2];
+	struct msghdr mh;
+	size_t len = strnlen(msg, ABORT_MSG_MAX);
+	int i;
+
+	memset(&f, 0, sizeof(f));
+	f.type = WK_F_ABORT;
+	f.len = (uint32_t)len;
+	wk_frame_encode(hdr, &f);
+	for (i = 0; i < c->size; i++) {
+		/* A partly sent frame cannot be interrupted; that peer will
+		 * see the connection close instead. */
+		if (i == c->rank || c->peers[i].fd < 0 || c->peers[i].bye ||
+		    c->peers[i].send_mid)
+			continue;
+		memset(&mh, 0, sizeof(mh));
+		iov[0].iov_base = hdr;
+		iov[0].iov_len = sizeof(hdr);
+		iov[1].iov_base = (void *)msg;
+		iov[1].iov_len = len;
+		mh.msg_iov = iov;
+		mh.msg_iovlen = 2;
+		if (sendmsg(c->peers[i].fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) <
+		    0)
+			wk_log(3, "abort to rank %d not sent: %s", i,
+			       strerror(errno));
+		/* Never send anything after an abort. */
+		c->peers[i].send_mid = 1;
+	}
+}
+
+void
+tcp_close_all(struct ddp_comm *c)
+{
+	uint8_t hdr[WK_FRAME_LEN], junk[4096];
+	struct pollfd pfd;
+	struct wk_frame f;
+	double deadline = wk_now() + 1.0;
+	size_t off;
+	ssize_t n;
+	int i;
+
+	memset(&f, 0, sizeof(f));
+	f.type = WK_F_BYE;
+	wk_frame_encode(hdr, &f);
+	for (i = 0; i < c->size; i++) {
+		if (i == c->rank || c->peers[i].fd < 0)
+			continue;
+		for (off = 0; !c->failed && !c->peers[i].send_mid &&
+			      off < sizeof(hdr);) {
+			n = send(c->peers[i].fd, hdr + off, sizeof(hdr) - off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0) {
+				off += (size_t)n;
+				continue;
+			}
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				break;
+			pfd.fd = c->peers[i].fd;
+			pfd.events = POLLOUT;
+			if (wk_now() >= deadline || poll(&pfd, 1, 100) < 0)
+				break;
+		}
+		shutdown(c->peers[i].fd, SHUT_WR);
+		/* Unread bytes at close() would reset the connection and
+		 * could discard our goodbye at the peer; drain first. */
+		while (recv(c->peers[i].fd, junk, sizeof(junk), MSG_DONTWAIT) >
+		       0)
+			;
+		close(c->peers[i].fd);
+		c->peers[i].fd = -1;
+	}
+}
