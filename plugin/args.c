@@ -66,14 +66,16 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 }
 
 int
-ddp_plugstack_parse(struct ddp_conf *conf, int ac, char **av, char *err,
-		    size_t errlen)
+ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
+		    int ac, char **av, char *err, size_t errlen)
 {
 	const char *config = NULL;
 	char cerr[DDP_CONF_ERR_LEN];
 	int i;
 
 	ddp_conf_defaults(conf);
+	if (toplen)
+		topology[0] = '\0';
 	for (i = 0; i < ac; i++) {
 		if (!strncmp(av[i], "config=", 7)) {
 			config = av[i] + 7;
@@ -95,7 +97,8 @@ ddp_plugstack_parse(struct ddp_conf *conf, int ac, char **av, char *err,
 		if (!eq || klen == 0 || klen >= sizeof(key))
 			return errf(err, errlen,
 				    "plugstack argument '%.200s': expected "
-				    "key=value (keys: config, port_range, "
+				    "key=value (keys: config, topology, "
+				    "port_range, "
 				    "default_bind, shared_root, scratch_root, "
 				    "...)",
 				    av[i]);
@@ -103,6 +106,16 @@ ddp_plugstack_parse(struct ddp_conf *conf, int ac, char **av, char *err,
 		key[klen] = '\0';
 		if (!strcmp(key, "config"))
 			continue;
+		if (!strcmp(key, "topology")) {
+			if (eq[1] != '/' || strstr(eq + 1, "/../") ||
+			    ddp_fmt(topology, toplen, "%s", eq + 1) < 0)
+				return errf(err, errlen,
+					    "plugstack argument '%.200s': "
+					    "topology= needs an absolute path "
+					    "of an hwloc XML file",
+					    av[i]);
+			continue;
+		}
 		if (ddp_conf_set(conf, key, eq + 1, cerr, sizeof(cerr)) < 0)
 			return errf(err, errlen, "plugstack argument: %s",
 				    cerr);

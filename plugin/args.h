@@ -38,11 +38,14 @@ int ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg,
  * Parses plugstack.conf arguments into conf: "config=PATH" is read first
  * (default DDP_CONF_DEFAULT, missing file allowed only when not given
  * explicitly), then every other key=value on top, through ddp_conf_set.
- * Unknown keys and bad values fail with err naming the argument. conf is
- * filled with defaults first.
+ * "topology=PATH" (absolute) is the plugin's own: an hwloc XML file that
+ * slurmstepd reads instead of the running machine (test clusters, or
+ * sites whose I/O discovery hangs); it is copied into topology (empty when
+ * not given). Unknown keys and bad values fail with err naming the
+ * argument. conf is filled with defaults first.
  */
-int ddp_plugstack_parse(struct ddp_conf *conf, int ac, char **av, char *err,
-			size_t errlen);
+int ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
+			int ac, char **av, char *err, size_t errlen);
 
 /* The task layout srun was asked for, as far as its argv and env say. */
 struct ddp_srun_req {

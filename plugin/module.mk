@@ -33,3 +33,13 @@ INSTALL_RULES += install-plugin
 $(BUILD)/tests/unit/test-plugin-%: $(BUILD)/tests/unit/test-plugin-%.o $(BUILD)/plugin/args.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
 UNIT_TESTS += $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test-plugin-*.c))
+
+# libFuzzer targets (make fuzzers): parsers of hostlists, tasks-per-node
+# strings, GPU lists and the plugin's options.
+PLUGIN_FUZZ := hostlist tasks gpulist options
+$(addprefix $(BUILD)/fuzz-,$(PLUGIN_FUZZ)): $(BUILD)/fuzz-%: $(BUILD)/tests/fuzz/fuzz-%.o $(BUILD)/plugin/args.o $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD) $(HWLOC_LIBS)
+FUZZERS += $(addprefix $(BUILD)/fuzz-,$(PLUGIN_FUZZ))
+# The plugin's tests and fuzzers include plugin/args.h.
+$(BUILD)/tests/unit/test-plugin-%.o: CFLAGS += -Iplugin
+$(addprefix $(BUILD)/tests/fuzz/fuzz-,$(addsuffix .o,$(PLUGIN_FUZZ))): CFLAGS += -Iplugin

@@ -45,6 +45,7 @@ SPANK_PLUGIN(ddp, 1)
 
 static struct ddp_opts opts = {0, 0, -1, 0};
 static struct ddp_conf conf;
+static char topology_xml[PATH_MAX]; /* plugstack topology=, or "" */
 
 /* Per node, in slurmstepd: computed in user_init, used by task_init. */
 static struct {
@@ -132,7 +133,8 @@ slurm_spank_init(spank_t sp, int ac, char **av)
 	if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
 		return 0;
 	ddp_log_set_sink(slurm_sink, DDP_LOG_DEBUG);
-	if (ddp_plugstack_parse(&conf, ac, av, err, sizeof(err)) < 0) {
+	if (ddp_plugstack_parse(&conf, topology_xml, sizeof(topology_xml), ac,
+				av, err, sizeof(err)) < 0) {
 		slurm_error("ddp: plugstack.conf: %s", err);
 		return -1;
 	}
@@ -588,7 +590,8 @@ slurm_spank_user_init(spank_t sp, int ac, char **av)
 		return 0;
 	}
 	choose_port(sp);
-	if (ddp_topo_load(&node.topo, NULL, err, sizeof(err)) < 0) {
+	if (ddp_topo_load(&node.topo, topology_xml[0] ? topology_xml : NULL,
+			  err, sizeof(err)) < 0) {
 		set_error("--ddp: %s", err);
 		return 0;
 	}

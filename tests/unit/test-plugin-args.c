@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Unit tests of the plugin's Slurm-free parsing: option values, plugstack
+ * arguments, the srun command-line scan and the node/task mode choice. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "tap.h"
+
+static const char *fake_env[16][2];
+
+static const char *
+fake_getenv(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < 16 && fake_env[i][0]; i++)
+		if (!strcmp(fake_env[i][0], name))
+			return fake_env[i][1];
+	return NULL;
+}
+
+static int
+scan(struct ddp_srun_req *req, const char *line)
+{
+	char buf[512], *argv[64], *p, err[DDP_ERR_LEN];
+	int argc = 0;
+
+	snprintf(buf, sizeof(buf), "%s", line);
+	for (p = buf; *p && argc < 63;) {
+		argv[argc++] = p;
+		p = strchr(p, ' ');
+		if (!p)
+			break;
+		*p++ = '\0';
+	}
+	argv[argc] = NULL;
+	return ddp_srun_scan(argc, argv, fake_getenv, req, err, sizeof(err));
+}
+
+int
+main(void)
+{
+	struct ddp_opts o = {0, 0, -1, 0};
+	struct ddp_conf conf;
+	struct ddp_srun_req r;
+	char err[DDP_ERR_LEN], topo[256];
+	char *av_ok[] = {"port_range=30000-30100", "default_bind=numa",
+			 "topology=/x/y.xml"};
+	char *av_bad[] = {"port_range=30000-30100", "colour=blue"};
+	char *av_noeq[] = {"verbose"};
+	char *av_rel[] = {"config=etc/ddp.conf"};
+	long per = 0;
+
+	tap_ok(ddp_opts_apply(&o, "ddp", NULL, err, sizeof(err)) == 0 &&
+		       o.enabled,
+	       "--ddp enables");
+	tap_ok(ddp_opts_apply(&o, "ddp", NULL, err, sizeof(err)) == 0,
+	       "--ddp twice is harmless");
+	tap_ok(ddp_opts_apply(&o, "ddp-port", "29500", err, sizeof(err)) == 0 &&
+		       o.port == 29500,
+	       "--ddp-port sets the port");
+	tap_ok(ddp_opts_apply(&o, "ddp-port", "29501", err, sizeof(err)) == 0 &&
+		       o.port == 29501,
+	       "a later --ddp-port wins (command line after environment)");
+	tap_ok(ddp_opts_apply(&o, "ddp-port", "99999", err, sizeof(err)) < 0 &&
+		       strstr(err, "--ddp-port=99999") &&
+		       strstr(err, "1 to 65535") && o.port == 29501,
+	       "--ddp-port=99999 refused, naming the option and the range");
+	tap_ok(ddp_opts_apply(&o, "ddp-port", NULL, err, sizeof(err)) < 0,
+	       "--ddp-port without value refused");
+	tap_ok(ddp_opts_apply(&o, "ddp-bind", "sideways", err, sizeof(err)) <
+			       0 &&
+		       strstr(err, "none, numa or core"),
+	       "--ddp-bind=sideways refused with the accepted values");
+	tap_ok(ddp_opts_apply(&o, "ddp-bind", "numa", err, sizeof(err)) == 0 &&
+		       o.bind == DDP_BIND_NUMA,
+	       "--ddp-bind=numa");
+	tap_ok(ddp_opts_apply(&o, "ddp-verbose", NULL, err, sizeof(err)) == 0 &&
+		       o.verbose,
+	       "--ddp-verbose");
+	tap_ok(ddp_opts_apply(&o, "ddp-colour", "x", err, sizeof(err)) < 0,
+	       "unknown option refused");
+
+	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 3, av_ok, err,
+				   sizeof(err)) == 0 &&
+		       conf.port_min == 30000 && conf.port_max == 30100 &&
+		       conf.default_bind == DDP_BIND_NUMA &&
+		       !strcmp(topo, "/x/y.xml"),
+	       "plugstack arguments applied");
+	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 2, av_bad, err,
+				   sizeof(err)) < 0 &&
+		       strstr(err, "colour"),
+	       "unknown plugstack key named in the error");
+	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_noeq, err,
+				   sizeof(err)) < 0 &&
+		       strstr(err, "key=value"),
+	       "plugstack argument without '=' refused");
+	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_rel, err,
+				   sizeof(err)) < 0 &&
+		       strstr(err, "absolute"),
+	       "relative config= refused");
+	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 0, NULL, err,
+				   sizeof(err)) == 0 &&
+		       conf.port_min == 29400 && topo[0] == '\0',
+	       "no arguments: defaults");
+
+	tap_ok(scan(&r, "srun --nodes=2 --gpus-per-node=4 --ddp ./train") ==
+			       0 &&
+		       r.nodes == 2 && r.gpus_per_node == 4 &&
+		       r.ntasks_per_node < 0,
+	       "scan: the issue's one-liner");
+	tap_ok(ddp_srun_decide(&r, &per, err, sizeof(err)) == 1 && per == 4,
+	       "decide: node mode with 4 ranks per node");
+	tap_ok(scan(&r,
+		    "srun -N 2 --gres gpu:a100:2 ./t --ntasks-per-node=9") ==
+			       0 &&
+		       r.gpus_per_node == 2 && r.ntasks_per_node < 0,
+	       "scan: stops at the program; --gres with a type");
+	tap_ok(scan(&r, "srun -lN2 -G 8 ./t") == 0 && r.gpus_per_node == 4,
+	       "scan: bundled short options and -G over -N");
+	tap_ok(scan(&r, "srun -N2 --ntasks-per-node 2 --ddp python3 t.py") ==
+			       0 &&
+		       r.ntasks_per_node == 2,
+	       "scan: separate argument of a long option");
+	tap_ok(ddp_srun_decide(&r, &per, err, sizeof(err)) == 0,
+	       "decide: task mode without GPUs is fine");
+	tap_ok(scan(&r, "srun -N2 --ddp ./t") == 0 &&
+		       ddp_srun_decide(&r, &per, err, sizeof(err)) < 0 &&
+		       strstr(err, "--gpus-per-node"),
+	       "decide: node mode without GPUs says what to add");
+	tap_ok(scan(&r, "srun -N2 -n5 --gpus-per-node=2 ./t") == 0 &&
+		       ddp_srun_decide(&r, &per, err, sizeof(err)) < 0 &&
+		       strstr(err, "3 ranks on a node"),
+	       "decide: -n 5 on 2 nodes with 2 GPUs each is impossible");
+	tap_ok(scan(&r, "srun --ntasks-per-node=abc ./t") < 0,
+	       "scan: malformed count refused");
+	tap_ok(scan(&r, "srun --help") == 0 && r.help, "scan: --help noticed");
+	fake_env[0][0] = "SLURM_GPUS_PER_NODE";
+	fake_env[0][1] = "gpu:4";
+	fake_env[1][0] = "SLURM_NNODES";
+	fake_env[1][1] = "2";
+	tap_ok(scan(&r, "srun --ddp ./t") == 0 && r.gpus_per_node == 4 &&
+		       r.nodes == 2,
+	       "scan: sbatch's SLURM_GPUS_PER_NODE is used");
+	fake_env[2][0] = "SLURM_NTASKS_PER_NODE";
+	fake_env[2][1] = "2";
+	tap_ok(scan(&r, "srun --ddp ./t") == 0 && r.ntasks_per_node == 2 &&
+		       ddp_srun_decide(&r, &per, err, sizeof(err)) == 0,
+	       "scan: SLURM_NTASKS_PER_NODE means task mode");
+	tap_ok(scan(&r, "srun --ntasks-per-node=1 --ddp ./t") == 0 &&
+		       r.ntasks_per_node == 1,
+	       "scan: the command line wins over the environment");
+	return tap_done();
+}
