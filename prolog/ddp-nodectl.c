@@ -162,8 +162,9 @@ out:
 	return rv;
 }
 
-/* Opens the state directory (root-owned, not writable by others) and takes
- * its lock; returns the directory fd and stores the lock fd. */
+/* Opens this network namespace's state directory, <state_dir>/net-<inode>
+ * (state_dir root-owned, not writable by others), and takes its lock;
+ * returns the directory fd and stores the lock fd. */
 static int
 lock_state(const struct ddp_conf *conf, int *lockfd, char *err, size_t errlen)
 {
@@ -182,6 +183,30 @@ lock_state(const struct ddp_conf *conf, int *lockfd, char *err, size_t errlen)
 		nc_errf(err, errlen, "state dir %s: wrong owner or mode",
 			conf->state_dir);
 		goto fail;
+	}
+	/* The firewall state belongs to a network namespace: nodes that
+	 * share one (several slurmd on a host) share it, nodes in their own
+	 * (containers, the test cluster) must not see each other's. */
+	if (stat("/proc/self/ns/net", &st) == 0) {
+		char sub[64];
+		int nfd;
+
+		ddp_fmt(sub, sizeof(sub), "net-%llu",
+			(unsigned long long)st.st_ino);
+		if (mkdirat(dfd, sub, 0700) < 0 && errno != EEXIST) {
+			nc_errf(err, errlen, "state dir %s/%s: %s",
+				conf->state_dir, sub, strerror(errno));
+			goto fail;
+		}
+		nfd = openat(dfd, sub,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0) {
+			nc_errf(err, errlen, "state dir %s/%s: %s",
+				conf->state_dir, sub, strerror(errno));
+			goto fail;
+		}
+		close(dfd);
+		dfd = nfd;
 	}
 	fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 		    0600);

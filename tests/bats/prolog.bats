@@ -148,10 +148,10 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 		SLURM_JOB_ID=$j on node "$repo/prolog/ddp-prolog" & pids+=($!)
 	done
 	for j in "${pids[@]}"; do wait "$j"; done
-	local states=("$tmp"/state/job.*)
+	local states=("$tmp"/state/net-*/job.*)
 	[ "${#states[@]}" -eq 5 ]
 	run on node nft list set inet ddp peers4
-	[[ $output == *'comment "job=21"'* ]]
+	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=2'* ]]
 	pids=()
 	for j in 21 22 23 24 25; do
 		SLURM_JOB_ID=$j on node "$repo/prolog/ddp-epilog" & pids+=($!)
@@ -159,8 +159,8 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	for j in "${pids[@]}"; do wait "$j"; done
 	[ "$(elements)" -eq 0 ]
 	[ -z "$(ls "$tmp/scratch")" ]
-	[ "$(ls "$tmp/state")" = lock ]
-	flock -n "$tmp/state/lock" true
+	[ "$(ls "$tmp"/state/net-*)" = lock ]
+	flock -n "$tmp"/state/net-*/lock true
 }
 
 @test "shared root of the wrong type: drain with a specific reason, exit 1" {
