@@ -271,7 +271,8 @@ ddp_conf_set(struct ddp_conf *conf, const char *key, const char *value,
 			return bad_value(key, value, "none, numa or core", err,
 					 errlen);
 	} else if (strcmp(key, "shared_root") == 0 ||
-		   strcmp(key, "scratch_root") == 0) {
+		   strcmp(key, "scratch_root") == 0 ||
+		   strcmp(key, "shared_mount") == 0) {
 		if (parse_path(value, 1, path, sizeof(path)) < 0)
 			return bad_value(key, value,
 					 "an absolute path other than '/' "
@@ -280,6 +281,8 @@ ddp_conf_set(struct ddp_conf *conf, const char *key, const char *value,
 					 err, errlen);
 		if (strcmp(key, "shared_root") == 0)
 			memcpy(conf->shared_root, path, strlen(path) + 1);
+		else if (strcmp(key, "shared_mount") == 0)
+			memcpy(conf->shared_mount, path, strlen(path) + 1);
 		else
 			memcpy(conf->scratch_root, path, strlen(path) + 1);
 	} else if (strcmp(key, "state_dir") == 0 ||
@@ -331,7 +334,8 @@ ddp_conf_set(struct ddp_conf *conf, const char *key, const char *value,
 		snprintf(err, errlen,
 			 "unknown key '%s': expected port_range, "
 			 "default_bind, shared_root, shared_fstypes, "
-			 "shared_timeout, scratch_root, retention_days, "
+			 "shared_timeout, shared_mount, scratch_root, "
+			 "retention_days, "
 			 "firewall, firewall_timeout, state_dir, nft_path or "
 			 "scontrol_path",
 			 shown);

@@ -17,6 +17,9 @@
  *   shared_fstypes   comma list of accepted file-system types
  *                    [nfs,nfs4,lustre,gpfs,beegfs,cephfs,ceph]
  *   shared_timeout   seconds allowed for the shared-root check [10]
+ *   shared_mount     mount point that must be mounted for shared_root to
+ *                    count as present (e.g. /shared); "" = any mount of an
+ *                    accepted type [""]
  *   scratch_root     node-local root of per-job scratch [/var/tmp/ddp]
  *   retention_days   days a finished job's shared dir is kept [7]
  *   firewall         on|off: per-job nftables openings [on]
@@ -64,6 +67,7 @@ struct ddp_conf {
 	char shared_fstypes[DDP_CONF_MAX_FSTYPES][32];
 	unsigned n_shared_fstypes;
 	unsigned shared_timeout;
+	char shared_mount[PATH_MAX];
 	char scratch_root[PATH_MAX];
 	unsigned retention_days;
 	int firewall;

@@ -746,6 +746,7 @@ cmd_show(const struct ddp_conf *conf)
 	for (i = 0; i < conf->n_shared_fstypes; i++)
 		printf("%s%s", i ? "," : "", conf->shared_fstypes[i]);
 	printf("\nshared_timeout = %u\n", conf->shared_timeout);
+	printf("shared_mount = %s\n", conf->shared_mount);
 	printf("scratch_root = %s\n", conf->scratch_root);
 	printf("retention_days = %u\n", conf->retention_days);
 	printf("firewall = %s\n", conf->firewall ? "on" : "off");

@@ -204,6 +204,34 @@ list_fstypes(const struct ddp_conf *conf, char *out, size_t len)
 	}
 }
 
+/* Returns 1 when path (resolved) is a mount point in mountinfo. */
+static int
+is_mount_point(const char *mountinfo, const char *path)
+{
+	char real[PATH_MAX];
+	const char *line = mountinfo;
+
+	if (!realpath(path, real))
+		return 0;
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		char buf[4096], point[4096];
+
+		if (len < sizeof(buf)) {
+			memcpy(buf, line, len);
+			buf[len] = '\0';
+			if (sscanf(buf, "%*s %*s %*s %*s %4095s", point) == 1) {
+				unescape(point);
+				if (strcmp(point, real) == 0)
+					return 1;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return 0;
+}
+
 /* Runs in the child: everything here may block on a dead server. */
 static int
 check_shared_child(void *arg, char *err, size_t errlen)
@@ -228,6 +256,14 @@ check_shared_child(void *arg, char *err, size_t errlen)
 			    sizeof(mnt)) < 0) {
 		nc_errf(err, errlen, "%s: mount table unreadable",
 			conf->shared_root);
+		goto out;
+	}
+	/* A configured mount point must itself be in the mount table, so an
+	 * unmounted share whose directory exists below it is caught even when
+	 * the file system beneath has an accepted type. */
+	if (conf->shared_mount[0] &&
+	    !is_mount_point(mi.s, conf->shared_mount)) {
+		nc_errf(err, errlen, "%s not mounted", conf->shared_mount);
 		goto out;
 	}
 	if (!fstype_accepted(conf, type)) {

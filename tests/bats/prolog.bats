@@ -184,6 +184,18 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	grep -F "Reason=ddp: $tmp/shared " "$tmp/scontrol.log"
 }
 
+@test "shared_mount not mounted drains even when the dir exists" {
+	echo "shared_mount = $tmp/shared" >>"$DDP_CONF"
+	run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	grep -F "Reason=ddp: $tmp/shared not mounted" "$tmp/scontrol.log"
+	mount -t tmpfs -o mode=0755 ddpbats "$tmp/shared"
+	sed -i 's/^shared_fstypes = .*/shared_fstypes = tmpfs/' "$DDP_CONF"
+	run on node "$repo/prolog/ddp-prolog"
+	[ "$status" -eq 0 ]
+}
+
 @test "untrusted job id and uid are refused and drain" {
 	SLURM_JOB_ID='12;touch /tmp/pwned' run on node "$repo/prolog/ddp-prolog"
 	[ "$status" -eq 1 ]

@@ -130,6 +130,10 @@ test_set(void)
 		       set_ok("shared_root", "/with space"),
 	       "dots inside names and spaces are fine");
 	refused("scratch_root", "tmp", "absolute path");
+	tap_ok(ddp_conf_set(&c, "shared_mount", "/shared/", err, sizeof(err)) ==
+			       0 &&
+		       strcmp(c.shared_mount, "/shared") == 0,
+	       "shared_mount set");
 	refused("state_dir", "", "absolute path");
 	refused("nft_path", "nft", "absolute path");
 	ddp_conf_set(&c, "nft_path", "/sbin/nft", err, sizeof(err));
