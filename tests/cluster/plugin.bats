@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# srun --ddp on the minicluster: node mode, task mode, uneven and subset
+# steps, ports of concurrent steps, sbatch inheritance, bad input, and the
+# PyTorch proof (examples/train.py).
+load common
+
+setup_file() {
+	mc_up --nodes 3 --gpus-per-node 4
+}
+
+setup() {
+	require_plugin
+}
+
+# The variables every rank prints, one line per rank.
+vars='echo "$(hostname) RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT CUDA_DEVICE_ORDER=$CUDA_DEVICE_ORDER CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES OMP_NUM_THREADS=$OMP_NUM_THREADS DDP_CPUS=$DDP_CPUS SLURM_PROCID=$SLURM_PROCID SLURM_NODEID=$SLURM_NODEID"'
+
+# field NAME: the values of NAME=... in $output, one per line.
+field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//"; }
+
+@test "node mode: --nodes=2 --gpus-per-node=4 --ddp starts 8 ranks with every variable" {
+	run mc_run -- srun --nodes=2 --gpus-per-node=4 --ddp bash -c "$vars"
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -c ' RANK=')" -eq 8 ]
+	[ "$(field RANK | sort -n | tr '\n' ' ')" = "0 1 2 3 4 5 6 7 " ]
+	[ "$(field WORLD_SIZE | sort -u)" = 8 ]
+	[ "$(field LOCAL_WORLD_SIZE | sort -u)" = 4 ]
+	[ "$(field LOCAL_RANK | sort | uniq -c | awk '{print $1}' | sort -u)" = 2 ]
+	[ "$(field LOCAL_RANK | sort -u | tr '\n' ' ')" = "0 1 2 3 " ]
+	[ "$(field MASTER_ADDR | sort -u)" = node1 ]
+	[ "$(field MASTER_PORT | sort -u | wc -l)" -eq 1 ]
+	port=$(field MASTER_PORT | sort -u)
+	[ "$port" -ge 29400 ] && [ "$port" -le 29999 ]
+	[ "$(field CUDA_DEVICE_ORDER | sort -u)" = PCI_BUS_ID ]
+	[ "$(field CUDA_VISIBLE_DEVICES | sort -u)" = 0,1,2,3 ]
+	[ "$(field OMP_NUM_THREADS | grep -cE '^[1-9][0-9]*$')" -eq 8 ]
+	[ "$(field DDP_CPUS | grep -c .)" -eq 8 ]
+	# Every rank is a real Slurm task: RANK is SLURM_PROCID, NODE_RANK
+	# and GROUP_RANK are SLURM_NODEID, node1 holds node rank 0.
+	while read -r line; do
+		[[ $line =~ RANK=([0-9]+).*SLURM_PROCID=([0-9]+) ]]
+		[ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
+		[[ $line =~ NODE_RANK=([0-9]+)\ GROUP_RANK=([0-9]+).*SLURM_NODEID=([0-9]+) ]]
+		[ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[3]}" ]
+		[ "${BASH_REMATCH[2]}" = "${BASH_REMATCH[3]}" ]
+		if [[ $line == node1* ]]; then [[ $line == *" NODE_RANK=0 "* ]]; fi
+	done < <(printf '%s\n' "$output" | grep ' RANK=')
+}
+
+@test "--ddp-verbose prints one line per rank with host, GPU, CPUs, NUMA and NIC" {
+	run mc_run -- srun --nodes=2 --gpus-per-node=4 --ddp --ddp-verbose true
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -cE '^ddp: rank=[0-7] local_rank=[0-3] host=node[12] gpu=[^ ]+ cpus=[0-9][^ ]* numa=[^ ]+ nic=[^ ]+ hca=[^ ]+ bind=')" -eq 8 ]
+}
+
+@test "task mode: --ntasks-per-node=2 gives 4 ranks with LOCAL_WORLD_SIZE 2" {
+	run mc_run -- srun --nodes=2 --ntasks-per-node=2 --ddp bash -c "$vars"
+	show
+	[ "$status" -eq 0 ]
+	[ "$(field RANK | sort -n | tr '\n' ' ')" = "0 1 2 3 " ]
+	[ "$(field WORLD_SIZE | sort -u)" = 4 ]
+	[ "$(field LOCAL_WORLD_SIZE | sort -u)" = 2 ]
+	[ "$(field MASTER_ADDR | sort -u)" = node1 ]
+}
+
+@test "uneven tasks: -n 5 on 2 nodes (block and cyclic) gives per-node local sizes that add up" {
+	local dist node n lws
+	for dist in block cyclic; do
+		run mc_run -- srun -N2 -n5 -m "$dist" --ddp bash -c "$vars"
+		show
+		[ "$status" -eq 0 ]
+		[ "$(field RANK | sort -n | tr '\n' ' ')" = "0 1 2 3 4 " ]
+		[ "$(field WORLD_SIZE | sort -u)" = 5 ]
+		for node in node1 node2; do
+			n=$(printf '%s\n' "$output" | grep -c "^$node ")
+			lws=$(printf '%s\n' "$output" | grep "^$node " | grep -oE 'LOCAL_WORLD_SIZE=[0-9]+' | sort -u)
+			[ "$lws" = "LOCAL_WORLD_SIZE=$n" ]
+			[ "$(printf '%s\n' "$output" | grep "^$node " | grep -oE ' LOCAL_RANK=[0-9]+' | sort | tr -d ' \n')" = "$(seq -f 'LOCAL_RANK=%g' 0 $((n - 1)) | tr -d '\n')" ]
+		done
+		[ "$(printf '%s\n' "$output" | grep -c '^node1 ')" -ne "$(printf '%s\n' "$output" | grep -c '^node2 ')" ]
+	done
+}
+
+@test "a step on a subset of the allocation uses its own first node as MASTER_ADDR" {
+	run mc_run -- salloc -N3 srun -N2 -r1 --ntasks-per-node=1 --ddp bash -c "$vars"' SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST'
+	show
+	[ "$status" -eq 0 ]
+	[ "$(field SLURM_JOB_NODELIST | sort -u)" = "node[1-3]" ]
+	[ "$(field MASTER_ADDR | sort -u)" = node2 ]
+	[ "$(field WORLD_SIZE | sort -u)" = 2 ]
+	[ "$(field NODE_RANK | sort | tr '\n' ' ')" = "0 1 " ]
+}
+
+@test "two concurrent steps on one master node get different ports" {
+	run mc_run -- salloc -N2 bash -c '
+		srun -N2 --ntasks-per-node=1 --overlap --ddp bash -c "sleep 2; echo A=\$MASTER_PORT" &
+		srun -N2 --ntasks-per-node=1 --overlap --ddp bash -c "sleep 2; echo B=\$MASTER_PORT" &
+		wait'
+	show
+	[ "$status" -eq 0 ]
+	[ "$(field A | sort -u | wc -l)" -eq 1 ]
+	[ "$(field B | sort -u | wc -l)" -eq 1 ]
+	[ "$(field A | sort -u)" != "$(field B | sort -u)" ]
+}
+
+@test "--ddp-port and a preset MASTER_PORT win" {
+	run mc_run -- srun -N2 --ntasks-per-node=1 --ddp --ddp-port=29123 printenv MASTER_PORT
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | sort -u)" = 29123 ]
+	run mc_run -- env MASTER_PORT=29777 srun -N2 --ntasks-per-node=1 --ddp printenv MASTER_PORT
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | sort -u)" = 29777 ]
+}
+
+@test "sbatch --ddp carries into srun and leaves the batch step alone" {
+	local out
+	out=$(mktemp -d)
+	chmod 0755 "$out"
+	run mc_run -- sbatch --wait -N2 --gpus-per-node=2 --ntasks-per-node=2 --ddp -o "$out/job.out" \
+		--wrap 'echo "batch RANK=${RANK:-unset}"; srun printenv RANK'
+	show
+	cat "$out/job.out" >&2
+	[ "$status" -eq 0 ]
+	grep -qx 'batch RANK=unset' "$out/job.out"
+	[ "$(grep -xE '[0-9]+' "$out/job.out" | sort -n | tr '\n' ' ')" = "0 1 2 3 " ]
+	rm -rf "$out"
+}
+
+@test "bad input fails in srun before launch, naming the option" {
+	run mc_run -- srun -N2 --ddp --ddp-port=99999 echo launched
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"--ddp-port=99999"*"1 to 65535"* ]]
+	[[ $output != *launched* ]]
+	run mc_run -- srun -N2 --ddp --ddp-bind=sideways echo launched
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"--ddp-bind=sideways"*"none, numa or core"* ]]
+	[[ $output != *launched* ]]
+	run mc_run -- srun -N2 --ddp echo launched
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"--gpus-per-node=G"* ]]
+	[[ $output != *launched* ]]
+}
+
+@test "more ranks on a node than GPUs fails before launch (task and node mode)" {
+	run mc_run -- srun -N2 --gpus-per-node=2 --ntasks-per-node=3 --ddp echo launched
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"3 ranks on a node but only 2 GPUs"* ]]
+	[[ $output != *launched* ]]
+	run mc_run -- srun -N2 -n7 --gpus-per-node=2 --ddp echo launched
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"4 ranks on a node but only 2 GPUs"* ]]
+	run mc_run -- srun -N1 --gpus-per-node=9 --ddp echo launched
+	show
+	[ "$status" -ne 0 ]
+	[[ $output != *launched* ]]
+}
+
+@test "a port_range inside the ephemeral range and an unknown plugstack key fail srun" {
+	local conf orig
+	conf=$(mc_state)/etc/plugstack.conf
+	orig=$(cat "$conf")
+	echo "$orig port_range=40000-40100" >"$conf"
+	run mc_run -- srun -N1 --ddp --ntasks-per-node=1 echo launched
+	echo "$orig colour=blue" >"$conf"
+	local status2 output2
+	status2=$status output2=$output
+	run mc_run -- srun -N1 --ntasks-per-node=1 echo launched
+	echo "$orig" >"$conf"
+	printf '%s\n' "$output2" "$output" >&2
+	[ "$status2" -ne 0 ]
+	[[ $output2 == *"port_range 40000-40100 overlaps"* ]]
+	[[ $output2 != *launched* ]]
+	[ "$status" -ne 0 ]
+	[[ $output == *colour* ]]
+}
+
+@test "PyTorch DDP (gloo, env://) trains on 2x2 ranks and all ranks end with equal weights" {
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null ||
+		skip "python3-torch is not installed"
+	run mc_run -- srun --nodes=2 --ntasks-per-node=2 --ddp /usr/bin/python3 "$repo_root/examples/train.py"
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -c '^rank [0-3] .* world 4 checksum ')" -eq 4 ]
+	[ "$(printf '%s\n' "$output" | grep '^rank ' | awk '{print $NF}' | sort -u | wc -l)" -eq 1 ]
+}
