@@ -360,7 +360,7 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 		if (pst)
 			ddp_fmt(why, sizeof(why), "%s", wk_errbuf());
 	} else {
-		pst = DDP_ERR_NO_GPU;
+		pst = DDP_ERR_BACKEND;
 	}
 	ok = pst == DDP_OK ? 1.0f : 0.0f;
 	if (comm->size > 1) {

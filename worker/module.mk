@@ -21,6 +21,7 @@ $(LIBDDP_SO): $(WORKER_OBJ) $(CORE_LIB) worker/libddp.map
 	$(CC) -shared -o $@ -Wl,-soname,libddp.so.1 \
 	    -Wl,--version-script=worker/libddp.map $(WORKER_OBJ) $(CORE_LIB) \
 	    $(LDFLAGS_ALL) $(WORKER_LIBS)
+	ln -sf libddp.so $(@D)/libddp.so.1
 
 # The static library carries the core helpers it uses, so -lddp is enough.
 $(LIBDDP_A): $(WORKER_OBJ) $(BUILD)/common/ddp_util.o
@@ -68,6 +69,8 @@ $(BUILD)/tests/unit/test-worker-nccl: $(BUILD)/tests/unit/test-worker-nccl.o $(L
 	$(CC) $(CFLAGS_ALL) -o $@ $< -L$(BUILD)/worker -l:libddp.so \
 	    -Wl,-rpath,'$$ORIGIN/../../worker' $(LDFLAGS_ALL) -lpthread
 $(BUILD)/tests/unit/test-worker-nccl.o: CFLAGS += -DHAVE_NCCL_BUILD=$(HAVE_NCCL)
+# Tests may use the internal header (wire formats, conversions).
+$(BUILD)/tests/unit/test-worker-%.o: CFLAGS += -Iworker
 UNIT_TESTS += $(WORKER_TESTS)
 
 # libFuzzer target for the rendezvous and frame parsers (internal header).

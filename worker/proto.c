@@ -450,7 +450,7 @@ wk_frame_decode(const uint8_t in[WK_FRAME_LEN], struct wk_frame *f)
 	f->count = get64(in + 16);
 	f->len = get32(in + 24);
 	f->aux = get32(in + 28);
-	if (f->type < WK_F_DATA || f->type > WK_F_BYE)
+	if (f->type < WK_F_DATA || f->type > WK_F_STALL)
 		return -1;
 	return 0;
 }

@@ -141,6 +141,72 @@ check_frame(struct ddp_comm *c, int p, const struct wk_frame *want,
 	return DDP_OK;
 }
 
+/* Records a STALL notice in hdr; returns 1 when it was one. */
+static int
+note_stall(struct ddp_comm *c, int p, const uint8_t *hdr)
+{
+	struct wk_frame f;
+
+	if (wk_frame_decode(hdr, &f) < 0 || f.type != WK_F_STALL)
+		return 0;
+	c->peers[p].waits_for = f.aux < (uint32_t)c->size ? (int)f.aux : -1;
+	return 1;
+}
+
+/* Tells every peer this rank timed out waiting for rank `waiting`. */
+static void
+send_stall(struct ddp_comm *c, int waiting)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	struct wk_frame f;
+	int i;
+
+	memset(&f, 0, sizeof(f));
+	f.type = WK_F_STALL;
+	f.aux = (uint32_t)waiting;
+	wk_frame_encode(hdr, &f);
+	for (i = 0; i < c->size; i++)
+		if (i != c->rank && c->peers[i].fd >= 0 && !c->peers[i].bye &&
+		    !c->peers[i].send_mid &&
+		    send(c->peers[i].fd, hdr, sizeof(hdr),
+			 MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hdr))
+			c->peers[i].send_mid = 1; /* framing lost: no more */
+}
+
+/*
+ * The timeout error. Ranks that time out tell the others whom they wait
+ * for (STALL notices), so the chain leads to the rank that is really
+ * stuck, and every rank names that one rather than its neighbour.
+ */
+static enum ddp_status
+timeout_error(struct ddp_comm *c, int p, short events,
+	      const struct wk_frame *cur)
+{
+	char d[160];
+	int q = p, steps = 0;
+
+	describe(cur, d, sizeof(d));
+	while (c->peers[q].waits_for >= 0 && c->peers[q].waits_for != c->rank &&
+	       steps++ < c->size)
+		q = c->peers[q].waits_for;
+	if (q != p)
+		return wk_err(DDP_ERR_TIMEOUT,
+			      "rank %d (%s) timed out after %g s in %s waiting "
+			      "for rank %d (%s), which itself waits for rank "
+			      "%d (%s): rank %d may be hung, stopped or far "
+			      "behind (DDP_TIMEOUT=%g)",
+			      c->rank, c->myhost, c->timeout_s, d, p,
+			      c->peers[p].host, q, c->peers[q].host, q,
+			      c->timeout_s);
+	return wk_err(DDP_ERR_TIMEOUT,
+		      "rank %d (%s) timed out after %g s in %s waiting for "
+		      "rank %d (%s) to %s; that rank may be hung, stopped or "
+		      "far behind (DDP_TIMEOUT=%g)",
+		      c->rank, c->myhost, c->timeout_s, d, p, c->peers[p].host,
+		      (events & POLLIN) ? "send data" : "accept data",
+		      c->timeout_s);
+}
+
 static void
 xop_init(struct xop *x, int peer, const struct wk_frame *tmpl, uint32_t unit,
 	 void *buf, size_t len)
@@ -222,6 +288,12 @@ recv_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
 				 total - x->done, MSG_DONTWAIT);
 		if (n > 0) {
 			x->done += (size_t)n;
+			if (x->done == WK_FRAME_LEN &&
+			    note_stall(c, x->peer, x->hdr)) {
+				/* A notice, not the frame we wait for. */
+				x->done = 0;
+				continue;
+			}
 			if (x->done == WK_FRAME_LEN) {
 				*st = check_frame(c, x->peer, &x->f, x->hdr,
 						  &got);
@@ -250,6 +322,7 @@ recv_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
 static enum ddp_status
 idle_event(struct ddp_comm *c, int p, const struct wk_frame *cur)
 {
+	char dw[160], dg[160];
 	uint8_t hdr[WK_FRAME_LEN];
 	struct wk_frame f;
 	ssize_t n;
@@ -273,6 +346,20 @@ idle_event(struct ddp_comm *c, int p, const struct wk_frame *cur)
 			      "frame header to rank %d",
 			      p, c->peers[p].host, c->rank);
 	if (f.type == WK_F_DATA) {
+		/* Same sequence number but another call: a mismatch, even
+		 * though this peer is not one we wait for right now. */
+		if (cur->coll && f.seq == cur->seq &&
+		    (f.coll != cur->coll || f.dtype != cur->dtype ||
+		     f.op != cur->op || f.count != cur->count ||
+		     f.aux != cur->aux)) {
+			describe(cur, dw, sizeof(dw));
+			describe(&f, dg, sizeof(dg));
+			return wk_err(DDP_ERR_MISMATCH,
+				      "mismatched collectives: rank %d (%s) "
+				      "called %s but rank %d (%s) called %s",
+				      c->rank, c->myhost, dw, p,
+				      c->peers[p].host, dg);
+		}
 		/* Data of a later step: leave it queued, stop peeking. */
 		c->peers[p].early = 1;
 		return DDP_OK;
@@ -280,6 +367,8 @@ idle_event(struct ddp_comm *c, int p, const struct wk_frame *cur)
 	if (recv(c->peers[p].fd, hdr, sizeof(hdr), MSG_DONTWAIT) !=
 	    (ssize_t)sizeof(hdr))
 		return lost_peer(c, p, cur, "short read");
+	if (note_stall(c, p, hdr))
+		return DDP_OK;
 	if (f.type == WK_F_ABORT)
 		return peer_aborted(c, p, &f);
 	c->peers[p].bye = 1;
@@ -299,7 +388,6 @@ poll_wait(struct ddp_comm *c, const struct want *w, int nw, double deadline,
 	int i, j, n = 0, rc, used;
 	enum ddp_status st = DDP_OK;
 	double left;
-	char d[160];
 
 	pfd = calloc((size_t)(nw + c->size), sizeof(*pfd));
 	who = calloc((size_t)(nw + c->size), sizeof(*who));
@@ -325,6 +413,8 @@ poll_wait(struct ddp_comm *c, const struct want *w, int nw, double deadline,
 		pfd[n].events = POLLIN | POLLRDHUP;
 		who[n++] = -1 - i;
 	}
+	if (c->in_grace)
+		deadline = c->grace_end;
 	left = deadline - wk_now();
 	if (left <= 0) {
 		rc = 0;
@@ -339,16 +429,17 @@ poll_wait(struct ddp_comm *c, const struct want *w, int nw, double deadline,
 		}
 	}
 	if (rc == 0 && wk_now() >= deadline) {
-		describe(cur, d, sizeof(d));
-		st = wk_err(DDP_ERR_TIMEOUT,
-			    "rank %d (%s) timed out after %g s in %s waiting "
-			    "for rank %d (%s) to %s; that rank may be hung, "
-			    "stopped or far behind (DDP_TIMEOUT=%g)",
-			    c->rank, c->myhost, c->timeout_s, d, w[0].peer,
-			    c->peers[w[0].peer].host,
-			    (w[0].events & POLLIN) ? "send data"
-						   : "accept data",
-			    c->timeout_s);
+		if (!c->in_grace) {
+			/* Announce the stall, then give the other ranks'
+			 * notices a moment to arrive. */
+			c->in_grace = 1;
+			c->grace_end = wk_now() + (c->timeout_s / 4 < 0.5
+							   ? c->timeout_s / 4
+							   : 0.5);
+			send_stall(c, w[0].peer);
+			goto out;
+		}
+		st = timeout_error(c, w[0].peer, w[0].events, cur);
 		goto out;
 	}
 	for (i = nw; i < n && !st; i++)
@@ -422,8 +513,11 @@ op_start(struct ddp_comm *c)
 {
 	int i;
 
-	for (i = 0; i < c->size; i++)
+	c->in_grace = 0;
+	for (i = 0; i < c->size; i++) {
 		c->peers[i].early = 0;
+		c->peers[i].waits_for = -1;
+	}
 }
 
 /* Recursive doubling; non-powers of two fold the extra ranks first. */

@@ -112,6 +112,7 @@ enum wk_frame_type {
 	WK_F_DATA = 1,
 	WK_F_ABORT = 2,
 	WK_F_BYE = 3,
+	WK_F_STALL = 4, /* "I timed out waiting for rank <aux>" (notice) */
 };
 enum wk_coll {
 	WK_C_ALLREDUCE = 1,
@@ -158,9 +159,10 @@ struct wk_peer {
 	int port;
 	char addr[WK_ADDR_LEN];
 	char host[DDP_HOST_MAX];
-	int bye;      /* peer said goodbye (ddp_comm_destroy) */
-	int early;    /* peer has unread data of a later step: stop peeking */
-	int send_mid; /* a frame to this peer is partly sent */
+	int bye;       /* peer said goodbye (ddp_comm_destroy) */
+	int early;     /* peer has unread data of a later step: stop peeking */
+	int send_mid;  /* a frame to this peer is partly sent */
+	int waits_for; /* from its STALL notice this operation, or -1 */
 };
 
 /* A loadable data-plane backend (NCCL); TCP is built in. */
@@ -198,6 +200,8 @@ struct ddp_comm {
 	size_t ring_min;  /* bytes from which auto picks the ring */
 	size_t seg_bytes; /* ring/chain segment */
 	char myhost[DDP_HOST_MAX];
+	int in_grace; /* timed out; collecting STALL notices */
+	double grace_end;
 };
 
 enum wk_algo {

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libddp failure handling: mismatched collectives name both sides, a
+ * killed or hung rank is named within the timeout, rendezvous errors say
+ * what to check, the environment is parsed strictly, and a rank that ends
+ * normally is told apart from one that dies.
+ */
+#include <errno.h>
+
+#include "tap.h"
+#include "test-worker-util.h"
+
+struct scen {
+	int kind;
+	double timeout;
+};
+
+enum {
+	MISMATCH_COUNT,
+	MISMATCH_KIND,
+	KILLED,
+	HUNG,
+	CLEAN_EXIT,
+	EXTRA_CALL,
+};
+
+static int
+report(FILE *out, enum ddp_status st, double t0)
+{
+	fprintf(out, "STATUS %d AFTER %.3f MSG %s\n", (int)st, tw_now() - t0,
+		st ? ddp_last_error() : "");
+	return st ? 3 : 0;
+}
+
+static int
+rank_main(int rank, int size, int port, FILE *out, void *arg)
+{
+	const struct scen *s = arg;
+	struct ddp_config cfg;
+	struct ddp_comm *c = NULL;
+	enum ddp_status st = DDP_OK;
+	static float buf[200000];
+	double t0;
+	int i;
+
+	tw_cfg(&cfg, rank, size, port, s->timeout);
+	if (ddp_comm_init(&cfg, &c)) {
+		fprintf(out, "INIT %s\n", ddp_last_error());
+		return 1;
+	}
+	t0 = tw_now();
+	switch (s->kind) {
+	case MISMATCH_COUNT:
+		st = ddp_allreduce(c, buf, buf, rank == 1 ? 11 : 10,
+				   DDP_FLOAT32, DDP_SUM);
+		break;
+	case MISMATCH_KIND:
+		if (rank == 2)
+			st = ddp_broadcast(c, buf, 10, DDP_FLOAT32, 0);
+		else
+			st = ddp_allreduce(c, buf, buf, 10, DDP_FLOAT32,
+					   DDP_SUM);
+		break;
+	case KILLED:
+	case HUNG:
+		for (i = 0; i < 1000000 && !st; i++) {
+			if (rank == size - 1 && i == 20) {
+				fprintf(out, "DYING at %.3f\n", tw_now());
+				if (s->kind == KILLED)
+					raise(SIGKILL);
+				sleep(60);
+			}
+			t0 = tw_now();
+			st = ddp_allreduce(c, buf, buf, i % 2 ? 100000 : 1000,
+					   DDP_FLOAT32, DDP_SUM);
+		}
+		break;
+	case CLEAN_EXIT:
+		/* Ranks finish at different times; the ring's last
+		 * segments are still moving when the first rank leaves. */
+		for (i = 0; i < 5 && !st; i++) {
+			if (rank == 2 && i == 4)
+				usleep(300000);
+			st = ddp_allreduce(c, buf, buf, 200000, DDP_FLOAT32,
+					   DDP_MAX);
+		}
+		break;
+	case EXTRA_CALL:
+		/* Rank 0 makes one call fewer than the others. */
+		for (i = 0; i < (rank == 0 ? 2 : 3) && !st; i++) {
+			t0 = tw_now();
+			st = ddp_allreduce(c, buf, buf, 1000, DDP_FLOAT32,
+					   DDP_SUM);
+		}
+		break;
+	}
+	ddp_comm_destroy(c);
+	return report(out, st, t0);
+}
+
+static int
+has(const struct tw_rank *r, const char *s)
+{
+	return strstr(r->out, s) != NULL;
+}
+
+static double
+after(const struct tw_rank *r)
+{
+	const char *p = strstr(r->out, "AFTER ");
+
+	return p ? strtod(p + 6, NULL) : 1e9;
+}
+
+static int
+status_of(const struct tw_rank *r)
+{
+	const char *p = strstr(r->out, "STATUS ");
+
+	return p ? (int)strtol(p + 7, NULL, 10) : -1;
+}
+
+static void
+dump(int n, struct tw_rank *rk)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		tw_diag_output(i, &rk[i]);
+}
+
+static void
+test_mismatch(void)
+{
+	struct scen s = {MISMATCH_COUNT, 30};
+	struct tw_rank rk[3];
+	int i, ok = 1;
+
+	tw_run_job(2, rank_main, &s, 60, rk);
+	for (i = 0; i < 2; i++)
+		ok &= (status_of(&rk[i]) == DDP_ERR_MISMATCH ||
+		       status_of(&rk[i]) == DDP_ERR_PEER) &&
+		      after(&rk[i]) < 2.0 && has(&rk[i], "rank 0") &&
+		      has(&rk[i], "rank 1") && has(&rk[i], "10 elements") &&
+		      has(&rk[i], "11 elements");
+	if (!tap_ok(ok,
+		    "count mismatch fails at once on both ranks, naming "
+		    "both calls (%.2f s, %.2f s)",
+		    after(&rk[0]), after(&rk[1])))
+		dump(2, rk);
+	tw_free_job(2, rk);
+
+	s.kind = MISMATCH_KIND;
+	tw_run_job(3, rank_main, &s, 60, rk);
+	ok = 1;
+	for (i = 0; i < 3; i++)
+		ok &= (status_of(&rk[i]) == DDP_ERR_MISMATCH ||
+		       status_of(&rk[i]) == DDP_ERR_PEER) &&
+		      after(&rk[i]) < 2.0 && has(&rk[i], "broadcast #1") &&
+		      has(&rk[i], "allreduce #1");
+	if (!tap_ok(ok, "broadcast vs allreduce fails at once on all 3 "
+			"ranks, naming both calls"))
+		dump(3, rk);
+	tw_free_job(3, rk);
+}
+
+static void
+test_dead(int kind, int size, double timeout)
+{
+	struct scen s = {kind, timeout};
+	struct tw_rank rk[8];
+	char want[32];
+	double worst = 0, t;
+	int i, ok = 1, dead = size - 1;
+
+	tw_run_job(size, rank_main, &s, timeout + 3, rk);
+	snprintf(want, sizeof(want), "rank %d (", dead);
+	for (i = 0; i < dead; i++) {
+		t = after(&rk[i]);
+		worst = t > worst ? t : worst;
+		ok &= tw_exit(&rk[i]) == 3 && has(&rk[i], want) &&
+		      (kind == KILLED
+			       ? status_of(&rk[i]) == DDP_ERR_PEER
+			       : status_of(&rk[i]) == DDP_ERR_TIMEOUT ||
+					 status_of(&rk[i]) == DDP_ERR_PEER) &&
+		      t < timeout + 1.0;
+	}
+	if (kind == KILLED)
+		ok &= worst < 1.0;
+	if (!tap_ok(ok,
+		    "%s rank of %d: every other rank fails naming rank %d "
+		    "and its host, slowest after %.3f s (timeout %g s)",
+		    kind == KILLED ? "SIGKILLed" : "hung", size, dead, worst,
+		    timeout))
+		dump(size, rk);
+	else
+		tap_diag("rank 0 said: %.300s", strstr(rk[0].out, "MSG ") + 4);
+	tw_free_job(size, rk);
+}
+
+static void
+test_clean_exit(void)
+{
+	struct scen s = {CLEAN_EXIT, 20};
+	struct tw_rank rk[3];
+	int i, ok = 1;
+
+	tw_run_job(3, rank_main, &s, 60, rk);
+	for (i = 0; i < 3; i++)
+		ok &= tw_exit(&rk[i]) == 0;
+	if (!tap_ok(ok, "ranks leaving at different times after the last "
+			"collective are not reported as dead"))
+		dump(3, rk);
+	tw_free_job(3, rk);
+
+	s.kind = EXTRA_CALL;
+	tw_run_job(3, rank_main, &s, 60, rk);
+	ok = tw_exit(&rk[0]) == 0;
+	for (i = 1; i < 3; i++)
+		ok &= (status_of(&rk[i]) == DDP_ERR_MISMATCH ||
+		       status_of(&rk[i]) == DDP_ERR_PEER) &&
+		      has(&rk[i], "has already left") && after(&rk[i]) < 2.0;
+	if (!tap_ok(ok, "a call made after another rank left fails at once: "
+			"'has already left'"))
+		dump(3, rk);
+	tw_free_job(3, rk);
+}
+
+static void
+test_rendezvous(void)
+{
+	struct ddp_config cfg;
+	struct ddp_comm *c = NULL;
+	enum ddp_status st;
+	char want[64];
+	double t0;
+	int port = tw_free_port();
+
+	tw_cfg(&cfg, 1, 2, port, 1.5);
+	t0 = tw_now();
+	st = ddp_comm_init(&cfg, &c);
+	snprintf(want, sizeof(want), "127.0.0.1:%d", port);
+	if (!tap_ok(st == DDP_ERR_RENDEZVOUS && tw_now() - t0 < 2.5 &&
+			    strstr(ddp_last_error(), want) &&
+			    strstr(ddp_last_error(), "firewall"),
+		    "unreachable rank 0: error within the timeout names "
+		    "host:port and the firewall (%.2f s)",
+		    tw_now() - t0))
+		tap_diag("status %d: %s", (int)st, ddp_last_error());
+	else
+		tap_diag("%s", ddp_last_error());
+
+	tw_cfg(&cfg, 0, 3, port, 1.0);
+	t0 = tw_now();
+	st = ddp_comm_init(&cfg, &c);
+	if (!tap_ok(st == DDP_ERR_TIMEOUT && tw_now() - t0 < 2.0 &&
+			    strstr(ddp_last_error(), "1/3 joined") &&
+			    strstr(ddp_last_error(), "missing ranks 1, 2"),
+		    "rank 0 alone: timeout names the missing ranks (%.2f s)",
+		    tw_now() - t0))
+		tap_diag("status %d: %s", (int)st, ddp_last_error());
+}
+
+static void
+env_case(const char *name, const char *const *kv, enum ddp_status want,
+	 const char *needle)
+{
+	static const char *const vars[] = {
+		"RANK",		 "WORLD_SIZE",	    "LOCAL_RANK",
+		"MASTER_ADDR",	 "MASTER_PORT",	    "DDP_TIMEOUT",
+		"DDP_BACKEND",	 "DDP_AUTH",	    "SLURM_JOB_ID",
+		"SLURM_STEP_ID", "DDP_MUNGE_SOCKET"};
+	struct ddp_config cfg;
+	enum ddp_status st;
+	size_t i;
+
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	for (i = 0; kv[i]; i += 2)
+		setenv(kv[i], kv[i + 1], 1);
+	st = ddp_config_from_env(&cfg);
+	if (!tap_ok(st == want && (!needle || strstr(ddp_last_error(), needle)),
+		    "environment: %s", name))
+		tap_diag("status %d: %s", (int)st, ddp_last_error());
+}
+
+static void
+test_env(void)
+{
+	static const char *const single[] = {NULL};
+	static const char *const bad_rank[] = {
+		"WORLD_SIZE", "2",	     "RANK",  "abc", "MASTER_ADDR",
+		"h",	      "MASTER_PORT", "29500", NULL};
+	static const char *const big_rank[] = {
+		"WORLD_SIZE", "2",	     "RANK",  "2", "MASTER_ADDR",
+		"h",	      "MASTER_PORT", "29500", NULL};
+	static const char *const no_addr[] = {
+		"WORLD_SIZE", "2", "RANK", "1", "MASTER_PORT", "29500", NULL};
+	static const char *const bad_port[] = {
+		"WORLD_SIZE", "2",	     "RANK",  "1", "MASTER_ADDR",
+		"h",	      "MASTER_PORT", "70000", NULL};
+	static const char *const bad_timeout[] = {"DDP_TIMEOUT", "-3", NULL};
+	static const char *const bad_backend[] = {"DDP_BACKEND", "mpi", NULL};
+	struct ddp_comm *c = NULL;
+	float v = 3;
+
+	env_case("no variables: a single rank", single, DDP_OK, NULL);
+	if (!tap_ok(ddp_comm_init_env(&c) == DDP_OK && ddp_comm_size(c) == 1 &&
+			    ddp_allreduce(c, &v, &v, 1, DDP_FLOAT32, DDP_AVG) ==
+				    DDP_OK &&
+			    v == 3,
+		    "a single rank needs no rendezvous and reduces to itself"))
+		tap_diag("%s", ddp_last_error());
+	ddp_comm_destroy(c);
+	env_case("RANK=abc refused, naming RANK", bad_rank, DDP_ERR_ENV,
+		 "RANK='abc'");
+	env_case("RANK=2 of WORLD_SIZE=2 refused", big_rank, DDP_ERR_ENV,
+		 "[0, 1]");
+	env_case("missing MASTER_ADDR refused, naming it", no_addr, DDP_ERR_ENV,
+		 "MASTER_ADDR");
+	env_case("MASTER_PORT=70000 refused", bad_port, DDP_ERR_ENV,
+		 "MASTER_PORT");
+	env_case("DDP_TIMEOUT=-3 refused", bad_timeout, DDP_ERR_ENV,
+		 "DDP_TIMEOUT");
+	env_case("DDP_BACKEND=mpi refused", bad_backend, DDP_ERR_ENV,
+		 "auto, tcp or nccl");
+}
+
+int
+main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	test_env();
+	test_rendezvous();
+	test_mismatch();
+	test_dead(KILLED, 4, 10);
+	test_dead(KILLED, 3, 10);
+	test_dead(HUNG, 3, 2);
+	test_clean_exit();
+	tap_ok(strcmp(ddp_strerror(DDP_ERR_PEER), "peer died or aborted") == 0,
+	       "ddp_strerror describes statuses");
+	return tap_done();
+}
