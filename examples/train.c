@@ -396,6 +396,7 @@ main(int argc, char **argv)
 	struct ddp_grad_sync_opts go = {.first_bucket_bytes = 16 << 10};
 	struct ddp_grad_sync *gs = NULL;
 	struct ddp_comm *comm = NULL;
+	struct ddp_config cfg;
 	struct model m;
 	struct data d = {0};
 	struct opts o;
@@ -412,7 +413,14 @@ main(int argc, char **argv)
 	memset(&m, 0, sizeof(m));
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
-	st = ddp_comm_init_env(&comm);
+	/* This example computes on the CPU, so its buffers are host memory:
+	 * always the TCP backend, even on GPU nodes where auto would pick
+	 * NCCL (which needs device buffers). */
+	st = ddp_config_from_env(&cfg);
+	if (!st) {
+		cfg.backend = DDP_BACKEND_TCP;
+		st = ddp_comm_init(&cfg, &comm);
+	}
 	if (st) {
 		fprintf(stderr, "train: ddp init failed (%s): %s\n",
 			ddp_strerror(st), ddp_last_error());
