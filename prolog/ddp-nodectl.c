@@ -491,10 +491,20 @@ listpids(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 	char *argv[] = {(char *)conf->scontrol_path, "listpids", NULL};
 	struct nc_buf out = {0};
 	char err[NC_ERR_LEN], *line, *save = NULL;
-	int rv = -1;
+	int rc, rv = -1;
 
-	if (nc_run(argv, slurm_env, NULL, &out, SLURM_TIMEOUT_S, err,
-		   sizeof(err)) != 0) {
+	rc = nc_run(argv, slurm_env, NULL, &out, SLURM_TIMEOUT_S, err,
+		    sizeof(err));
+	/* With no step on the node scontrol (22.05) prints only its header
+	 * line, says so on stderr and exits 1. */
+	if (rc == 1 &&
+	    (out.len == 0 || (strncmp(out.s, "PID", 3) == 0 &&
+			      strchr(out.s, '\n') == out.s + out.len - 1))) {
+		ddp_info("scontrol listpids: no job step on this node");
+		rv = 0;
+		goto out;
+	}
+	if (rc != 0) {
 		ddp_error("scontrol listpids: %s", err);
 		goto out;
 	}

@@ -1,0 +1,183 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: BSD-3-Clause
+# The slurm-ddp Prolog/Epilog on the minicluster, installed as a site would:
+# per-job firewall between the job's nodes only, shared dir and scratch,
+# many jobs leaving nothing behind, drain on a missing share, reconcile.
+load common
+
+setup_file() {
+	mc_up --nodes 3 --gpus-per-node 4
+}
+
+setup() {
+	require_prolog
+	st=$(mc_state)
+	# The staged helper sits next to the staged scripts the wrapper runs.
+	local target
+	target=$(sed -n "s/^exec '\(.*\)' \"\$@\"$/\1/p" "$st/etc/prolog")
+	helper=$(dirname "$target")/../../sbin/ddp-nodectl
+	[ -x "$helper" ] || skip "ddp-nodectl not staged next to $target"
+}
+
+# elements NODE [JOBID]: number of job-tagged firewall elements on NODE.
+elements() {
+	mc_exec "$1" -- nft list ruleset | grep -c "comment \"job=${2:-}" || true
+}
+
+# connect NODE HOST PORT: open, refused or timeout, from inside NODE.
+connect() {
+	mc_exec "$1" -- python3 -c '
+import socket, sys
+s = socket.socket()
+s.settimeout(3)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    print("open")
+except ConnectionRefusedError:
+    print("refused")
+except socket.timeout:
+    print("timeout")
+' "$2" "$3"
+}
+
+# wait_state JOBID STATE: waits up to 30 s for the job to reach STATE.
+wait_state() {
+	local i
+	for i in $(seq 150); do
+		[ "$(mc_run -- squeue -h -j "$1" -o %T 2>/dev/null)" = "$2" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# wait_gone JOBID: waits up to 30 s until squeue no longer lists the job.
+wait_gone() {
+	local i
+	for i in $(seq 150); do
+		[ -z "$(mc_run -- squeue -h -j "$1" -o %T 2>/dev/null)" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+submit() { # submit SBATCH-ARGS...: prints the job id
+	mc_run --user ddptest -- sbatch --parsable -o /dev/null "$@"
+}
+
+@test "job peers reach the master port, a node outside the job is refused" {
+	local id listener
+	id=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
+	wait_state "$id" RUNNING
+	[ "$(elements node1 "$id")" -ge 1 ]
+	mc_exec node1 -- python3 -c '
+import socket, time
+s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
+time.sleep(40)' >/dev/null 2>&1 3>&- &
+	listener=$!
+	sleep 0.5
+	run connect node2 node1 29500
+	show
+	[ "$output" = open ]
+	run connect node3 node1 29500
+	show
+	[ "$output" = refused ]
+	mc_run -- scancel "$id"
+	wait_gone "$id"
+	sleep 1
+	[ "$(elements node1 "$id")" -eq 0 ]
+	[ "$(elements node2 "$id")" -eq 0 ]
+	run connect node2 node1 29500
+	show
+	[ "$output" = refused ]
+	kill "$listener" 2>/dev/null || true
+}
+
+@test "shared dir is the user's, mode 0700, during the job; scratch gone after" {
+	run mc_run --user ddptest -- srun -N2 -w 'node[1-2]' bash -c \
+		'stat -c "%U %a" "'"$st"'/shared/ddptest/$SLURM_JOB_ID" "'"$st"'/scratch/$SLURM_JOB_ID"; echo "job $SLURM_JOB_ID"'
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -cx 'ddptest 700')" -eq 4 ]
+	local id
+	id=$(printf '%s\n' "$output" | sed -n 's/^job //p' | head -n 1)
+	[ -d "$st/shared/ddptest/$id" ]
+	run mc_exec node1 -- test -e "$st/scratch/$id"
+	[ "$status" -ne 0 ]
+	run mc_exec node2 -- test -e "$st/scratch/$id"
+	[ "$status" -ne 0 ]
+}
+
+@test "20 jobs in a row and 5 at once leave no element, scratch or lock" {
+	local i pids=() n
+	for i in $(seq 20); do
+		mc_run --user ddptest -- srun -N2 -w 'node[1-2]' true
+	done
+	for i in $(seq 5); do
+		mc_run --user ddptest -- srun -N3 true & pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i"; done
+	sleep 1
+	for n in node1 node2 node3; do
+		[ "$(elements "$n")" -eq 0 ]
+		run mc_exec "$n" -- ls -A "$st/scratch"
+		show
+		[ -z "$output" ]
+		run mc_exec "$n" -- sh -c \
+			'flock -n "/run/slurm-ddp/net-$(stat -L -c %i /proc/self/ns/net)/lock" true'
+		show
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "shared root not mounted: drained with the reason, job requeued held" {
+	local id conf=$st/etc/ddp.conf
+	cp "$conf" "$BATS_FILE_TMPDIR/ddp.conf.saved"
+	echo "shared_mount = $st/shared" >>"$conf"
+	# Unmount the share in node3 only, keeping a hold on it there (each
+	# node has its own mount namespace) to put it back afterwards.
+	mc_exec node3 -- mkdir -p "$st/nodes/node3/held-shared"
+	mc_exec node3 -- mount --bind "$st/shared" "$st/nodes/node3/held-shared"
+	mc_exec node3 -- umount "$st/shared"
+	id=$(submit -N1 -w node3 --wrap true)
+	local i reason=""
+	for i in $(seq 100); do
+		reason=$(mc_run -- sinfo -h -n node3 -o '%E')
+		[[ $reason == ddp:* ]] && break
+		sleep 0.2
+	done
+	# Restore the share in node3 and the configuration before asserting.
+	mc_exec node3 -- mount --bind "$st/nodes/node3/held-shared" "$st/shared"
+	mc_exec node3 -- umount "$st/nodes/node3/held-shared"
+	cp "$BATS_FILE_TMPDIR/ddp.conf.saved" "$conf"
+	echo "reason: $reason" >&2
+	[ "$reason" = "ddp: $st/shared not mounted" ]
+	run mc_run -- sinfo -h -n node3 -o '%T'
+	show
+	[[ $output == drain* ]]
+	for i in $(seq 50); do
+		run mc_run -- squeue -h -j "$id" -o '%T %r'
+		[[ $output == *held* ]] && break
+		sleep 0.2
+	done
+	show
+	[[ $output == "PENDING "*held* ]]
+	mc_run -- scancel "$id"
+	mc_run -- scontrol update NodeName=node3 State=RESUME
+	# The epilog of that job, run twice by hand, succeeds both times.
+	run mc_exec node3 -- env SLURM_JOB_ID="$id" SLURMD_NODENAME=node3 "$st/etc/epilog"
+	[ "$status" -eq 0 ]
+	run mc_exec node3 -- env SLURM_JOB_ID="$id" SLURMD_NODENAME=node3 "$st/etc/epilog"
+	[ "$status" -eq 0 ]
+}
+
+@test "reconcile removes elements planted for a job that is not running" {
+	mc_exec node1 -- "$helper" install
+	mc_exec node1 -- nft add element inet ddp peers4 \
+		'{ 172.30.77.13 . 29400-29999 timeout 1h comment "job=99999" }'
+	[ "$(elements node1 99999)" -eq 1 ]
+	run mc_exec node1 -- env DDP_CONF="$st/etc/ddp.conf" SLURM_CONF="$st/etc/slurm.conf" \
+		"$helper" reconcile --listpids
+	show
+	[ "$status" -eq 0 ]
+	[ "$(elements node1 99999)" -eq 0 ]
+}
