@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# bench/: benchmark programs, built by bench/run (make bench-progs) and
+# never by `make`/`all`, so the build does not need Open MPI. Fragments are
+# included in name order, before worker/module.mk: name libddp's archive
+# literally in prerequisites, and use $(WORKER_LIBS) only in recipes.
+
+BENCH_OUT := $(BUILD)/bench
+BENCH_LIBDDP := $(BUILD)/worker/libddp.a
+MPICC ?= mpicc
+
+$(BENCH_OUT)/allreduce_ddp: $(BUILD)/bench/allreduce_ddp.o \
+    $(BUILD)/bench/ar_driver.o $(BENCH_LIBDDP)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(WORKER_LIBS)
+
+$(BENCH_OUT)/launch_ddp: $(BUILD)/bench/launch_ddp.o $(BENCH_LIBDDP)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(WORKER_LIBS)
+
+# Open MPI's wrapper compiler, with the project's warnings.
+$(BENCH_OUT)/allreduce_mpi: bench/allreduce_mpi.c bench/ar_driver.c \
+    bench/ar_driver.h
+	@mkdir -p $(@D)
+	$(MPICC) $(CSTD) -O2 -g $(WARN) $(DEFS) -o $@ bench/allreduce_mpi.c \
+	    bench/ar_driver.c
+
+.PHONY: bench-progs bench-progs-ddp bench-progs-mpi
+bench-progs-ddp: $(BENCH_OUT)/allreduce_ddp $(BENCH_OUT)/launch_ddp
+bench-progs-mpi: $(BENCH_OUT)/allreduce_mpi
+bench-progs: bench-progs-ddp bench-progs-mpi
