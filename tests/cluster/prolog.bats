@@ -123,7 +123,7 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 		show
 		[ -z "$output" ]
 		run mc_exec "$n" -- sh -c \
-			'flock -n "/run/slurm-ddp/net-$(stat -L -c %i /proc/self/ns/net)/lock" true'
+			'flock -n "$1/ddp-state/net-$(stat -L -c %i /proc/self/ns/net)/lock" true' sh "$st"
 		show
 		[ "$status" -eq 0 ]
 	done
@@ -132,7 +132,7 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 @test "shared root not mounted: drained with the reason, job requeued held" {
 	local id conf=$st/etc/ddp.conf
 	cp "$conf" "$BATS_FILE_TMPDIR/ddp.conf.saved"
-	echo "shared_mount = $st/shared" >>"$conf"
+	grep -qx "shared_mount = $st/shared" "$conf"
 	# Unmount the share in node3 only, keeping a hold on it there (each
 	# node has its own mount namespace) to put it back afterwards.
 	mc_exec node3 -- mkdir -p "$st/nodes/node3/held-shared"
