@@ -29,11 +29,14 @@ $(LIBDDP_A): $(WORKER_OBJ) $(BUILD)/common/ddp_util.o
 	rm -f $@
 	$(AR) rcs $@ $^
 
+# The pkg-config file names the directories of the installation, so
+# install-worker writes it again with the PREFIX given to `make install`.
+LIBDDP_PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@LIBS_PRIVATE@|$(WORKER_LIBS)|g' worker/ddp.pc.in
 $(LIBDDP_PC): worker/ddp.pc.in worker/module.mk
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
-	    -e 's|@LIBS_PRIVATE@|$(WORKER_LIBS)|g' $< >$@
+	$(LIBDDP_PC_SED) >$@
 
 TARGETS += $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN)
 
@@ -88,7 +91,7 @@ install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN)
 	ln -sf libddp.so.1 $(DESTDIR)$(LIBDIR)/libddp.so
 	install -m 0644 $(LIBDDP_A) $(DESTDIR)$(LIBDIR)/libddp.a
 	install -m 0644 worker/include/ddp.h $(DESTDIR)$(INCLUDEDIR)/ddp.h
-	install -m 0644 $(LIBDDP_PC) $(DESTDIR)$(PKGCONFIGDIR)/ddp.pc
+	$(LIBDDP_PC_SED) >$(DESTDIR)$(PKGCONFIGDIR)/ddp.pc
 	install -m 0644 doc/libddp.3 $(DESTDIR)$(MANDIR)/man3/libddp.3
 	install -m 0755 $(TRAIN) $(DESTDIR)$(LIBEXECDIR)/examples/train
 	$(if $(filter 1,$(HAVE_NCCL)),install -m 0755 $(LIBDDP_NCCL) $(DESTDIR)$(LIBDIR)/libddp-nccl.so)

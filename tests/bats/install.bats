@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# `make install` lays slurm-ddp out as a site expects and honours PREFIX,
+# DESTDIR and SLURM_PLUGINDIR; the installed objects export only their API.
+
+setup_file() {
+	export repo_root
+	repo_root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	export dest
+	dest=$(mktemp -d)
+	make -C "$repo_root" --no-print-directory install DESTDIR="$dest" \
+		PREFIX=/opt/slurm-ddp SLURM_PLUGINDIR=/opt/slurm-plugins >"$dest.log" 2>&1 ||
+		{ cat "$dest.log" >&2; return 1; }
+}
+
+teardown_file() {
+	rm -rf "$dest" "$dest.log"
+}
+
+@test "the SPANK plugin goes to SLURM_PLUGINDIR" {
+	[ -f "$dest/opt/slurm-plugins/spank_ddp.so" ]
+}
+
+@test "the plugin exports only slurm_spank_* and plugin_* symbols" {
+	run nm -D --defined-only "$dest/opt/slurm-plugins/spank_ddp.so"
+	[ "$status" -eq 0 ]
+	local bad
+	bad=$(printf '%s\n' "$output" | awk '{print $NF}' | grep -vE '^(slurm_spank_|plugin_)' || true)
+	[ -z "$bad" ] || { echo "unexpected exports: $bad" >&2; false; }
+}
+
+@test "libddp, its header and its pkg-config file go under PREFIX" {
+	ls "$dest"/opt/slurm-ddp/lib/libddp.so* >/dev/null
+	[ -f "$dest/opt/slurm-ddp/lib/libddp.a" ]
+	[ -f "$dest/opt/slurm-ddp/include/ddp.h" ]
+	pc=$(find "$dest/opt/slurm-ddp" -name ddp.pc | head -n 1)
+	[ -n "$pc" ]
+	grep -qx 'prefix=/opt/slurm-ddp' "$pc"
+}
+
+@test "libddp exports only ddp_* symbols" {
+	lib=$(ls "$dest"/opt/slurm-ddp/lib/libddp.so.* | head -n 1)
+	run nm -D --defined-only "$lib"
+	[ "$status" -eq 0 ]
+	local bad
+	# LIBDDP_1.0 is the version node of the linker script, not a symbol.
+	bad=$(printf '%s\n' "$output" | awk '{print $NF}' | grep -vE '^(ddp_|LIBDDP_[0-9.]+$)' || true)
+	[ -z "$bad" ] || { echo "unexpected exports: $bad" >&2; false; }
+}
+
+@test "the Prolog and Epilog scripts go to the libexec directory, executable" {
+	[ -x "$dest/opt/slurm-ddp/libexec/slurm-ddp/ddp-prolog" ]
+	[ -x "$dest/opt/slurm-ddp/libexec/slurm-ddp/ddp-epilog" ]
+}
+
+@test "man pages are installed" {
+	[ -f "$dest/opt/slurm-ddp/share/man/man8/spank-ddp.8" ]
+	[ -f "$dest/opt/slurm-ddp/share/man/man8/ddp-prolog.8" ]
+	[ -f "$dest/opt/slurm-ddp/share/man/man3/libddp.3" ]
+}
+
+@test "nothing is installed outside DESTDIR" {
+	run find "$dest" -mindepth 1 -maxdepth 1
+	[ "$output" = "$dest/opt" ]
+}
+
+@test "a C program builds against the installed libddp through pkg-config" {
+	local pcdir="$dest/opt/slurm-ddp/lib/pkgconfig" src="$BATS_TEST_TMPDIR/prog.c"
+	printf '%s\n' '#include <ddp.h>' '#include <stdio.h>' \
+		'int main(void) { puts(ddp_strerror(DDP_OK)); return 0; }' >"$src"
+	run env PKG_CONFIG_PATH="$pcdir" PKG_CONFIG_SYSROOT_DIR="$dest" \
+		pkg-config --cflags --libs ddp
+	[ "$status" -eq 0 ]
+	[[ $output == *"-I$dest/opt/slurm-ddp/include"* ]]
+	# shellcheck disable=SC2086 # pkg-config output is a list of flags
+	cc -o "$BATS_TEST_TMPDIR/prog" "$src" $output
+	run env LD_LIBRARY_PATH="$dest/opt/slurm-ddp/lib" "$BATS_TEST_TMPDIR/prog"
+	[ "$status" -eq 0 ]
+	[ -n "$output" ]
+}
