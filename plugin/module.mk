@@ -26,6 +26,10 @@ install-plugin: $(PLUGIN_SO) $(DDP_PLAN)
 	install -m 0755 $(PLUGIN_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_ddp.so
 	install -m 0755 $(DDP_PLAN) $(DESTDIR)$(BINDIR)/ddp-plan
 	install -m 0644 doc/spank-ddp.8 $(DESTDIR)$(MANDIR)/man8/spank-ddp.8
+	install -d $(DESTDIR)$(DATADIR)/examples/plugstack.conf.d
+	sed -e 's|/usr/local/lib/slurm/spank_ddp.so|$(SLURM_PLUGINDIR)/spank_ddp.so|g' \
+	    -e 's|/etc/slurm/ddp.conf|$(DDP_CONF)|g' examples/plugstack.conf.d/ddp.conf \
+	    >$(DESTDIR)$(DATADIR)/examples/plugstack.conf.d/ddp.conf
 .PHONY: install-plugin
 INSTALL_RULES += install-plugin
 

@@ -77,3 +77,8 @@ teardown_file() {
 	[ "$status" -eq 0 ]
 	[ -n "$output" ]
 }
+
+@test "the plugstack.conf.d snippet names the installed plugin" {
+	local snippet="$dest/opt/slurm-ddp/share/slurm-ddp/examples/plugstack.conf.d/ddp.conf"
+	grep -qE '^required /opt/slurm-plugins/spank_ddp.so config=/etc/slurm/ddp.conf$' "$snippet"
+}
