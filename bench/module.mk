@@ -15,6 +15,9 @@ $(BENCH_OUT)/allreduce_ddp: $(BUILD)/bench/allreduce_ddp.o \
 $(BENCH_OUT)/launch_ddp: $(BUILD)/bench/launch_ddp.o $(BENCH_LIBDDP)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(WORKER_LIBS)
 
+$(BENCH_OUT)/overlap: $(BUILD)/bench/overlap.o $(BENCH_LIBDDP)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(WORKER_LIBS)
+
 # Open MPI's wrapper compiler, with the project's warnings.
 $(BENCH_OUT)/allreduce_mpi: bench/allreduce_mpi.c bench/ar_driver.c \
     bench/ar_driver.h
@@ -23,6 +26,8 @@ $(BENCH_OUT)/allreduce_mpi: bench/allreduce_mpi.c bench/ar_driver.c \
 	    bench/ar_driver.c
 
 .PHONY: bench-progs bench-progs-ddp bench-progs-mpi
-bench-progs-ddp: $(BENCH_OUT)/allreduce_ddp $(BENCH_OUT)/launch_ddp
+bench-progs-ddp: $(BENCH_OUT)/allreduce_ddp $(BENCH_OUT)/launch_ddp \
+    $(BENCH_OUT)/overlap \
+    $(BUILD)/examples/train
 bench-progs-mpi: $(BENCH_OUT)/allreduce_mpi
 bench-progs: bench-progs-ddp bench-progs-mpi
