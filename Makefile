@@ -139,4 +139,4 @@ format-check:
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -path '*/stage' -prune -o -type f -name '*.d' -print 2>/dev/null)
