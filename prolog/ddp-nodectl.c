@@ -483,6 +483,22 @@ add_live(unsigned long **live, size_t *n, unsigned long id)
 	return 0;
 }
 
+/* The job ids left on the command line after the options, as live jobs. */
+static int
+add_live_args(int argc, char **argv, unsigned long **live, size_t *n)
+{
+	unsigned long id;
+
+	for (; optind < argc; optind++) {
+		if (nc_parse_jobid(argv[optind], &id) < 0 ||
+		    add_live(live, n, id) < 0) {
+			ddp_error("not a job id: %s", argv[optind]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Job ids from the second column of "scontrol listpids" (local
  * slurmstepds only: slurmctld is not asked). */
 static int
@@ -630,13 +646,8 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 			goto out;
 		}
 	}
-	for (; optind < argc; optind++) {
-		if (nc_parse_jobid(argv[optind], &id) < 0 ||
-		    add_live(&live, &nlive, id) < 0) {
-			ddp_error("not a job id: %s", argv[optind]);
-			goto out;
-		}
-	}
+	if (add_live_args(argc, argv, &live, &nlive) < 0)
+		goto out;
 	rv = EX_NODE;
 	if (from_listpids && listpids(conf, &live, &nlive) < 0)
 		goto out;
@@ -701,7 +712,7 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 		{"squeue", no_argument, NULL, 'q'},
 		{NULL, 0, NULL, 0},
 	};
-	unsigned long *live = NULL, id;
+	unsigned long *live = NULL;
 	size_t nlive = 0;
 	struct nc_buf report = {0};
 	char err[NC_ERR_LEN];
@@ -718,13 +729,8 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 			goto out;
 		}
 	}
-	for (; optind < argc; optind++) {
-		if (nc_parse_jobid(argv[optind], &id) < 0 ||
-		    add_live(&live, &nlive, id) < 0) {
-			ddp_error("not a job id: %s", argv[optind]);
-			goto out;
-		}
-	}
+	if (add_live_args(argc, argv, &live, &nlive) < 0)
+		goto out;
 	rv = EX_NODE;
 	if (from_squeue && squeue(conf, &live, &nlive) < 0)
 		goto out;
