@@ -6,10 +6,13 @@
  * ("on"), or all of them only after the whole backward ("off": no overlap,
  * what a runtime without buckets does). Also timed: the backward alone
  * (no-sync mode) and the allreduces alone. Prints on rank 0:
- *   compute_ms,comm_ms,off_ms,on_ms,hidden
- * with hidden = (off - on) / (off - compute), the share of the exposed
- * communication that overlap removes. Each figure is the median step time
- * (maximum over ranks) of the steps after the warm-up.
+ *   layers,bytes_per_layer,world,compute_ms,comm_ms,off_ms,on_ms,hidden,
+ *   early_buckets
+ * with early_buckets the buckets whose allreduce had started before the
+ * last "on" step reached ddp_grad_sync_wait, and hidden = (off - on) / (off -
+ * compute), the share of the exposed communication that overlap removes. Each
+ * figure is the median step time (maximum over ranks) of the steps after the
+ * warm-up.
  *
  *   overlap [-l LAYERS] [-b BYTES_PER_LAYER] [-p PASSES] [-s STEPS]
  */
@@ -122,7 +125,7 @@ main(int argc, char **argv)
 	struct ddp_comm *comm = NULL;
 	double med[4], t[MAX_STEPS];
 	long v, steps = 10, warm = 2;
-	int c, l, m, s, rc = 1;
+	int c, l, m, s, rc = 1, early = 0;
 
 	while ((c = getopt(argc, argv, "l:b:p:s:")) != -1) {
 		if (!optarg || parse_long(optarg, 1, 1L << 30, &v))
@@ -175,20 +178,23 @@ main(int argc, char **argv)
 			if (s >= warm)
 				t[s - warm] = dt;
 		}
+		if (m == M_ON)
+			early = ddp_grad_sync_overlapped(gs);
 		qsort(t, (size_t)steps, sizeof(t[0]), cmp_double);
 		med[m] = steps % 2 ? t[steps / 2]
 				   : (t[steps / 2 - 1] + t[steps / 2]) / 2;
 	}
 	if (ddp_comm_rank(comm) == 0) {
 		printf("layers,bytes_per_layer,world,compute_ms,comm_ms,off_ms,"
-		       "on_ms,hidden\n");
-		printf("%d,%zu,%d,%.3f,%.3f,%.3f,%.3f,%.4f\n", n.layers,
+		       "on_ms,hidden,early_buckets\n");
+		printf("%d,%zu,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%d\n", n.layers,
 		       n.count * 4, ddp_comm_size(comm), med[M_COMPUTE] * 1e3,
 		       med[M_COMM] * 1e3, med[M_OFF] * 1e3, med[M_ON] * 1e3,
 		       med[M_OFF] > med[M_COMPUTE]
 			       ? (med[M_OFF] - med[M_ON]) /
 					 (med[M_OFF] - med[M_COMPUTE])
-			       : 0.0);
+			       : 0.0,
+		       early);
 	}
 	rc = 0;
 	goto out;
