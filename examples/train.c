@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ddp.h"
@@ -45,13 +46,15 @@ struct opts {
 	long batch;
 	long hidden;
 	double lr;
+	int no_overlap;
 };
 
 static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: train (--data DIR | --synthetic N [--data DIR]) "
-		   "[--epochs N] [--batch B] [--lr X] [--hidden H]\n");
+		   "[--epochs N] [--batch B] [--lr X] [--hidden H] "
+		   "[--no-overlap]\n");
 }
 
 /* A small deterministic generator (splitmix64). */
@@ -223,14 +226,26 @@ crc32_update(uint32_t crc, const void *p, size_t n)
 	return crc;
 }
 
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /*
  * One step on a batch: forward for all samples, then backward layer 2
  * (its gradients are marked ready and their bucket starts reducing while
- * layer 1's backward runs), then layer 1. Returns the summed loss.
+ * layer 1's backward runs), then layer 1. With overlap off, every gradient
+ * is marked ready only after the whole backward pass, as a program without
+ * bucketed overlap would synchronise. Returns the summed loss.
  */
 static int
 step(struct model *m, struct ddp_grad_sync *gs, const struct data *d,
-     const size_t *idx, size_t bs, double lr, double *loss_sum, long *correct)
+     const size_t *idx, size_t bs, double lr, int overlap, double *loss_sum,
+     long *correct)
 {
 	int H = m->hidden, c, j, best;
 	size_t b, p, n1 = (size_t)IMG * H, n2 = (size_t)H * CLASSES;
@@ -289,7 +304,8 @@ step(struct model *m, struct ddp_grad_sync *gs, const struct data *d,
 				m->gw2[c * H + j] +=
 					dl[b * CLASSES + c] * h[b * H + j];
 		}
-	if (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2))
+	if (overlap &&
+	    (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2)))
 		goto out;
 	/* Layer 1 backward, overlapping layer 2's allreduce. */
 	for (b = 0; b < bs; b++) {
@@ -309,6 +325,9 @@ step(struct model *m, struct ddp_grad_sync *gs, const struct data *d,
 					dh[j] * x[b * IMG + p];
 		}
 	}
+	if (!overlap &&
+	    (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2)))
+		goto out;
 	if (ddp_grad_sync_ready(gs, 1) || ddp_grad_sync_ready(gs, 0) ||
 	    ddp_grad_sync_wait(gs))
 		goto out;
@@ -341,12 +360,17 @@ parse_args(int argc, char **argv, struct opts *o)
 	o->batch = 32;
 	o->hidden = 64;
 	o->lr = 0.05;
+	o->no_overlap = 0;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			exit(0);
+		}
+		if (strcmp(a, "--no-overlap") == 0) {
+			o->no_overlap = 1;
+			continue;
 		}
 		if (!v) {
 			fprintf(stderr, "train: %s needs a value\n", a);
@@ -404,7 +428,8 @@ main(int argc, char **argv)
 	const char *dir;
 	size_t *order = NULL, *mine = NULL, n_mine, k, t, bs;
 	uint64_t s;
-	double loss[3];
+	double loss[3], t0, step_s = 0;
+	long steps = 0;
 	long correct, e;
 	uint32_t crc;
 	int rc = 1, rank, world, made_tmp = 0;
@@ -486,17 +511,24 @@ main(int argc, char **argv)
 		for (k = 0; k < n_mine; k += (size_t)o.batch) {
 			bs = n_mine - k < (size_t)o.batch ? n_mine - k
 							  : (size_t)o.batch;
-			if (step(&m, gs, &d, mine + k, bs, o.lr, &loss[0],
-				 &correct) < 0)
+			t0 = now_s();
+			if (step(&m, gs, &d, mine + k, bs, o.lr, !o.no_overlap,
+				 &loss[0], &correct) < 0)
 				goto comm_error;
+			step_s += now_s() - t0;
+			steps++;
 		}
 		loss[1] = (double)correct;
 		loss[2] = (double)n_mine;
 		if (ddp_allreduce(comm, loss, loss, 3, DDP_FLOAT64, DDP_SUM))
 			goto comm_error;
 		if (rank == 0)
-			printf("epoch %ld loss %.4f accuracy %.3f\n", e + 1,
-			       loss[0] / loss[2], loss[1] / loss[2]);
+			printf("epoch %ld loss %.4f accuracy %.3f step_ms "
+			       "%.2f\n",
+			       e + 1, loss[0] / loss[2], loss[1] / loss[2],
+			       steps ? step_s * 1e3 / (double)steps : 0.0);
+		step_s = 0;
+		steps = 0;
 		fflush(stdout);
 	}
 	crc = crc32_update(0xffffffffu, m.w1,

@@ -34,6 +34,23 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 	awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
 }
 
+@test "train --no-overlap (sync after the whole backward) ends with the same weights" {
+	run mc_run -- env DDP_TIMEOUT=60 srun --nodes=2 --ntasks-per-node=2 --ddp \
+		"$train" --synthetic 1024 --epochs 2
+	show
+	[ "$status" -eq 0 ]
+	local with_overlap
+	with_overlap=$(crcs | sort -u)
+	[ "$(printf '%s\n' "$with_overlap" | wc -l)" -eq 1 ]
+	[[ $output == *"step_ms "* ]]
+	run mc_run -- env DDP_TIMEOUT=60 srun --nodes=2 --ntasks-per-node=2 --ddp \
+		"$train" --synthetic 1024 --epochs 2 --no-overlap
+	show
+	[ "$status" -eq 0 ]
+	[ "$(crcs | wc -l)" -eq 4 ]
+	[ "$(crcs | sort -u)" = "$with_overlap" ]
+}
+
 @test "a rank killed with SIGKILL mid-training ends every other rank within the timeout + 5 s" {
 	local timeout=20 killed end
 	run mc_run -- env DDP_TIMEOUT=$timeout srun --nodes=2 --gpus-per-node=2 --ddp \
