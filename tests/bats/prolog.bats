@@ -73,18 +73,7 @@ elements() { on node nft list ruleset | grep -c 'comment "job=' || true; }
 
 # connect NS ADDR PORT: prints open, refused or timeout.
 connect() {
-	on "$1" python3 -c '
-import socket, sys
-s = socket.socket()
-s.settimeout(3)
-try:
-    s.connect((sys.argv[1], int(sys.argv[2])))
-    print("open")
-except ConnectionRefusedError:
-    print("refused")
-except socket.timeout:
-    print("timeout")
-' "$2" "$3"
+	on "$1" "$repo/tests/lib/tcp-probe" "$2" "$3"
 }
 
 @test "prolog makes the shared dir and scratch 0700 for the job's user" {

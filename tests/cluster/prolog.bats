@@ -26,18 +26,7 @@ elements() {
 
 # connect NODE HOST PORT: open, refused or timeout, from inside NODE.
 connect() {
-	mc_exec "$1" -- python3 -c '
-import socket, sys
-s = socket.socket()
-s.settimeout(3)
-try:
-    s.connect((sys.argv[1], int(sys.argv[2])))
-    print("open")
-except ConnectionRefusedError:
-    print("refused")
-except socket.timeout:
-    print("timeout")
-' "$2" "$3"
+	mc_exec "$1" -- "$repo_root/tests/lib/tcp-probe" "$2" "$3"
 }
 
 # wait_state JOBID STATE: waits up to 30 s for the job to reach STATE.
