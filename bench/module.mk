@@ -25,7 +25,14 @@ $(BENCH_OUT)/allreduce_mpi: bench/allreduce_mpi.c bench/ar_driver.c \
 	$(MPICC) $(CSTD) -O2 -g $(WARN) $(DEFS) -o $@ bench/allreduce_mpi.c \
 	    bench/ar_driver.c
 
-.PHONY: bench-progs bench-progs-ddp bench-progs-mpi
+# The GPU benchmark calls CUDA and NCCL directly for its baselines.
+$(BUILD)/bench/gpu.o: CFLAGS_ALL += -isystem $(CUDA_HOME)/include
+$(BENCH_OUT)/gpu: $(BUILD)/bench/gpu.o $(BENCH_LIBDDP)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(WORKER_LIBS) \
+	    -L$(CUDA_HOME)/lib64 -lcudart -lnccl
+
+.PHONY: bench-progs bench-progs-ddp bench-progs-mpi bench-progs-gpu
+bench-progs-gpu: $(BENCH_OUT)/gpu $(BUILD)/worker/libddp-nccl.so
 bench-progs-ddp: $(BENCH_OUT)/allreduce_ddp $(BENCH_OUT)/launch_ddp \
     $(BENCH_OUT)/overlap \
     $(BUILD)/examples/train
