@@ -353,7 +353,9 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 		*(void **)&open_fn = dlsym(h, WK_NCCL_ENTRY);
 		if (!probe || !open_fn)
 			ddp_fmt(why, sizeof(why), "%s",
-				"libddp-nccl.so lacks its entry points");
+				"libddp-nccl.so lacks its entry points "
+				"(" WK_NCCL_ENTRY "): it belongs to another "
+				"libddp version");
 	}
 	if (probe && open_fn) {
 		pst = probe(&host, comm->local_rank);
@@ -641,4 +643,35 @@ ddp_mem_copy(struct ddp_comm *comm, void *dst, const void *src, size_t bytes,
 	if (bytes)
 		memmove(dst, src, bytes);
 	return DDP_OK;
+}
+
+int
+wk_has_bucket_avg(const struct ddp_comm *comm)
+{
+	return comm->bops && comm->bops->bucket_avg;
+}
+
+enum ddp_status
+wk_fence_record(struct ddp_comm *comm, void **fence)
+{
+	return comm->bops->fence_record(comm->bstate, fence);
+}
+
+void
+wk_fence_free(struct ddp_comm *comm, void *fence)
+{
+	if (fence)
+		comm->bops->fence_free(comm->bstate, fence);
+}
+
+enum ddp_status
+wk_bucket_avg(struct ddp_comm *comm, void *fence, void *flat, size_t count,
+	      enum ddp_dtype dtype, const struct wk_piece *pieces, int n)
+{
+	enum ddp_status st = enter(comm, "gradient bucket");
+
+	if (st)
+		return st;
+	return leave(comm, comm->bops->bucket_avg(comm->bstate, fence, flat,
+						  count, dtype, pieces, n));
 }

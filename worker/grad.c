@@ -16,18 +16,17 @@ struct gs_param {
 	size_t count;
 	enum ddp_dtype dtype;
 	int bucket;
-	size_t offset; /* bytes into the bucket's flat buffer */
 	int ready;
 };
 
 struct gs_bucket {
 	size_t bytes;
 	enum ddp_dtype dtype;
-	int first; /* parameters first..last-1 of the reversed order */
 	int nparams;
-	int *params;
+	struct wk_piece *pieces; /* nparams entries of gs->pieces */
 	int pending;
 	void *flat;
+	void *fence; /* the backend's "gradients final" mark, or NULL */
 };
 
 struct ddp_grad_sync {
@@ -38,7 +37,8 @@ struct ddp_grad_sync {
 	int cap;
 	struct gs_bucket *b;
 	int nb;
-	int started; /* start() done */
+	struct wk_piece *pieces; /* every gradient, in bucket order */
+	int started;		 /* start() done */
 	int no_sync;
 	pthread_t thread;
 	int thread_on;
@@ -120,7 +120,8 @@ build_buckets(struct ddp_grad_sync *gs)
 	int i;
 
 	gs->b = calloc((size_t)gs->np, sizeof(*gs->b));
-	if (!gs->b)
+	gs->pieces = calloc((size_t)gs->np, sizeof(*gs->pieces));
+	if (!gs->b || !gs->pieces)
 		return wk_err(DDP_ERR_NOMEM, "grad sync: no memory");
 	for (i = gs->np - 1; i >= 0; i--) {
 		bytes = gs->p[i].count * ddp_dtype_size(gs->p[i].dtype);
@@ -130,14 +131,13 @@ build_buckets(struct ddp_grad_sync *gs)
 		    (b->bytes && b->bytes + bytes > cap)) {
 			b = &gs->b[gs->nb++];
 			b->dtype = gs->p[i].dtype;
-			b->params = calloc((size_t)gs->np, sizeof(int));
-			if (!b->params)
-				return wk_err(DDP_ERR_NOMEM,
-					      "grad sync: no memory");
+			b->pieces = &gs->pieces[gs->np - 1 - i];
 		}
 		gs->p[i].bucket = (int)(b - gs->b);
-		gs->p[i].offset = b->bytes;
-		b->params[b->nparams++] = i;
+		b->pieces[b->nparams++] =
+			(struct wk_piece){.grad = gs->p[i].grad,
+					  .offset = b->bytes,
+					  .bytes = bytes};
 		b->bytes += bytes;
 	}
 	for (i = 0; i < gs->nb; i++) {
@@ -155,31 +155,27 @@ build_buckets(struct ddp_grad_sync *gs)
 static enum ddp_status
 reduce_bucket(struct ddp_grad_sync *gs, struct gs_bucket *b)
 {
-	struct gs_param *p;
-	enum ddp_status st;
-	size_t es = ddp_dtype_size(b->dtype);
+	const struct wk_piece *p = b->pieces;
+	size_t count = b->bytes / ddp_dtype_size(b->dtype);
+	enum ddp_status st = DDP_OK;
 	int k;
 
-	for (k = 0; k < b->nparams; k++) {
-		p = &gs->p[b->params[k]];
-		st = ddp_mem_copy(gs->comm, (uint8_t *)b->flat + p->offset,
-				  p->grad, p->count * es, 2);
-		if (st)
-			return st;
-	}
-	st = ddp_allreduce(gs->comm, b->flat, b->flat, b->bytes / es, b->dtype,
-			   DDP_AVG);
-	if (st)
-		return st;
-	for (k = 0; k < b->nparams; k++) {
-		p = &gs->p[b->params[k]];
-		st = ddp_mem_copy(gs->comm, p->grad,
-				  (uint8_t *)b->flat + p->offset, p->count * es,
+	/* A device backend queues the whole bucket at once: one wait
+	 * instead of one per copy. */
+	if (wk_has_bucket_avg(gs->comm))
+		return wk_bucket_avg(gs->comm, b->fence, b->flat, count,
+				     b->dtype, p, b->nparams);
+	for (k = 0; k < b->nparams && !st; k++)
+		st = ddp_mem_copy(gs->comm, (uint8_t *)b->flat + p[k].offset,
+				  p[k].grad, p[k].bytes, 2);
+	if (!st)
+		st = ddp_allreduce(gs->comm, b->flat, b->flat, count, b->dtype,
+				   DDP_AVG);
+	for (k = 0; k < b->nparams && !st; k++)
+		st = ddp_mem_copy(gs->comm, p[k].grad,
+				  (uint8_t *)b->flat + p[k].offset, p[k].bytes,
 				  2);
-		if (st)
-			return st;
-	}
-	return DDP_OK;
+	return st;
 }
 
 /* The communication thread: reduces buckets strictly in bucket order, so
@@ -301,8 +297,15 @@ ddp_grad_sync_ready(struct ddp_grad_sync *gs, int index)
 	} else {
 		gs->p[index].ready = 1;
 		b = &gs->b[gs->p[index].bucket];
-		if (--b->pending == 0)
+		if (--b->pending == 0 && wk_has_bucket_avg(gs->comm))
+			st = wk_fence_record(gs->comm, &b->fence);
+		if (st) {
+			gs->err = st;
+			ddp_fmt(gs->errmsg, sizeof(gs->errmsg), "%s",
+				wk_errbuf());
+		} else if (b->pending == 0) {
 			pthread_cond_signal(&gs->work);
+		}
 	}
 	pthread_mutex_unlock(&gs->m);
 	return st;
@@ -394,9 +397,10 @@ ddp_grad_sync_destroy(struct ddp_grad_sync *gs)
 	for (i = 0; i < gs->nb; i++) {
 		if (gs->b[i].flat)
 			ddp_mem_free(gs->comm, gs->b[i].flat);
-		free(gs->b[i].params);
+		wk_fence_free(gs->comm, gs->b[i].fence);
 	}
 	free(gs->b);
+	free(gs->pieces);
 	free(gs->p);
 	pthread_mutex_destroy(&gs->m);
 	pthread_cond_destroy(&gs->work);

@@ -29,7 +29,17 @@ struct cuda_fns {
 	cudaError_t (*Free)(void *);
 	cudaError_t (*MemcpyAsync)(void *, const void *, size_t,
 				   enum cudaMemcpyKind, cudaStream_t);
+	cudaError_t (*RuntimeGetVersion)(int *);
+	cudaError_t (*EventCreateWithFlags)(cudaEvent_t *, unsigned);
+	cudaError_t (*EventRecord)(cudaEvent_t, cudaStream_t);
+	cudaError_t (*EventDestroy)(cudaEvent_t);
+	cudaError_t (*StreamWaitEvent)(cudaStream_t, cudaEvent_t, unsigned);
 	const char *(*GetErrorString)(cudaError_t);
+	/* Optional: CUDA 13's signature (12.8 and 12.9 differ), else NULL. */
+	cudaError_t (*MemcpyBatchAsync)(void *const *, const void *const *,
+					const size_t *, size_t,
+					struct cudaMemcpyAttributes *, size_t *,
+					size_t, cudaStream_t);
 };
 
 struct nccl_fns {
@@ -56,6 +66,8 @@ struct nstate {
 	struct wk_nccl_host host;
 	int rank;
 	int size;
+	int device;   /* current device is per thread: set on every entry */
+	int no_batch; /* batched copies were refused once: do not retry */
 	double timeout_s;
 	ncclComm_t comm;
 	cudaStream_t stream;
@@ -78,6 +90,7 @@ load_cuda(const struct wk_nccl_host *h)
 		"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
 		"libcudart.so"};
 	const char *env = getenv("DDP_CUDART_PATH"), *missing = NULL;
+	int version = 0;
 	size_t i;
 
 	if (cu.GetDeviceCount)
@@ -101,6 +114,14 @@ load_cuda(const struct wk_nccl_host *h)
 	SYM(cu_dl, cu, "cuda", Malloc);
 	SYM(cu_dl, cu, "cuda", Free);
 	SYM(cu_dl, cu, "cuda", MemcpyAsync);
+	SYM(cu_dl, cu, "cuda", EventCreateWithFlags);
+	SYM(cu_dl, cu, "cuda", EventRecord);
+	SYM(cu_dl, cu, "cuda", EventDestroy);
+	SYM(cu_dl, cu, "cuda", StreamWaitEvent);
+	SYM(cu_dl, cu, "cuda", RuntimeGetVersion);
+	if (cu.RuntimeGetVersion(&version) == cudaSuccess && version >= 13000)
+		*(void **)&cu.MemcpyBatchAsync =
+			dlsym(cu_dl, "cudaMemcpyBatchAsync");
 	SYM(cu_dl, cu, "cuda", GetErrorString);
 out:
 	if (missing) {
@@ -150,11 +171,11 @@ out:
 	return DDP_OK;
 }
 
-EXPORT enum ddp_status ddp_nccl_backend_probe_v1(const struct wk_nccl_host *h,
+EXPORT enum ddp_status ddp_nccl_backend_probe_v2(const struct wk_nccl_host *h,
 						 int local_rank);
 
 EXPORT enum ddp_status
-ddp_nccl_backend_probe_v1(const struct wk_nccl_host *h, int local_rank)
+ddp_nccl_backend_probe_v2(const struct wk_nccl_host *h, int local_rank)
 {
 	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
 	enum ddp_status st;
@@ -190,15 +211,20 @@ now_s(void)
 /*
  * Waits for the stream while polling NCCL's async error, the deadline and
  * the TCP control plane (which learns of dead peers first). On any
- * failure the NCCL communicator is aborted, so nothing hangs.
+ * failure the NCCL communicator is aborted, so nothing hangs. Small
+ * collectives end within microseconds, so the first WAIT_SPIN_S are
+ * polled without sleeping; after that a sleep between polls leaves the
+ * core to the training program.
  */
+#define WAIT_SPIN_S 200e-6
 static enum ddp_status
 wait_stream(struct nstate *s, const char *what)
 {
-	double deadline = now_s() + s->timeout_s;
+	double start = now_s(), deadline = start + s->timeout_s;
 	ncclResult_t ae = ncclSuccess;
 	enum ddp_status st;
 	cudaError_t e;
+	double now;
 
 	for (;;) {
 		e = cu.StreamQuery(s->stream);
@@ -221,14 +247,16 @@ wait_stream(struct nstate *s, const char *what)
 		st = s->host.check(s->host.comm);
 		if (st)
 			goto fail;
-		if (now_s() >= deadline) {
+		now = now_s();
+		if (now >= deadline) {
 			st = s->host.err(DDP_ERR_TIMEOUT,
 					 "%s on rank %d timed out after %g s; "
 					 "NCCL communicator aborted",
 					 what, s->rank, s->timeout_s);
 			goto fail;
 		}
-		usleep(100);
+		if (now - start > WAIT_SPIN_S)
+			usleep(50);
 	}
 fail:
 	s->failed = 1;
@@ -237,15 +265,58 @@ fail:
 	return st;
 }
 
+/*
+ * A non-blocking communicator may answer ncclInProgress while it still
+ * enqueues; nothing else may be queued on it until that settles.
+ */
+static enum ddp_status
+enqueued(struct nstate *s, ncclResult_t r, const char *what)
+{
+	double deadline = now_s() + s->timeout_s;
+
+	while (r == ncclInProgress && now_s() < deadline)
+		if (nc.CommGetAsyncError(s->comm, &r) != ncclSuccess)
+			r = ncclInternalError;
+	if (r == ncclSuccess)
+		return DDP_OK;
+	s->failed = 1;
+	nc.CommAbort(s->comm);
+	s->comm = NULL;
+	if (r == ncclInProgress)
+		return s->host.err(DDP_ERR_TIMEOUT,
+				   "%s on rank %d: not enqueued after %g s; "
+				   "NCCL communicator aborted",
+				   what, s->rank, s->timeout_s);
+	return s->host.err(DDP_ERR_BACKEND, "%s: %s", what,
+			   nc.GetErrorString(r));
+}
+
 static enum ddp_status
 launched(struct nstate *s, ncclResult_t r, const char *what)
 {
-	if (r != ncclSuccess && r != ncclInProgress) {
-		s->failed = 1;
-		return s->host.err(DDP_ERR_BACKEND, "%s: %s", what,
-				   nc.GetErrorString(r));
-	}
-	return wait_stream(s, what);
+	enum ddp_status st = enqueued(s, r, what);
+
+	return st ? st : wait_stream(s, what);
+}
+
+/*
+ * Start of every entry point: the communicator must be alive, and the
+ * current CUDA device is per thread (libddp is called from the gradient
+ * sync's thread and the program's threads alike).
+ */
+static enum ddp_status
+enter(struct nstate *s, const char *what)
+{
+	cudaError_t e;
+
+	if (s->failed || !s->comm)
+		return s->host.err(DDP_ERR_ABORTED,
+				   "%s: NCCL communicator aborted", what);
+	e = cu.SetDevice(s->device);
+	if (e != cudaSuccess)
+		return s->host.err(DDP_ERR_BACKEND, "%s: cudaSetDevice(%d): %s",
+				   what, s->device, cu.GetErrorString(e));
+	return DDP_OK;
 }
 
 static enum ddp_status
@@ -253,10 +324,10 @@ n_allreduce(void *stp, const void *sb, void *rb, size_t count,
 	    enum ddp_dtype dtype, enum ddp_op op)
 {
 	struct nstate *s = stp;
+	enum ddp_status st = enter(s, "ncclAllReduce");
 
-	if (s->failed || !s->comm)
-		return s->host.err(DDP_ERR_ABORTED,
-				   "NCCL communicator aborted");
+	if (st)
+		return st;
 	/* Order after the caller's earlier GPU work on any stream. */
 	cu.DeviceSynchronize();
 	return launched(s,
@@ -269,10 +340,10 @@ static enum ddp_status
 n_broadcast(void *stp, void *buf, size_t count, enum ddp_dtype dtype, int root)
 {
 	struct nstate *s = stp;
+	enum ddp_status st = enter(s, "ncclBroadcast");
 
-	if (s->failed || !s->comm)
-		return s->host.err(DDP_ERR_ABORTED,
-				   "NCCL communicator aborted");
+	if (st)
+		return st;
 	cu.DeviceSynchronize();
 	return launched(s,
 			nc.Broadcast(buf, buf, count, (ncclDataType_t)dtype,
@@ -280,13 +351,129 @@ n_broadcast(void *stp, void *buf, size_t count, enum ddp_dtype dtype, int root)
 			"ncclBroadcast");
 }
 
+/*
+ * Recorded on the legacy default stream, the fence follows all work issued
+ * before it on every blocking stream (any stream not created with
+ * cudaStreamNonBlocking), on any thread: what produced the gradients.
+ */
+static enum ddp_status
+n_fence_record(void *stp, void **fence)
+{
+	struct nstate *s = stp;
+	enum ddp_status st = enter(s, "gradient fence");
+	cudaEvent_t ev = *fence;
+	cudaError_t e = cudaSuccess;
+
+	if (st)
+		return st;
+	if (!ev) {
+		e = cu.EventCreateWithFlags(&ev, cudaEventDisableTiming);
+		if (e == cudaSuccess)
+			*fence = ev;
+	}
+	if (e == cudaSuccess)
+		e = cu.EventRecord(ev, cudaStreamLegacy);
+	if (e != cudaSuccess)
+		return s->host.err(DDP_ERR_BACKEND, "gradient fence: %s",
+				   cu.GetErrorString(e));
+	return DDP_OK;
+}
+
+static void
+n_fence_free(void *stp, void *fence)
+{
+	(void)stp;
+	cu.EventDestroy(fence);
+}
+
+/*
+ * Queues the copies of n pieces between the gradients and flat (to_flat:
+ * into flat) on the stream. A gradient copy is a few microseconds of
+ * launch cost for little data, so where the runtime has batched copies
+ * one call queues them all; otherwise, or if the batch is refused, one
+ * call per piece.
+ */
+static cudaError_t
+copy_pieces(struct nstate *s, uint8_t *flat, const struct wk_piece *p, int n,
+	    int to_flat)
+{
+	struct cudaMemcpyAttributes attr = {
+		.srcAccessOrder = cudaMemcpySrcAccessOrderStream};
+	cudaError_t e = cudaErrorNotSupported;
+	size_t first = 0, *len;
+	void **dst, **src;
+	int k;
+
+	if (cu.MemcpyBatchAsync && !s->no_batch && n > 1) {
+		dst = malloc((size_t)n * (2 * sizeof(void *) + sizeof(size_t)));
+		if (dst) {
+			src = dst + n;
+			len = (size_t *)(src + n);
+			for (k = 0; k < n; k++) {
+				dst[k] = to_flat ? flat + p[k].offset
+						 : p[k].grad;
+				src[k] = to_flat ? p[k].grad
+						 : flat + p[k].offset;
+				len[k] = p[k].bytes;
+			}
+			e = cu.MemcpyBatchAsync(dst, (const void *const *)src,
+						len, (size_t)n, &attr, &first,
+						1, s->stream);
+			free(dst);
+		}
+		if (e == cudaSuccess)
+			return e;
+		s->no_batch = 1;
+	}
+	for (k = 0, e = cudaSuccess; k < n && e == cudaSuccess; k++)
+		e = cu.MemcpyAsync(to_flat ? flat + p[k].offset : p[k].grad,
+				   to_flat ? p[k].grad : flat + p[k].offset,
+				   p[k].bytes, cudaMemcpyDeviceToDevice,
+				   s->stream);
+	return e;
+}
+
+/* The bucket's whole round trip is queued on the stream, then one wait. */
+static enum ddp_status
+n_bucket_avg(void *stp, void *fence, void *flat, size_t count,
+	     enum ddp_dtype dtype, const struct wk_piece *p, int n)
+{
+	struct nstate *s = stp;
+	enum ddp_status st = enter(s, "gradient bucket");
+	cudaError_t e = cudaSuccess;
+
+	if (st)
+		return st;
+	if (fence)
+		e = cu.StreamWaitEvent(s->stream, fence, 0);
+	if (e == cudaSuccess)
+		e = copy_pieces(s, flat, p, n, 1);
+	if (e != cudaSuccess)
+		return s->host.err(DDP_ERR_BACKEND,
+				   "gradient bucket: copy in: %s",
+				   cu.GetErrorString(e));
+	st = enqueued(s,
+		      nc.AllReduce(flat, flat, count, (ncclDataType_t)dtype,
+				   (ncclRedOp_t)DDP_AVG, s->comm, s->stream),
+		      "ncclAllReduce (gradient bucket)");
+	if (st)
+		return st;
+	e = copy_pieces(s, flat, p, n, 0);
+	if (e != cudaSuccess)
+		return s->host.err(DDP_ERR_BACKEND,
+				   "gradient bucket: copy out: %s",
+				   cu.GetErrorString(e));
+	return wait_stream(s, "gradient bucket");
+}
+
 static void *
 n_alloc(void *stp, size_t bytes)
 {
+	struct nstate *s = stp;
 	void *p = NULL;
 
-	(void)stp;
-	if (cu.Malloc(&p, bytes ? bytes : 1) != cudaSuccess)
+	if (cu.SetDevice(s->device) != cudaSuccess ||
+	    cu.Malloc(&p, bytes ? bytes : 1) != cudaSuccess)
 		return NULL;
 	return p;
 }
@@ -303,8 +490,11 @@ static enum ddp_status
 n_copy(void *stp, void *dst, const void *src, size_t bytes, int kind)
 {
 	struct nstate *s = stp;
+	enum ddp_status st = enter(s, "cudaMemcpyAsync");
 	cudaError_t e;
 
+	if (st)
+		return st;
 	(void)kind; /* unified addressing: cudaMemcpyDefault infers it */
 	e = cu.MemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->stream);
 	if (e != cudaSuccess)
@@ -333,16 +523,19 @@ static const struct wk_backend_ops nccl_ops = {
 	.mem_alloc = n_alloc,
 	.mem_free = n_free,
 	.mem_copy = n_copy,
+	.fence_record = n_fence_record,
+	.fence_free = n_fence_free,
+	.bucket_avg = n_bucket_avg,
 	.destroy = n_destroy,
 };
 
 EXPORT enum ddp_status
-ddp_nccl_backend_open_v1(const struct wk_nccl_host *h, int rank, int size,
+ddp_nccl_backend_open_v2(const struct wk_nccl_host *h, int rank, int size,
 			 int local_rank, double timeout_s,
 			 const struct wk_backend_ops **ops, void **state);
 
 EXPORT enum ddp_status
-ddp_nccl_backend_open_v1(const struct wk_nccl_host *h, int rank, int size,
+ddp_nccl_backend_open_v2(const struct wk_nccl_host *h, int rank, int size,
 			 int local_rank, double timeout_s,
 			 const struct wk_backend_ops **ops, void **state)
 {
@@ -361,6 +554,7 @@ ddp_nccl_backend_open_v1(const struct wk_nccl_host *h, int rank, int size,
 	s->host = *h;
 	s->rank = rank;
 	s->size = size;
+	s->device = local_rank;
 	s->timeout_s = timeout_s;
 	memset(idmsg, 0, sizeof(idmsg));
 	e = cu.SetDevice(local_rank);

@@ -165,6 +165,13 @@ struct wk_peer {
 	int waits_for; /* from its STALL notice this operation, or -1 */
 };
 
+/* One gradient's place in a bucket's flat buffer. */
+struct wk_piece {
+	void *grad;
+	size_t offset; /* bytes into the flat buffer */
+	size_t bytes;
+};
+
 /* A loadable data-plane backend (NCCL); TCP is built in. */
 struct wk_backend_ops {
 	enum ddp_status (*allreduce)(void *st, const void *s, void *r,
@@ -176,6 +183,19 @@ struct wk_backend_ops {
 	void (*mem_free)(void *st, void *p);
 	enum ddp_status (*mem_copy)(void *st, void *dst, const void *src,
 				    size_t bytes, int kind);
+	/*
+	 * fence_record (caller's thread, never blocks) marks the point in
+	 * the device's work after which a bucket's gradients are final;
+	 * *fence is created on first use and freed with fence_free.
+	 * bucket_avg orders its work after fence (NULL: none), gathers the
+	 * pieces into flat, averages flat over the ranks, scatters it back,
+	 * all queued on one stream, and returns when that is done.
+	 */
+	enum ddp_status (*fence_record)(void *st, void **fence);
+	void (*fence_free)(void *st, void *fence);
+	enum ddp_status (*bucket_avg)(void *st, void *fence, void *flat,
+				      size_t count, enum ddp_dtype dtype,
+				      const struct wk_piece *pieces, int n);
 	void (*destroy)(void *st);
 };
 
@@ -216,6 +236,19 @@ enum wk_algo {
  * peers (ABORT frames) and returns st. */
 enum ddp_status wk_comm_fail(struct ddp_comm *comm, enum ddp_status st);
 
+/*
+ * Whole-bucket reduction for the gradient sync, when the backend has it
+ * (wk_has_bucket_avg; NCCL). wk_fence_record is called on the thread that
+ * completes a bucket and does not block; wk_bucket_avg takes the
+ * communicator's lock like a collective. See struct wk_backend_ops.
+ */
+int wk_has_bucket_avg(const struct ddp_comm *comm);
+enum ddp_status wk_fence_record(struct ddp_comm *comm, void **fence);
+void wk_fence_free(struct ddp_comm *comm, void *fence);
+enum ddp_status wk_bucket_avg(struct ddp_comm *comm, void *fence, void *flat,
+			      size_t count, enum ddp_dtype dtype,
+			      const struct wk_piece *pieces, int n);
+
 /* ---- rendezvous (rdv.c) ---- */
 
 /* Fills comm->peers (fds connected, hosts known). */
@@ -249,9 +282,11 @@ struct wk_nccl_host {
 	/* Non-blocking: a peer's death or abort seen on the TCP mesh. */
 	enum ddp_status (*check)(struct ddp_comm *comm);
 };
-#define WK_NCCL_ENTRY "ddp_nccl_backend_open_v1"
+/* The version suffix changes with struct wk_backend_ops, so a stale
+ * libddp-nccl.so is refused instead of misread. */
+#define WK_NCCL_ENTRY "ddp_nccl_backend_open_v2"
 /* Step 1: can this process use a GPU? DDP_OK or DDP_ERR_NO_GPU/BACKEND. */
-#define WK_NCCL_PROBE "ddp_nccl_backend_probe_v1"
+#define WK_NCCL_PROBE "ddp_nccl_backend_probe_v2"
 typedef enum ddp_status wk_nccl_probe_fn(const struct wk_nccl_host *host,
 					 int local_rank);
 typedef enum ddp_status wk_nccl_open_fn(const struct wk_nccl_host *host,

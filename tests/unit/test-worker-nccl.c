@@ -5,6 +5,7 @@
  * GPU, allreduce, broadcast and the bucketed gradient sync run on device
  * buffers (world size 1: one GPU).
  */
+#include <dlfcn.h>
 #include <math.h>
 
 #include "tap.h"
@@ -80,6 +81,85 @@ out:
 	free(h);
 }
 
+typedef int memcpy_async_fn(void *dst, const void *src, size_t bytes, int kind,
+			    void *stream);
+typedef int malloc_host_fn(void **p, size_t bytes);
+typedef int free_host_fn(void *p);
+
+/*
+ * Gradients still being written on the default stream when they are
+ * marked ready: the sync must order its copies after that work, without
+ * the program synchronising. The writes are 256 MiB copies from pinned
+ * host memory (milliseconds on the copy engine, while the sync's own
+ * copies run on the GPU's cores), so a sync that does not wait for them
+ * reads stale data.
+ */
+static void
+fence_test(struct ddp_comm *c)
+{
+	enum { N = 64 << 20, CUDA_H2D = 1 };
+	struct ddp_grad_sync *gs = NULL;
+	void *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+	memcpy_async_fn *memcpy_async = NULL;
+	malloc_host_fn *malloc_host = NULL;
+	free_host_fn *free_host = NULL;
+	float *h = malloc((size_t)N * 4), *p = ddp_mem_alloc(c, (size_t)N * 4);
+	float *g = ddp_mem_alloc(c, (size_t)N * 4), *src = NULL;
+	size_t i, bad = 0;
+	int step;
+
+	if (!rt)
+		rt = dlopen("libcudart.so.12", RTLD_NOW | RTLD_LOCAL);
+	if (rt) {
+		*(void **)&memcpy_async = dlsym(rt, "cudaMemcpyAsync");
+		*(void **)&malloc_host = dlsym(rt, "cudaMallocHost");
+		*(void **)&free_host = dlsym(rt, "cudaFreeHost");
+	}
+	if (memcpy_async && malloc_host && free_host &&
+	    malloc_host((void **)&src, (size_t)N * 4) != 0)
+		src = NULL;
+	if (!tap_ok(src && h && p && g,
+		    "fence test: CUDA runtime, 256 MiB of pinned host memory "
+		    "and 2 x 256 MiB device buffers"))
+		goto out;
+	if (!tap_ok(ddp_grad_sync_create(c, NULL, &gs) == DDP_OK &&
+			    ddp_grad_sync_add(gs, p, g, N, DDP_FLOAT32) == 0 &&
+			    ddp_grad_sync_start(gs) == DDP_OK,
+		    "fence test: gradient sync started: %s", ddp_last_error()))
+		goto out;
+	for (step = 1; step <= 3; step++) {
+		for (i = 0; i < N; i++)
+			src[i] = (float)step;
+		memset(h, 0, (size_t)N * 4);
+		ddp_mem_copy(c, g, h, (size_t)N * 4, 0);
+		/* Stream 0: the legacy default stream, as a kernel launch
+		 * without a stream would use. */
+		if (memcpy_async(g, src, (size_t)N * 4, CUDA_H2D, NULL) != 0 ||
+		    ddp_grad_sync_ready(gs, 0) != DDP_OK ||
+		    ddp_grad_sync_wait(gs) != DDP_OK) {
+			bad = N;
+			break;
+		}
+		ddp_mem_copy(c, h, g, (size_t)N * 4, 1);
+		for (i = 0; i < N; i++)
+			bad += h[i] != (float)step;
+	}
+	tap_ok(bad == 0,
+	       "gradients written on the default stream up to the moment "
+	       "they are marked ready are averaged after the write (3 steps, "
+	       "%zu wrong): %s",
+	       bad, ddp_last_error());
+out:
+	ddp_grad_sync_destroy(gs);
+	ddp_mem_free(c, p);
+	ddp_mem_free(c, g);
+	if (src)
+		free_host(src);
+	free(h);
+	if (rt)
+		dlclose(rt);
+}
+
 int
 main(void)
 {
@@ -100,6 +180,7 @@ main(void)
 		tap_ok(ddp_comm_backend(c) == DDP_BACKEND_NCCL,
 		       "DDP_BACKEND=nccl: NCCL backend in use");
 		gpu_tests(c);
+		fence_test(c);
 		ddp_comm_destroy(c);
 		return tap_done();
 	}
