@@ -61,7 +61,7 @@ OPTIONAL_BUILT :=
 OPTIONAL_SKIPPED :=
 
 .PHONY: all install check check-unit check-san lint format format-check \
-        fuzzers clean deps demo stage bench
+        fuzzers clean deps demo stage bench bench-gpu
 all:
 
 # Keep objects of programs built in one step (unit tests, tools).
@@ -126,6 +126,10 @@ demo: deps
 
 bench: all stage
 	@bench/run
+
+# On a node with a GPU (no Slurm needed): bench/gpu-run.
+bench-gpu: all bench-progs-gpu bench-progs-ddp
+	@bench/gpu-run
 
 lint:
 	@tests/lint/run

@@ -15,8 +15,10 @@
  *   bucket: one gradient sync step (every gradient marked ready, then the
  *     wait) for P gradients of B bytes each. Each byte is copied twice
  *     (into the bucket and back), so GBps = 2 * P * B / step time, the
- *     figure to hold against the copy ceiling. Gradients hold rank-known
- *     values and are checked after the timed steps.
+ *     figure to hold against the copy ceiling. "views": the gradients
+ *     live in the buckets (registered with grad NULL) and nothing is
+ *     copied; GBps is then the same formula, for comparison. Gradients
+ *     hold known values and are checked after the timed steps.
  *
  * Prints CSV on stdout: test,impl,bytes,iters,median_us,p95_us,GBps,ok
  * (GBps: algbw for allreduce, bytes copied per second for copy/bucket).
@@ -187,7 +189,9 @@ bench_allreduce(struct gpu *g)
 	size_t bytes, k;
 	int n, ok, bad = 0;
 
-	for (bytes = 8; bytes <= MAX_BYTES; bytes *= 4) {
+	/* Every 4x from 8 B, then the largest size. */
+	for (bytes = 8;;
+	     bytes = bytes * 4 < MAX_BYTES ? bytes * 4 : MAX_BYTES) {
 		for (k = 0; k < sizeof(impls) / sizeof(impls[0]); k++) {
 			if (!pattern(g, g->buf, bytes / 4, 0) ||
 			    !cuda_ok(cudaMemset(g->out, 0, bytes), "clear"))
@@ -197,6 +201,8 @@ bench_allreduce(struct gpu *g)
 			bad |= row("allreduce", impls[k].name, bytes, n, med,
 				   p95, (double)bytes, ok);
 		}
+		if (bytes == MAX_BYTES)
+			break;
 	}
 	return bad;
 }
@@ -227,9 +233,10 @@ sync_step(void *ctx, size_t bytes)
 	return st ? -1 : 0;
 }
 
-/* One bucket case: nparams gradients of param_bytes each. */
+/* One bucket case: nparams gradients of param_bytes each, the program's
+ * own buffers or (views) places in the buckets. */
 static int
-bench_bucket(struct gpu *g, int nparams, size_t param_bytes)
+bench_bucket(struct gpu *g, int nparams, size_t param_bytes, int views)
 {
 	struct bucket_case b = {g, NULL, nparams, param_bytes, NULL, NULL};
 	size_t count = param_bytes / 4, total = (size_t)nparams * param_bytes;
@@ -244,29 +251,29 @@ bench_bucket(struct gpu *g, int nparams, size_t param_bytes)
 		goto out;
 	for (i = 0; i < nparams; i++) {
 		b.param[i] = ddp_mem_alloc(g->ddp, param_bytes);
-		b.grad[i] = ddp_mem_alloc(g->ddp, param_bytes);
-		if (!b.param[i] || !b.grad[i] ||
+		b.grad[i] = views ? NULL : ddp_mem_alloc(g->ddp, param_bytes);
+		if (!b.param[i] || (!views && !b.grad[i]) ||
 		    ddp_grad_sync_add(b.gs, b.param[i], b.grad[i], count,
 				      DDP_FLOAT32) != i)
 			goto out;
 	}
-	if (!pattern(g, g->buf, count, 0))
-		goto out;
-	for (i = 0; i < nparams; i++)
-		if (!cuda_ok(cudaMemcpy(b.grad[i], g->buf, param_bytes,
-					cudaMemcpyDeviceToDevice),
-			     "gradient fill"))
-			goto out;
 	if (ddp_grad_sync_start(b.gs) != DDP_OK) {
 		fprintf(stderr, "gpu: ddp_grad_sync_start: %s\n",
 			ddp_last_error());
 		goto out;
 	}
+	if (!pattern(g, g->buf, count, 0))
+		goto out;
+	for (i = 0; i < nparams; i++)
+		if (!cuda_ok(cudaMemcpy(ddp_grad_sync_grad(b.gs, i), g->buf,
+					param_bytes, cudaMemcpyDeviceToDevice),
+			     "gradient fill"))
+			goto out;
 	n = time_calls(sync_step, &b, total, &med, &p95);
 	/* An average over one rank leaves every gradient as it was. */
 	ok = n > 0;
 	for (i = 0; ok && i < nparams; i++)
-		ok = pattern(g, b.grad[i], count, 1);
+		ok = pattern(g, ddp_grad_sync_grad(b.gs, i), count, 1);
 out:
 	if (n < 0 && !ok)
 		fprintf(stderr, "gpu: bucket case %d x %zu bytes failed: %s\n",
@@ -274,12 +281,14 @@ out:
 	ddp_grad_sync_destroy(b.gs);
 	for (i = 0; i < nparams && b.param; i++) {
 		ddp_mem_free(g->ddp, b.param[i]);
-		ddp_mem_free(g->ddp, b.grad[i]);
+		if (b.grad[i])
+			ddp_mem_free(g->ddp, b.grad[i]);
 	}
 	free(b.param);
 	free(b.grad);
-	if (snprintf(impl, sizeof(impl), "grad sync %dx%zuKiB", nparams,
-		     param_bytes >> 10) >= (int)sizeof(impl))
+	if (snprintf(impl, sizeof(impl), "grad sync %dx%zuKiB%s", nparams,
+		     param_bytes >> 10,
+		     views ? " views" : "") >= (int)sizeof(impl))
 		return 1;
 	return row("bucket", impl, total, n, med, p95, 2.0 * (double)total, ok);
 }
@@ -328,8 +337,10 @@ main(void)
 	n = time_calls(raw_copy, &g, MAX_BYTES, &med, &p95);
 	bad |= row("copy", "cudaMemcpy D2D", MAX_BYTES, n, med, p95,
 		   (double)MAX_BYTES, n > 0);
-	bad |= bench_bucket(&g, 256, (size_t)1 << 20);
-	bad |= bench_bucket(&g, 4096, (size_t)16 << 10);
+	bad |= bench_bucket(&g, 256, (size_t)1 << 20, 0);
+	bad |= bench_bucket(&g, 4096, (size_t)16 << 10, 0);
+	bad |= bench_bucket(&g, 256, (size_t)1 << 20, 1);
+	bad |= bench_bucket(&g, 4096, (size_t)16 << 10, 1);
 out:
 	if (g.nccl)
 		ncclCommDestroy(g.nccl);

@@ -32,7 +32,12 @@ $(BENCH_OUT)/gpu: $(BUILD)/bench/gpu.o $(BENCH_LIBDDP)
 	    -L$(CUDA_HOME)/lib64 -lcudart -lnccl
 
 .PHONY: bench-progs bench-progs-ddp bench-progs-mpi bench-progs-gpu
+ifeq ($(HAVE_NCCL),1)
 bench-progs-gpu: $(BENCH_OUT)/gpu $(BUILD)/worker/libddp-nccl.so
+else
+bench-progs-gpu:
+	@echo "bench-progs-gpu: no nccl.h/cuda_runtime.h under CUDA_HOME=$(CUDA_HOME) (set CUDA_HOME)" >&2; exit 1
+endif
 bench-progs-ddp: $(BENCH_OUT)/allreduce_ddp $(BENCH_OUT)/launch_ddp \
     $(BENCH_OUT)/overlap \
     $(BUILD)/examples/train

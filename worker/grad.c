@@ -16,6 +16,7 @@ struct gs_param {
 	size_t count;
 	enum ddp_dtype dtype;
 	int bucket;
+	size_t offset; /* bytes into the bucket's flat buffer */
 	int ready;
 };
 
@@ -23,7 +24,10 @@ struct gs_bucket {
 	size_t bytes;
 	enum ddp_dtype dtype;
 	int nparams;
-	struct wk_piece *pieces; /* nparams entries of gs->pieces */
+	/* The gradients that live outside the bucket and are copied: npieces
+	 * entries of gs->pieces (gradient views need none). */
+	struct wk_piece *pieces;
+	int npieces;
 	int pending;
 	void *flat;
 	void *fence; /* the backend's "gradients final" mark, or NULL */
@@ -37,8 +41,9 @@ struct ddp_grad_sync {
 	int cap;
 	struct gs_bucket *b;
 	int nb;
-	struct wk_piece *pieces; /* every gradient, in bucket order */
-	int started;		 /* start() done */
+	struct wk_piece *pieces; /* copied gradients, in bucket order */
+	int npieces;
+	int started; /* start() done */
 	int no_sync;
 	pthread_t thread;
 	int thread_on;
@@ -86,8 +91,7 @@ ddp_grad_sync_add(struct ddp_grad_sync *gs, void *param, void *grad,
 {
 	struct gs_param *np;
 
-	if (!gs || gs->started || !param || !grad || !count ||
-	    !wk_dtype_ok(dtype)) {
+	if (!gs || gs->started || !param || !count || !wk_dtype_ok(dtype)) {
 		wk_err(DDP_ERR_INVALID,
 		       "ddp_grad_sync_add: bad argument or called after "
 		       "ddp_grad_sync_start");
@@ -111,6 +115,32 @@ ddp_grad_sync_add(struct ddp_grad_sync *gs, void *param, void *grad,
 	return gs->np++;
 }
 
+/* Gradient views start at zero, like a freshly allocated gradient. */
+static enum ddp_status
+zero_buckets(struct ddp_grad_sync *gs)
+{
+	enum ddp_status st = DDP_OK;
+	size_t most = 0;
+	void *zeros;
+	int i;
+
+	for (i = 0; i < gs->nb; i++)
+		if (gs->b[i].npieces < gs->b[i].nparams &&
+		    gs->b[i].bytes > most)
+			most = gs->b[i].bytes;
+	if (!most)
+		return DDP_OK;
+	zeros = calloc(1, most);
+	if (!zeros)
+		return wk_err(DDP_ERR_NOMEM, "grad sync: no memory");
+	for (i = 0; i < gs->nb && !st; i++)
+		if (gs->b[i].npieces < gs->b[i].nparams)
+			st = ddp_mem_copy(gs->comm, gs->b[i].flat, zeros,
+					  gs->b[i].bytes, 0);
+	free(zeros);
+	return st;
+}
+
 /* Reverse registration order; a bucket holds one dtype. */
 static enum ddp_status
 build_buckets(struct ddp_grad_sync *gs)
@@ -131,13 +161,18 @@ build_buckets(struct ddp_grad_sync *gs)
 		    (b->bytes && b->bytes + bytes > cap)) {
 			b = &gs->b[gs->nb++];
 			b->dtype = gs->p[i].dtype;
-			b->pieces = &gs->pieces[gs->np - 1 - i];
+			b->pieces = &gs->pieces[gs->npieces];
 		}
 		gs->p[i].bucket = (int)(b - gs->b);
-		b->pieces[b->nparams++] =
-			(struct wk_piece){.grad = gs->p[i].grad,
-					  .offset = b->bytes,
-					  .bytes = bytes};
+		gs->p[i].offset = b->bytes;
+		b->nparams++;
+		if (gs->p[i].grad) {
+			b->pieces[b->npieces++] =
+				(struct wk_piece){.grad = gs->p[i].grad,
+						  .offset = b->bytes,
+						  .bytes = bytes};
+			gs->npieces++;
+		}
 		b->bytes += bytes;
 	}
 	for (i = 0; i < gs->nb; i++) {
@@ -149,7 +184,11 @@ build_buckets(struct ddp_grad_sync *gs)
 				      "bucket",
 				      gs->b[i].bytes);
 	}
-	return DDP_OK;
+	for (i = 0; i < gs->np; i++)
+		if (!gs->p[i].grad)
+			gs->p[i].grad = (uint8_t *)gs->b[gs->p[i].bucket].flat +
+					gs->p[i].offset;
+	return zero_buckets(gs);
 }
 
 static enum ddp_status
@@ -164,14 +203,14 @@ reduce_bucket(struct ddp_grad_sync *gs, struct gs_bucket *b)
 	 * instead of one per copy. */
 	if (wk_has_bucket_avg(gs->comm))
 		return wk_bucket_avg(gs->comm, b->fence, b->flat, count,
-				     b->dtype, p, b->nparams);
-	for (k = 0; k < b->nparams && !st; k++)
+				     b->dtype, p, b->npieces);
+	for (k = 0; k < b->npieces && !st; k++)
 		st = ddp_mem_copy(gs->comm, (uint8_t *)b->flat + p[k].offset,
 				  p[k].grad, p[k].bytes, 2);
 	if (!st)
 		st = ddp_allreduce(gs->comm, b->flat, b->flat, count, b->dtype,
 				   DDP_AVG);
-	for (k = 0; k < b->nparams && !st; k++)
+	for (k = 0; k < b->npieces && !st; k++)
 		st = ddp_mem_copy(gs->comm, p[k].grad,
 				  (uint8_t *)b->flat + p[k].offset, p[k].bytes,
 				  2);
@@ -360,6 +399,18 @@ ddp_grad_sync_set_no_sync(struct ddp_grad_sync *gs, int on)
 	pthread_mutex_lock(&gs->m);
 	gs->no_sync = on != 0;
 	pthread_mutex_unlock(&gs->m);
+}
+
+void *
+ddp_grad_sync_grad(const struct ddp_grad_sync *gs, int index)
+{
+	if (!gs || !gs->started || index < 0 || index >= gs->np) {
+		wk_err(DDP_ERR_INVALID,
+		       "ddp_grad_sync_grad: bad index %d or not started",
+		       index);
+		return NULL;
+	}
+	return gs->p[index].grad;
 }
 
 int

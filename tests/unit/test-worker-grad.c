@@ -2,7 +2,9 @@
 /*
  * The gradient sync (DDP reducer) over TCP with 3 ranks: parameter
  * broadcast, bucket layout, overlap with a simulated backward pass,
- * averaged gradients, no-sync accumulation, and misuse errors.
+ * averaged gradients, no-sync accumulation, and misuse errors; then the
+ * same training steps with every other gradient a view into its bucket
+ * (registered with grad NULL), one bucket mixing views and copies.
  */
 #include <math.h>
 #include <pthread.h>
@@ -115,9 +117,12 @@ check_avg(struct net *n, int size, double mult, FILE *out, const char *what)
 static int
 rank_main(int rank, int size, int port, FILE *out, void *arg)
 {
+	const int views = arg != NULL;
 	struct ddp_grad_sync_opts o = {.first_bucket_bytes = 4096,
-				       .bucket_cap_bytes = 1 << 20};
+				       .bucket_cap_bytes =
+					       views ? 4 << 20 : 1 << 20};
 	struct ddp_grad_sync *gs = NULL;
+	void *own[NP];
 	struct ddp_config cfg;
 	struct ddp_comm *c = NULL;
 	struct net n;
@@ -127,7 +132,6 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 	size_t i;
 	int k, bad = 0;
 
-	(void)arg;
 	n.rank = rank;
 	tw_cfg(&cfg, rank, size, port, 30);
 	if (ddp_comm_init(&cfg, &c) || ddp_grad_sync_create(c, &o, &gs)) {
@@ -136,10 +140,10 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 	}
 	for (k = 0; k < NP; k++) {
 		n.param[k] = calloc(counts[k], 8);
-		n.grad[k] = calloc(counts[k], 8);
+		own[k] = views && k % 2 ? NULL : calloc(counts[k], 8);
 		for (i = 0; i < counts[k]; i++)
 			put(n.param[k], k, i, rank * 100 + (double)(i % 13));
-		if (ddp_grad_sync_add(gs, n.param[k], n.grad[k], counts[k],
+		if (ddp_grad_sync_add(gs, n.param[k], own[k], counts[k],
 				      types[k]) != k)
 			return 1;
 	}
@@ -147,6 +151,15 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 		fprintf(out, "E start %s\n", ddp_last_error());
 		return 1;
 	}
+	for (k = 0; k < NP; k++) {
+		n.grad[k] = ddp_grad_sync_grad(gs, k);
+		if (!n.grad[k] || (own[k] && n.grad[k] != own[k]))
+			bad++;
+		for (i = 0; !own[k] && n.grad[k] && i < counts[k]; i++)
+			bad += get(n.grad[k], k, i) != 0;
+	}
+	fprintf(out, "GRADS %d\n", bad == 0);
+	bad = 0;
 	for (k = 0; k < NP; k++)
 		for (i = 0; i < counts[k]; i++)
 			bad += get(n.param[k], k, i) != (double)(i % 13);
@@ -208,7 +221,7 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 	ddp_comm_destroy(c);
 	for (k = 0; k < NP; k++) {
 		free(n.param[k]);
-		free(n.grad[k]);
+		free(own[k]);
 	}
 	return 0;
 }
@@ -230,7 +243,7 @@ main(void)
 	struct tw_rank rk[3];
 	char b0[256];
 	const char *p;
-	int i, same = 1, nb = 0, ov;
+	int i, same = 1, nb = 0, ov, views = 1, failed_before;
 
 	signal(SIGPIPE, SIG_IGN);
 	if (tw_run_job(3, rank_main, NULL, 120, rk) < 0)
@@ -269,6 +282,28 @@ main(void)
 	for (i = 0; i < 3; i++)
 		tap_ok(tw_exit(&rk[i]) == 0, "rank %d exits cleanly", i);
 	if (tap_failed)
+		for (i = 0; i < 3; i++)
+			tw_diag_output(i, &rk[i]);
+	tw_free_job(3, rk);
+
+	/* Gradient views: p1 and p3 live in their buckets; [p1 p0] is one
+	 * bucket with a view and a copied gradient. */
+	failed_before = tap_failed;
+	if (tw_run_job(3, rank_main, &views, 120, rk) < 0)
+		return tap_ok(0, "fork"), tap_done();
+	tap_ok(all_have(rk, 3, "GRADS 1"),
+	       "gradient views are zero at start; ddp_grad_sync_grad returns "
+	       "the program's own buffers unchanged");
+	tap_ok(all_have(rk, 3, "BUCKETS 4: 8000 140000 40 1200400"),
+	       "views and copied gradients share a bucket");
+	tap_ok(all_have(rk, 3, "STEP1 1") && all_have(rk, 3, "NOSYNC 1") &&
+		       all_have(rk, 3, "AFTER 1"),
+	       "with gradient views: averaged, no-sync accumulation, and "
+	       "later steps");
+	for (i = 0; i < 3; i++)
+		tap_ok(tw_exit(&rk[i]) == 0, "rank %d exits cleanly (views)",
+		       i);
+	if (tap_failed > failed_before)
 		for (i = 0; i < 3; i++)
 			tw_diag_output(i, &rk[i]);
 	tw_free_job(3, rk);

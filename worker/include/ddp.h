@@ -284,6 +284,9 @@ ddp_grad_sync_create(struct ddp_comm *comm,
  * Registers one parameter buffer and its gradient buffer (both count
  * elements of dtype; host memory for TCP, device memory for NCCL). The
  * buffers are borrowed and must stay valid until ddp_grad_sync_destroy.
+ * grad may be NULL: the gradient then lives inside the reducer's bucket (a
+ * "gradient view", zero-filled at start; ddp_grad_sync_grad() says where)
+ * and is reduced in place, with no copy into and out of the bucket.
  * Returns the parameter's index (0, 1, ...) or -1 with ddp_last_error()
  * set (after start, or on a bad argument).
  */
@@ -303,6 +306,12 @@ DDP_EXPORT enum ddp_status ddp_grad_sync_start(struct ddp_grad_sync *gs);
  * the bucket's allreduce is queued at once. In no-sync mode this does
  * nothing. Returns DDP_ERR_INVALID for an unknown or twice-marked index,
  * or the background thread's error after a failure.
+ *
+ * Device gradients (NCCL) may still be being computed: the sync waits, on
+ * the GPU and without blocking the caller, for all work issued before
+ * this call on the default stream and on every stream that synchronises
+ * with it (any stream not created with cudaStreamNonBlocking). Work on a
+ * non-blocking stream must be complete before the call.
  */
 DDP_EXPORT enum ddp_status ddp_grad_sync_ready(struct ddp_grad_sync *gs,
 					       int index);
@@ -322,6 +331,15 @@ DDP_EXPORT enum ddp_status ddp_grad_sync_wait(struct ddp_grad_sync *gs);
  * in the middle of a step.
  */
 DDP_EXPORT void ddp_grad_sync_set_no_sync(struct ddp_grad_sync *gs, int on);
+
+/*
+ * Where gradient index lives (after ddp_grad_sync_start): the buffer
+ * given to ddp_grad_sync_add, or its place in the reducer's bucket when
+ * NULL was given. Owned by the reducer in that case, valid until
+ * ddp_grad_sync_destroy. NULL with ddp_last_error() set for a bad index or
+ * before start.
+ */
+DDP_EXPORT void *ddp_grad_sync_grad(const struct ddp_grad_sync *gs, int index);
 
 /* Number of buckets (after start) and bucket b's size in bytes. */
 DDP_EXPORT int ddp_grad_sync_num_buckets(const struct ddp_grad_sync *gs);
