@@ -145,6 +145,8 @@ static const char *const long_with_arg[] = {
 	"cpu-freq",
 	"cpus-per-gpu",
 	"cpus-per-task",
+	"ddp-bind",
+	"ddp-port",
 	"deadline",
 	"delay-boot",
 	"dependency",
@@ -296,6 +298,10 @@ note_option(const char *name, size_t len, const char *val,
 		req->help = 1;
 		return 0;
 	}
+	if (!strcmp(opt, "ddp") && !val) {
+		req->ddp = 1;
+		return 0;
+	}
 	if (!val)
 		return 0;
 	if (!strcmp(opt, "ntasks-per-node")) {
@@ -348,8 +354,8 @@ ddp_srun_scan(int argc, char *const *argv,
 		{"SLURM_GPUS_PER_TASK", "gpus-per-task"},
 		{"SLURM_NTASKS_PER_GPU", "ntasks-per-gpu"},
 	};
-	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0};
-	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0};
+	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0, 0};
+	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0, 0};
 	size_t k;
 	int i;
 

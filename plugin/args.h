@@ -56,6 +56,7 @@ struct ddp_srun_req {
 	long gpus;	      /* total GPUs (-G/--gpus), -1: not given */
 	int per_task_gpus;    /* --gpus-per-task / --ntasks-per-gpu given */
 	int help;	      /* --help/--usage/--version/--test-only */
+	int ddp;	      /* a literal --ddp before the program */
 };
 
 /*

@@ -123,6 +123,11 @@ opt_cb(int val, const char *optarg, int remote)
 	return 0;
 }
 
+static void preset_node_mode(void);
+/* Ranks per node that preset_node_mode set (options are not parsed yet
+ * when it runs, so local_post_opt reports it for --ddp-verbose). */
+static long preset_per_node;
+
 EXPORT int
 slurm_spank_init(spank_t sp, int ac, char **av)
 {
@@ -147,6 +152,8 @@ slurm_spank_init(spank_t sp, int ac, char **av)
 			return -1;
 		}
 	}
+	if (ctx == S_CTX_LOCAL)
+		preset_node_mode();
 	return 0;
 }
 
@@ -215,10 +222,11 @@ env_get(const char *name)
 	return getenv(name);
 }
 
-/* Node mode: run srun again with --ntasks-per-node=G added, so that every
- * rank is a real Slurm task (labels, signals, accounting, TaskProlog).
- * Setting SLURM_NTASKS_PER_NODE here is too late: srun has already read
- * its environment (notes/minicluster.md). Only returns on failure. */
+/* Node mode when preset_node_mode could not set it up: run srun again
+ * with --ntasks-per-node=G added, so that every rank is a real Slurm task
+ * (labels, signals, accounting, TaskProlog). Setting SLURM_NTASKS_PER_NODE
+ * here is too late: srun has already read its environment. Only returns
+ * on failure. */
 static int
 reexec_srun(int argc, char **argv, long per_node)
 {
@@ -239,6 +247,8 @@ reexec_srun(int argc, char **argv, long per_node)
 		free(nargv);
 		return -1;
 	}
+	if (opts.verbose)
+		slurm_info("ddp: node mode: running srun again with %s", opt);
 	fflush(NULL);
 	execv("/proc/self/exe", nargv);
 	slurm_error("ddp: cannot re-run srun for node mode: %s",
@@ -292,6 +302,10 @@ local_post_opt(void)
 		slurm_error("ddp: %s", err);
 		goto out;
 	}
+	if (preset_per_node && opts.verbose)
+		slurm_info("ddp: node mode: %ld ranks per node "
+			   "(SLURM_NTASKS_PER_NODE)",
+			   preset_per_node);
 	if (mode == 1 && !reexeced) {
 		reexec_srun(argc, argv, per_node);
 		goto out; /* exec failed */
@@ -301,6 +315,38 @@ out:
 	free(argv);
 	free(buf);
 	return rc;
+}
+
+/*
+ * Node mode without running srun twice: srun calls slurm_spank_init before
+ * it reads its options and environment, so SLURM_NTASKS_PER_NODE set here
+ * counts as given, and local_post_opt then sees task mode. Only a literal
+ * --ddp before the program is visible this early; anything else is left
+ * to local_post_opt, which re-executes srun. Errors are reported there.
+ */
+static void
+preset_node_mode(void)
+{
+	struct ddp_srun_req req;
+	char err[DDP_ERR_LEN], val[32], *buf = NULL, **argv = NULL;
+	long per_node = 0;
+	int argc = 0;
+
+	if (getenv(REEXEC_GUARD) || read_cmdline(&buf, &argv, &argc) < 0)
+		return;
+	if (ddp_srun_scan(argc, argv, env_get, &req, err, sizeof(err)) == 0 &&
+	    req.ddp && !req.help &&
+	    ddp_srun_decide(&req, &per_node, err, sizeof(err)) == 1 &&
+	    ddp_fmt(val, sizeof(val), "%ld", per_node) == 0) {
+		if (setenv("SLURM_NTASKS_PER_NODE", val, 1) == 0)
+			preset_per_node = per_node;
+		else
+			slurm_error("ddp: cannot set SLURM_NTASKS_PER_NODE: "
+				    "%s",
+				    strerror(errno));
+	}
+	free(argv);
+	free(buf);
 }
 
 EXPORT int

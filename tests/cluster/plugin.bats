@@ -117,6 +117,26 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	[ "$(printf '%s\n' "$output" | grep -vE '^srun: job [0-9]+ ' | sort -u)" = 29777 ]
 }
 
+@test "node mode runs srun once for --ddp on its command line, twice when --ddp comes from sbatch" {
+	local out
+	run mc_run -- srun -N2 --gpus-per-node=2 --ddp --ddp-verbose printenv RANK
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp: node mode: 2 ranks per node (SLURM_NTASKS_PER_NODE)"* ]]
+	[[ $output != *"running srun again"* ]]
+	[ "$(grep -xE '[0-9]+' <<<"$output" | sort -n | tr '\n' ' ')" = "0 1 2 3 " ]
+	out=$(mktemp -d)
+	chmod 0755 "$out"
+	run mc_run -- sbatch --wait -N2 --exclusive --gpus-per-node=2 --ddp -o "$out/job.out" \
+		--wrap 'srun --ddp-verbose printenv RANK'
+	show
+	cat "$out/job.out" >&2
+	[ "$status" -eq 0 ]
+	grep -q 'ddp: node mode: running srun again with --ntasks-per-node=2' "$out/job.out"
+	[ "$(grep -xE '[0-9]+' "$out/job.out" | sort -n | tr '\n' ' ')" = "0 1 2 3 " ]
+	rm -rf "$out"
+}
+
 @test "sbatch --ddp carries into srun and leaves the batch step alone" {
 	local out
 	out=$(mktemp -d)

@@ -113,6 +113,14 @@ main(void)
 	       "scan: the issue's one-liner");
 	tap_ok(ddp_srun_decide(&r, &per, err, sizeof(err)) == 1 && per == 4,
 	       "decide: node mode with 4 ranks per node");
+	tap_ok(r.ddp, "scan: --ddp before the program noticed");
+	tap_ok(scan(&r, "srun --ddp-port=5 -N2 ./t --ddp") == 0 && !r.ddp,
+	       "scan: --ddp-port and a --ddp after the program are not --ddp");
+	tap_ok(scan(&r,
+		    "srun --ddp-port 5 --ddp-bind core -N2 --gpus-per-node=2 "
+		    "--ddp ./t") == 0 &&
+		       r.gpus_per_node == 2 && r.ddp,
+	       "scan: --ddp-port and --ddp-bind take a separate argument");
 	tap_ok(scan(&r,
 		    "srun -N 2 --gres gpu:a100:2 ./t --ntasks-per-node=9") ==
 			       0 &&
