@@ -134,6 +134,23 @@ ddp_topo_load(struct ddp_topo **out, const char *xml_path, char *err,
 	/* hwloc 2 drops every I/O object unless asked, even from XML. */
 	hwloc_topology_set_io_types_filter(t->topo,
 					   HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+#if HWLOC_API_VERSION >= 0x00020100
+	/* Placement needs PCI devices and their locality, not the GPU
+	 * runtimes' views: the OpenCL, CUDA and NVML components would start
+	 * a GPU driver in slurmstepd for every step, and "gl" probes X
+	 * displays. */
+	if (!xml_path) {
+		static const char *const skip[] = {
+			"opencl", "cuda", "nvml", "rsmi", "levelzero", "gl"};
+		size_t i;
+
+		for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+			hwloc_topology_set_components(
+				t->topo,
+				HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+				skip[i]);
+	}
+#endif
 	if (xml_path && hwloc_topology_set_xml(t->topo, xml_path) < 0) {
 		if (ddp_fmt(err, errlen, "cannot read topology %s", xml_path) <
 		    0)

@@ -3,7 +3,10 @@
  * and inside the allowed CPUs, fair to one unit, GPUs in PCI order. */
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ddp_util.h"
 #include "placement.h"
@@ -77,6 +80,52 @@ check_topology(const char *path, const char *name)
 	ddp_topo_destroy(t);
 }
 
+/*
+ * Live discovery of this machine loads, is this system, and leaves the GPU
+ * runtimes' hwloc components out (hwloc lists the enabled ones on stderr
+ * with HWLOC_COMPONENTS_VERBOSE).
+ */
+static void
+check_live_discovery(void)
+{
+	char err[256], log[16384];
+	struct ddp_topo *t = NULL;
+	const char *final;
+	size_t len = 0;
+	ssize_t n;
+	int fds[2], status = 0, loaded;
+	pid_t pid;
+
+	if (pipe(fds) < 0 || (pid = fork()) < 0) {
+		tap_ok(0, "live discovery: pipe/fork");
+		return;
+	}
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		setenv("HWLOC_COMPONENTS_VERBOSE", "1", 1);
+		loaded = ddp_topo_load(&t, NULL, err, sizeof(err)) == 0 &&
+			 ddp_topo_is_thissystem(t);
+		ddp_topo_destroy(t);
+		_exit(loaded ? 0 : 1);
+	}
+	close(fds[1]);
+	while (len + 1 < sizeof(log) &&
+	       (n = read(fds[0], log + len, sizeof(log) - 1 - len)) > 0)
+		len += (size_t)n;
+	log[len] = '\0';
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "live discovery of this machine loads and is this system");
+	final = strstr(log, "Final list of enabled discovery components");
+	if (!tap_ok(final && strstr(final, "linux") &&
+			    !strstr(final, "opencl") && !strstr(final, "gl("),
+		    "live discovery enables linux, not opencl or gl")) {
+		tap_diag("%.300s", final ? final : log);
+	}
+}
+
 int
 main(void)
 {
@@ -90,6 +139,7 @@ main(void)
 	tap_ok(ddp_bind_parse("numa", &b) == 0 && b == DDP_BIND_NUMA,
 	       "bind mode parses");
 	tap_ok(ddp_bind_parse("sideways", &b) < 0, "bad bind mode refused");
+	check_live_discovery();
 	tap_ok(ddp_topo_load(&t, "/nonexistent.xml", err, sizeof(err)) < 0 &&
 		       !t && strstr(err, "/nonexistent.xml"),
 	       "missing topology file reported by name");
