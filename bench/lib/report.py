@@ -66,6 +66,13 @@ def fmt_ratio(xs):
     return "%.2f× (%.2f–%.2f)" % (med(xs), lo, hi)
 
 
+def overlap_cells(o):
+    """compute, comm, off, on and hidden cells of an overlap table row."""
+    lo, hi = spread(o["hidden"])
+    return [fmt_pm(o[k], "%.1f") for k in ("compute_ms", "comm_ms", "off_ms", "on_ms")] + \
+        ["%.0f %% (%.0f … %.0f %%)" % (100 * med(o["hidden"]), 100 * lo, 100 * hi)]
+
+
 def write_csv(path, header, rows):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -396,28 +403,20 @@ def main():
         md.append("")
     if overlap:
         md.append("## Overlap of gradient sync with backward (bench/overlap)\n")
-        lo, hi = spread(ov["hidden"])
         md.append("8 layers × 4 MiB fp32 gradients, one bucket per layer, "
                   "2 nodes × 1 rank; hidden = (off − on) / (off − compute); "
                   "early buckets: allreduces started before the step's wait.\n")
         md.append("| compute ms | comm alone ms | step, overlap off ms | step, overlap on ms | hidden | early buckets |\n|---|---|---|---|---|---|")
-        md.append("| %s | %s | %s | %s | %.0f %% (%.0f … %.0f %%) | %s |" % (
-            fmt_pm(ov["compute_ms"], "%.1f"), fmt_pm(ov["comm_ms"], "%.1f"),
-            fmt_pm(ov["off_ms"], "%.1f"), fmt_pm(ov["on_ms"], "%.1f"),
-            100 * med(ov["hidden"]), 100 * lo, 100 * hi,
-            "%g of 8" % med(ov["early_buckets"]) if ov["early_buckets"] else "-"))
+        md.append("| " + " | ".join(overlap_cells(ov) + [
+            "%g of 8" % med(ov["early_buckets"]) if ov["early_buckets"] else "-"]) + " |")
         md.append("")
     if ovl["hidden"]:
-        lo, hi = spread(ovl["hidden"])
         md.append("### The same on a node with spare cores\n")
         md.append("2 ranks over loopback on the GPU node of the next section "
                   "(bench/gpu-run), where the communication thread has a "
                   "core of its own.\n")
         md.append("| compute ms | comm alone ms | step, overlap off ms | step, overlap on ms | hidden |\n|---|---|---|---|---|")
-        md.append("| %s | %s | %s | %s | %.0f %% (%.0f … %.0f %%) |" % (
-            fmt_pm(ovl["compute_ms"], "%.1f"), fmt_pm(ovl["comm_ms"], "%.1f"),
-            fmt_pm(ovl["off_ms"], "%.1f"), fmt_pm(ovl["on_ms"], "%.1f"),
-            100 * med(ovl["hidden"]), 100 * lo, 100 * hi))
+        md.append("| " + " | ".join(overlap_cells(ovl)) + " |")
         md.append("")
     if gpu:
         genv = open(os.path.join(raw, "gpu-env.txt")).read() if os.path.exists(
