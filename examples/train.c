@@ -36,7 +36,7 @@ struct data {
 struct model {
 	int hidden;
 	float *w1, *b1, *w2, *b2;     /* parameters */
-	float *gw1, *gb1, *gw2, *gb2; /* gradients */
+	float *gw1, *gb1, *gw2, *gb2; /* gradients, owned by the reducer */
 };
 
 struct opts {
@@ -179,15 +179,10 @@ model_init(struct model *m, int hidden, uint64_t seed)
 
 	m->hidden = hidden;
 	m->w1 = calloc(n1, sizeof(float));
-	m->gw1 = calloc(n1, sizeof(float));
 	m->b1 = calloc((size_t)hidden, sizeof(float));
-	m->gb1 = calloc((size_t)hidden, sizeof(float));
 	m->w2 = calloc(n2, sizeof(float));
-	m->gw2 = calloc(n2, sizeof(float));
 	m->b2 = calloc(CLASSES, sizeof(float));
-	m->gb2 = calloc(CLASSES, sizeof(float));
-	if (!m->w1 || !m->gw1 || !m->b1 || !m->gb1 || !m->w2 || !m->gw2 ||
-	    !m->b2 || !m->gb2)
+	if (!m->w1 || !m->b1 || !m->w2 || !m->b2)
 		return -1;
 	/* Each rank starts differently on purpose: ddp_grad_sync_start
 	 * broadcasts rank 0's parameters. */
@@ -202,13 +197,9 @@ static void
 model_free(struct model *m)
 {
 	free(m->w1);
-	free(m->gw1);
 	free(m->b1);
-	free(m->gb1);
 	free(m->w2);
-	free(m->gw2);
 	free(m->b2);
-	free(m->gb2);
 }
 
 static uint32_t
@@ -470,16 +461,22 @@ main(int argc, char **argv)
 	if (load_data(dir, &d) < 0 ||
 	    model_init(&m, (int)o.hidden, 1000 + (uint64_t)rank) < 0)
 		goto out;
+	/* Gradients are views into the reducer's buckets (grad NULL): the
+	 * backward pass writes them where they are reduced, with no copy. */
 	if (ddp_grad_sync_create(comm, &go, &gs) ||
-	    ddp_grad_sync_add(gs, m.w1, m.gw1, (size_t)IMG * m.hidden,
+	    ddp_grad_sync_add(gs, m.w1, NULL, (size_t)IMG * m.hidden,
 			      DDP_FLOAT32) < 0 ||
-	    ddp_grad_sync_add(gs, m.b1, m.gb1, (size_t)m.hidden, DDP_FLOAT32) <
+	    ddp_grad_sync_add(gs, m.b1, NULL, (size_t)m.hidden, DDP_FLOAT32) <
 		    0 ||
-	    ddp_grad_sync_add(gs, m.w2, m.gw2, (size_t)m.hidden * CLASSES,
+	    ddp_grad_sync_add(gs, m.w2, NULL, (size_t)m.hidden * CLASSES,
 			      DDP_FLOAT32) < 0 ||
-	    ddp_grad_sync_add(gs, m.b2, m.gb2, CLASSES, DDP_FLOAT32) < 0 ||
+	    ddp_grad_sync_add(gs, m.b2, NULL, CLASSES, DDP_FLOAT32) < 0 ||
 	    ddp_grad_sync_start(gs))
 		goto comm_error;
+	m.gw1 = ddp_grad_sync_grad(gs, 0);
+	m.gb1 = ddp_grad_sync_grad(gs, 1);
+	m.gw2 = ddp_grad_sync_grad(gs, 2);
+	m.gb2 = ddp_grad_sync_grad(gs, 3);
 	/* DistributedSampler: one shuffle per epoch (same on every rank),
 	 * padded to a multiple of the world size, every world-th index. */
 	n_mine = (d.n + (size_t)world - 1) / (size_t)world;
