@@ -1,3 +1,3 @@
-ceil1 = 1.4715
-ceil4 = 2.6192
+ceil1 = 1.4215
+ceil4 = 2.4211
 have_launch = 1
