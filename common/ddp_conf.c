@@ -6,11 +6,18 @@
 #include "ddp_conf.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "ddp_util.h"
 
@@ -18,35 +25,11 @@
 #define CONF_PATH_MAX 1024
 /* Longest line of the file; longer lines are refused. */
 #define CONF_LINE_MAX 4096
-
-void
-ddp_conf_defaults(struct ddp_conf *conf)
-{
-	static const char *const fstypes[] = {
-		"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cephfs", "ceph",
-	};
-	size_t i;
-
-	memset(conf, 0, sizeof(*conf));
-	conf->port_min = 29400;
-	conf->port_max = 29999;
-	conf->default_bind = DDP_BIND_CORE;
-	for (i = 0; i < sizeof(fstypes) / sizeof(fstypes[0]); i++)
-		ddp_fmt(conf->shared_fstypes[i],
-			sizeof(conf->shared_fstypes[i]), "%s", fstypes[i]);
-	conf->n_shared_fstypes = (unsigned)i;
-	conf->shared_timeout = 10;
-	ddp_fmt(conf->scratch_root, sizeof(conf->scratch_root), "%s",
-		"/var/tmp/ddp");
-	conf->retention_days = 7;
-	conf->firewall = 1;
-	conf->firewall_timeout = 7 * 86400;
-	ddp_fmt(conf->state_dir, sizeof(conf->state_dir), "%s",
-		"/run/slurm-ddp");
-	ddp_fmt(conf->nft_path, sizeof(conf->nft_path), "%s", "/usr/sbin/nft");
-	ddp_fmt(conf->scontrol_path, sizeof(conf->scontrol_path), "%s",
-		"/usr/bin/scontrol");
-}
+/* Names in an NCCL device list: IFNAMSIZ - 1 for network interfaces,
+ * IB_DEVICE_NAME_MAX - 1 for OpenFabrics devices; at most 32 of them. */
+#define NCCL_IFNAME_MAX 15
+#define NCCL_HCA_NAME_MAX 63
+#define NCCL_LIST_MAX 32
 
 /*
  * Copies value into out for an error message: at most 48 characters, with
@@ -123,19 +106,20 @@ parse_path(const char *value, int empty_ok, char *out, size_t outlen)
 }
 
 static int
-parse_port_range(const char *value, unsigned *lo, unsigned *hi)
+parse_port_range(const char *value, long min, long max, unsigned *lo,
+		 unsigned *hi)
 {
 	const char *end = NULL;
 	long a, b;
 
-	if (ddp_parse_long_prefix(value, 1024, 65535, &a, &end) < 0 ||
+	if (ddp_parse_long_prefix(value, min, max, &a, &end) < 0 ||
 	    value[0] == '+' || value[0] == '-')
 		return -1;
 	if (*end == '\0') {
 		b = a;
 	} else {
 		if (*end != '-' || end[1] == '+' || end[1] == '-' ||
-		    ddp_parse_long(end + 1, 1024, 65535, &b) < 0 || b < a)
+		    ddp_parse_long(end + 1, min, max, &b) < 0 || b < a)
 			return -1;
 	}
 	*lo = (unsigned)a;
@@ -203,13 +187,37 @@ parse_onoff(const char *value, int *out)
 	return 0;
 }
 
+/* A fraction in (0, 1] of at most 8 characters (so 6 decimals, which
+ * ddp_conf_format gives back exactly): digits and a '.', no sign,
+ * exponent or "nan", which ddp-check's --min-fraction would also take. */
 static int
-parse_fstypes(const char *value, struct ddp_conf *conf)
+parse_fraction(const char *value, double *out)
+{
+	char *end = NULL;
+	double v;
+	size_t i;
+
+	for (i = 0; value[i]; i++)
+		if (!isdigit((unsigned char)value[i]) && value[i] != '.')
+			return -1;
+	if (i == 0 || i > 8)
+		return -1;
+	errno = 0;
+	v = strtod(value, &end);
+	if (errno || *end != '\0' || !(v > 0) || v > 1)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int
+parse_fstypes(const char *value, unsigned max, struct ddp_conf *conf)
 {
 	char types[DDP_CONF_MAX_FSTYPES][32];
 	unsigned n = 0;
 	const char *p = value;
 
+	memset(types, 0, sizeof(types));
 	for (;;) {
 		size_t len = 0;
 
@@ -219,7 +227,7 @@ parse_fstypes(const char *value, struct ddp_conf *conf)
 				  isdigit((unsigned char)p[len]) ||
 				  p[len] == '_' || p[len] == '.'))
 			len++;
-		if (len == 0 || len >= sizeof(types[0]) ||
+		if (len == 0 || len >= sizeof(types[0]) || n >= max ||
 		    n >= DDP_CONF_MAX_FSTYPES)
 			return -1;
 		memcpy(types[n], p, len);
@@ -239,108 +247,406 @@ parse_fstypes(const char *value, struct ddp_conf *conf)
 	return 0;
 }
 
+/*
+ * NCCL's device filter, as NCCL_IB_HCA and NCCL_SOCKET_IFNAME read it: an
+ * optional '^' (exclude), an optional '=' (exact names, else prefixes),
+ * then a comma list of names, each optionally ":PORT" when with_port. The
+ * value reaches every rank's environment unchanged, so nothing else
+ * (spaces, quotes, empty items) is let through: NCCL would not trim it.
+ */
+static int
+parse_nccl_list(const char *value, int with_port, size_t name_max, char *out,
+		size_t outlen)
+{
+	size_t len = strlen(value);
+	const char *p = value;
+	unsigned n = 0;
+
+	if (len >= outlen)
+		return -1;
+	if (len == 0) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (*p == '^')
+		p++;
+	if (*p == '=')
+		p++;
+	for (;;) {
+		size_t k = 0;
+
+		while (isalnum((unsigned char)p[k]) || p[k] == '_' ||
+		       p[k] == '.' || p[k] == '-')
+			k++;
+		if (k == 0 || k > name_max || ++n > NCCL_LIST_MAX)
+			return -1;
+		p += k;
+		if (with_port && *p == ':') {
+			const char *end = NULL;
+			long port;
+
+			if (p[1] == '+' || p[1] == '-' ||
+			    ddp_parse_long_prefix(p + 1, 1, 255, &port, &end) <
+				    0)
+				return -1;
+			p = end;
+		}
+		if (*p == '\0')
+			break;
+		if (*p != ',')
+			return -1;
+		p++;
+	}
+	memcpy(out, value, len + 1);
+	return 0;
+}
+
+/* How a key's value is read and shown. */
+enum key_type {
+	KEY_PORTS,	 /* LOW-HIGH ports in [min, max]: port_min, port_max */
+	KEY_BIND,	 /* a binding mode name: enum ddp_bind */
+	KEY_PATH,	 /* absolute path, "" allowed when min is 0: char[] */
+	KEY_FSTYPES,	 /* 1..max file-system type names: shared_fstypes */
+	KEY_UINT,	 /* whole number in [min, max]: unsigned */
+	KEY_ONOFF,	 /* on or off: int */
+	KEY_DURATION,	 /* N[s|m|h|d], seconds in [min, max]: unsigned */
+	KEY_NCCL_HCA,	 /* NCCL device list, names of 1..max: char[] */
+	KEY_NCCL_IFNAME, /* NCCL interface list, names of 1..max: char[] */
+	KEY_CHECK,	 /* a check mode name: enum ddp_check */
+	KEY_FRACTION,	 /* a number in (0, 1]: double */
+};
+
+struct conf_key {
+	const char *name;
+	enum key_type type;
+	long min, max;	      /* bounds, as the type reads them */
+	const char *accepted; /* what a refusal says would work */
+	const char *def;      /* the default, as ddp.conf would spell it */
+	size_t offset;	      /* the field of struct ddp_conf */
+	size_t size;
+};
+
+#define FIELD(f) offsetof(struct ddp_conf, f), sizeof(((struct ddp_conf *)0)->f)
+#define PATH_TEXT                                                            \
+	"an absolute path other than '/' without '.', '..', '#' or control " \
+	"characters"
+
+/*
+ * The keys of ddp.conf: this table is the one list. It drives
+ * ddp_conf_defaults, ddp_conf_set and its unknown-key message, and what
+ * ddp_conf_key_name/ddp_conf_format give `ddp-nodectl show` and the
+ * plugin's plugstack hint. The header's key list and doc/admin-guide.md
+ * explain each; test-common-conf checks that every default parses.
+ */
+static const struct conf_key keys[] = {
+	{"port_range", KEY_PORTS, 1024, 65535,
+	 "LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", "29400-29999",
+	 FIELD(port_min)},
+	{"default_bind", KEY_BIND, 0, 0, DDP_BIND_ACCEPTED, "core",
+	 FIELD(default_bind)},
+	{"shared_root", KEY_PATH, 0, CONF_PATH_MAX - 1,
+	 PATH_TEXT ", or \"\" for none", "", FIELD(shared_root)},
+	{"shared_fstypes", KEY_FSTYPES, 1, DDP_CONF_MAX_FSTYPES,
+	 "a comma list of 1-16 file-system type names of [a-z0-9_.], as in "
+	 "/proc/mounts (e.g. nfs,nfs4,lustre)",
+	 "nfs,nfs4,lustre,gpfs,beegfs,cephfs,ceph", FIELD(shared_fstypes)},
+	{"shared_timeout", KEY_UINT, 1, 600, "whole seconds, 1-600", "10",
+	 FIELD(shared_timeout)},
+	{"shared_mount", KEY_PATH, 0, CONF_PATH_MAX - 1,
+	 PATH_TEXT ", or \"\" for none", "", FIELD(shared_mount)},
+	{"scratch_root", KEY_PATH, 0, CONF_PATH_MAX - 1,
+	 PATH_TEXT ", or \"\" for none", "/var/tmp/ddp", FIELD(scratch_root)},
+	{"retention_days", KEY_UINT, 0, 3650, "whole days, 0-3650", "7",
+	 FIELD(retention_days)},
+	{"firewall", KEY_ONOFF, 0, 1, "on or off", "on", FIELD(firewall)},
+	{"firewall_timeout", KEY_DURATION, 60, 365L * 86400,
+	 "N[s|m|h|d] between 60s and 365d", "7d", FIELD(firewall_timeout)},
+	{"state_dir", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
+	 "/run/slurm-ddp", FIELD(state_dir)},
+	{"nft_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT, "/usr/sbin/nft",
+	 FIELD(nft_path)},
+	{"scontrol_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
+	 "/usr/bin/scontrol", FIELD(scontrol_path)},
+	{"nccl_ib_hca", KEY_NCCL_HCA, 1, NCCL_HCA_NAME_MAX,
+	 "[^][=]NAME[:PORT],... with 1-32 device names of [A-Za-z0-9_.-] "
+	 "(e.g. =mlx5_0,mlx5_1), or \"\" to let NCCL choose",
+	 "", FIELD(nccl_ib_hca)},
+	{"nccl_socket_ifname", KEY_NCCL_IFNAME, 1, NCCL_IFNAME_MAX,
+	 "[^][=]NAME,... with 1-32 interface names or prefixes of 1-15 "
+	 "characters of [A-Za-z0-9_.-] (e.g. =ib0 or ^docker), or \"\" to let "
+	 "NCCL choose",
+	 "", FIELD(nccl_socket_ifname)},
+	{"check", KEY_CHECK, 0, 0, DDP_CHECK_ACCEPTED, "off", FIELD(check)},
+	{"check_min_fraction", KEY_FRACTION, 0, 1,
+	 "a number in (0, 1] of at most 6 decimals, e.g. 0.5", "0.5",
+	 FIELD(check_min_fraction)},
+	{"check_time_limit", KEY_UINT, 1, 3600, "whole seconds, 1-3600", "20",
+	 FIELD(check_time_limit)},
+	{"check_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
+	 DDP_CHECK_PATH, FIELD(check_path)},
+};
+
+#undef FIELD
+#undef PATH_TEXT
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* KEY_PORTS writes both ends through the one offset. */
+_Static_assert(offsetof(struct ddp_conf, port_max) ==
+		       offsetof(struct ddp_conf, port_min) + sizeof(unsigned),
+	       "port_max follows port_min");
+
+static const char *const bind_names[] = DDP_BIND_NAMES;
+_Static_assert(sizeof(bind_names) / sizeof(bind_names[0]) == DDP_BIND_CORE + 1,
+	       "one name per binding mode");
+
+const char *
+ddp_bind_name(enum ddp_bind b)
+{
+	if ((unsigned)b >= sizeof(bind_names) / sizeof(bind_names[0]))
+		return "?";
+	return bind_names[b];
+}
+
+int
+ddp_bind_parse(const char *s, enum ddp_bind *out)
+{
+	unsigned i;
+
+	for (i = 0; s && i < sizeof(bind_names) / sizeof(bind_names[0]); i++) {
+		if (!strcmp(s, bind_names[i])) {
+			*out = (enum ddp_bind)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static const char *const check_names[] = DDP_CHECK_NAMES;
+_Static_assert(sizeof(check_names) / sizeof(check_names[0]) ==
+		       DDP_CHECK_FAIL + 1,
+	       "one name per check mode");
+
+const char *
+ddp_check_name(enum ddp_check m)
+{
+	if ((unsigned)m >= sizeof(check_names) / sizeof(check_names[0]))
+		return "?";
+	return check_names[m];
+}
+
+int
+ddp_check_parse(const char *s, enum ddp_check *out)
+{
+	unsigned i;
+
+	for (i = 0; s && i < sizeof(check_names) / sizeof(check_names[0]);
+	     i++) {
+		if (!strcmp(s, check_names[i])) {
+			*out = (enum ddp_check)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Parses value as k says and stores it in conf; -1 leaves conf as it was. */
+static int
+set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
+{
+	void *field = (char *)conf + k->offset;
+	char path[CONF_PATH_MAX];
+	unsigned a, b;
+	enum ddp_bind bind;
+	enum ddp_check check;
+	double frac;
+	int on;
+
+	switch (k->type) {
+	case KEY_PORTS:
+		if (parse_port_range(value, k->min, k->max, &a, &b) < 0)
+			return -1;
+		((unsigned *)field)[0] = a;
+		((unsigned *)field)[1] = b;
+		return 0;
+	case KEY_BIND:
+		if (ddp_bind_parse(value, &bind) < 0)
+			return -1;
+		*(enum ddp_bind *)field = bind;
+		return 0;
+	case KEY_PATH:
+		if (strlen(value) > (size_t)k->max ||
+		    parse_path(value, k->min == 0, path, sizeof(path)) < 0 ||
+		    strlen(path) >= k->size)
+			return -1;
+		memcpy(field, path, strlen(path) + 1);
+		return 0;
+	case KEY_FSTYPES:
+		return parse_fstypes(value, (unsigned)k->max, conf);
+	case KEY_UINT:
+		if (parse_uint(value, k->min, k->max, &a) < 0)
+			return -1;
+		*(unsigned *)field = a;
+		return 0;
+	case KEY_ONOFF:
+		if (parse_onoff(value, &on) < 0)
+			return -1;
+		*(int *)field = on;
+		return 0;
+	case KEY_DURATION:
+		if (parse_duration(value, k->min, k->max, &a) < 0)
+			return -1;
+		*(unsigned *)field = a;
+		return 0;
+	case KEY_NCCL_HCA:
+	case KEY_NCCL_IFNAME:
+		return parse_nccl_list(value, k->type == KEY_NCCL_HCA,
+				       (size_t)k->max, field, k->size);
+	case KEY_CHECK:
+		if (ddp_check_parse(value, &check) < 0)
+			return -1;
+		*(enum ddp_check *)field = check;
+		return 0;
+	case KEY_FRACTION:
+		if (parse_fraction(value, &frac) < 0)
+			return -1;
+		*(double *)field = frac;
+		return 0;
+	}
+	return -1;
+}
+
+static const struct conf_key *
+find_key(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NKEYS; i++)
+		if (!strcmp(keys[i].name, name))
+			return &keys[i];
+	return NULL;
+}
+
+void
+ddp_conf_defaults(struct ddp_conf *conf)
+{
+	size_t i;
+
+	memset(conf, 0, sizeof(*conf));
+	for (i = 0; i < NKEYS; i++)
+		set_key(&keys[i], keys[i].def, conf);
+}
+
+const char *
+ddp_conf_key_name(size_t i)
+{
+	return i < NKEYS ? keys[i].name : NULL;
+}
+
+const char *
+ddp_conf_key_default(size_t i)
+{
+	return i < NKEYS ? keys[i].def : NULL;
+}
+
+int
+ddp_conf_key_names(char *buf, size_t len, const char *last_sep)
+{
+	size_t i, used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (i = 0; i < NKEYS; i++) {
+		const char *sep = i == 0	   ? ""
+				  : i + 1 == NKEYS ? last_sep
+						   : ", ";
+
+		if (ddp_fmt(buf + used, len - used, "%s%s", sep, keys[i].name) <
+		    0)
+			return -1;
+		used += strlen(buf + used);
+	}
+	return 0;
+}
+
+int
+ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
+		size_t len)
+{
+	const struct conf_key *k = find_key(key);
+	const void *field;
+	size_t i, used = 0;
+
+	if (!k)
+		return -1;
+	field = (const char *)conf + k->offset;
+	switch (k->type) {
+	case KEY_PORTS:
+		return ddp_fmt(buf, len, "%u-%u", ((const unsigned *)field)[0],
+			       ((const unsigned *)field)[1]);
+	case KEY_BIND:
+		return ddp_fmt(buf, len, "%s",
+			       ddp_bind_name(*(const enum ddp_bind *)field));
+	case KEY_PATH:
+	case KEY_NCCL_HCA:
+	case KEY_NCCL_IFNAME:
+		return ddp_fmt(buf, len, "%s", (const char *)field);
+	case KEY_FSTYPES:
+		if (len)
+			buf[0] = '\0';
+		for (i = 0; i < conf->n_shared_fstypes; i++) {
+			if (ddp_fmt(buf + used, len - used, "%s%s",
+				    i ? "," : "", conf->shared_fstypes[i]) < 0)
+				return -1;
+			used += strlen(buf + used);
+		}
+		return 0;
+	case KEY_UINT:
+		return ddp_fmt(buf, len, "%u", *(const unsigned *)field);
+	case KEY_ONOFF:
+		return ddp_fmt(buf, len, "%s",
+			       *(const int *)field ? "on" : "off");
+	case KEY_DURATION:
+		return ddp_fmt(buf, len, "%us", *(const unsigned *)field);
+	case KEY_CHECK:
+		return ddp_fmt(buf, len, "%s",
+			       ddp_check_name(*(const enum ddp_check *)field));
+	case KEY_FRACTION:
+		/* 0.500000 -> 0.5: what an admin would write. */
+		if (ddp_fmt(buf, len, "%.6f", *(const double *)field) < 0)
+			return -1;
+		for (i = strlen(buf); i > 1 && buf[i - 1] == '0'; i--)
+			buf[i - 1] = '\0';
+		if (i > 1 && buf[i - 1] == '.')
+			buf[i - 1] = '\0';
+		return 0;
+	}
+	return -1;
+}
+
 int
 ddp_conf_set(struct ddp_conf *conf, const char *key, const char *value,
 	     char *err, size_t errlen)
 {
-	char path[PATH_MAX];
-	unsigned a, b;
-	int on;
+	const struct conf_key *k;
+	char shown[64], names[512];
 
 	if (errlen)
 		err[0] = '\0';
 	if (!key || !value)
 		return bad_value(key ? key : "(null)", "", "a key and a value",
 				 err, errlen);
-	if (strcmp(key, "port_range") == 0) {
-		if (parse_port_range(value, &a, &b) < 0)
-			return bad_value(key, value,
-					 "LOW-HIGH with 1024 <= LOW <= HIGH "
-					 "<= 65535",
-					 err, errlen);
-		conf->port_min = a;
-		conf->port_max = b;
-	} else if (strcmp(key, "default_bind") == 0) {
-		if (strcmp(value, "none") == 0)
-			conf->default_bind = DDP_BIND_NONE;
-		else if (strcmp(value, "numa") == 0)
-			conf->default_bind = DDP_BIND_NUMA;
-		else if (strcmp(value, "core") == 0)
-			conf->default_bind = DDP_BIND_CORE;
-		else
-			return bad_value(key, value, "none, numa or core", err,
-					 errlen);
-	} else if (strcmp(key, "shared_root") == 0 ||
-		   strcmp(key, "scratch_root") == 0 ||
-		   strcmp(key, "shared_mount") == 0) {
-		if (parse_path(value, 1, path, sizeof(path)) < 0)
-			return bad_value(key, value,
-					 "an absolute path other than '/' "
-					 "without '.', '..', '#' or control "
-					 "characters, or \"\" for none",
-					 err, errlen);
-		if (strcmp(key, "shared_root") == 0)
-			memcpy(conf->shared_root, path, strlen(path) + 1);
-		else if (strcmp(key, "shared_mount") == 0)
-			memcpy(conf->shared_mount, path, strlen(path) + 1);
-		else
-			memcpy(conf->scratch_root, path, strlen(path) + 1);
-	} else if (strcmp(key, "state_dir") == 0 ||
-		   strcmp(key, "nft_path") == 0 ||
-		   strcmp(key, "scontrol_path") == 0) {
-		if (parse_path(value, 0, path, sizeof(path)) < 0)
-			return bad_value(key, value,
-					 "an absolute path other than '/' "
-					 "without '.', '..', '#' or control "
-					 "characters",
-					 err, errlen);
-		if (strcmp(key, "state_dir") == 0)
-			memcpy(conf->state_dir, path, strlen(path) + 1);
-		else if (strcmp(key, "nft_path") == 0)
-			memcpy(conf->nft_path, path, strlen(path) + 1);
-		else
-			memcpy(conf->scontrol_path, path, strlen(path) + 1);
-	} else if (strcmp(key, "shared_fstypes") == 0) {
-		if (parse_fstypes(value, conf) < 0)
-			return bad_value(key, value,
-					 "a comma list of 1-16 file-system "
-					 "type names of [a-z0-9_.], as in "
-					 "/proc/mounts (e.g. nfs,nfs4,lustre)",
-					 err, errlen);
-	} else if (strcmp(key, "shared_timeout") == 0) {
-		if (parse_uint(value, 1, 600, &a) < 0)
-			return bad_value(key, value, "whole seconds, 1-600",
-					 err, errlen);
-		conf->shared_timeout = a;
-	} else if (strcmp(key, "retention_days") == 0) {
-		if (parse_uint(value, 0, 3650, &a) < 0)
-			return bad_value(key, value, "whole days, 0-3650", err,
-					 errlen);
-		conf->retention_days = a;
-	} else if (strcmp(key, "firewall") == 0) {
-		if (parse_onoff(value, &on) < 0)
-			return bad_value(key, value, "on or off", err, errlen);
-		conf->firewall = on;
-	} else if (strcmp(key, "firewall_timeout") == 0) {
-		if (parse_duration(value, 60, 365L * 86400, &a) < 0)
-			return bad_value(key, value,
-					 "N[s|m|h|d] between 60s and 365d", err,
-					 errlen);
-		conf->firewall_timeout = a;
-	} else {
-		char shown[64];
-
+	k = find_key(key);
+	if (!k) {
 		show_value(key, shown, sizeof(shown));
-		snprintf(err, errlen,
-			 "unknown key '%s': expected port_range, "
-			 "default_bind, shared_root, shared_fstypes, "
-			 "shared_timeout, shared_mount, scratch_root, "
-			 "retention_days, "
-			 "firewall, firewall_timeout, state_dir, nft_path or "
-			 "scontrol_path",
-			 shown);
+		/* Cannot fail: names holds every key (test-common-conf). */
+		ddp_conf_key_names(names, sizeof(names), " or ");
+		snprintf(err, errlen, "unknown key '%s': expected %s", shown,
+			 names);
 		return -1;
 	}
+	if (set_key(k, value, conf) < 0)
+		return bad_value(key, value, k->accepted, err, errlen);
 	return 0;
 }
 
@@ -483,6 +789,172 @@ ddp_conf_shared_dir(const struct ddp_conf *conf, const char *user,
 	return ddp_fmt(buf, len, "%s/%s/%lu", conf->shared_root, user, jobid);
 }
 
+/* "(uid 1000, mode 0755)" for a message. */
+static void
+describe(const struct stat *st, char *buf, size_t len)
+{
+	if (ddp_fmt(buf, len, "owner uid %lu, mode %04o",
+		    (unsigned long)st->st_uid,
+		    (unsigned)(st->st_mode & DDP_MODE_BITS)) < 0)
+		buf[0] = '\0';
+}
+
+/* Opens name below pfd as one level of a job directory and checks it.
+ * Returns the descriptor, -2 when it does not exist, or -1 with err. */
+static int
+open_job_level(int pfd, const char *name, const char *path, uid_t uid,
+	       char *err, size_t errlen)
+{
+	struct stat st;
+	char what[64];
+	int fd;
+
+	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		const char *kind = NULL;
+
+		if (e == ENOENT)
+			return -2;
+		ddp_fmt(what, sizeof(what), "owner and mode unknown");
+		if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			describe(&st, what, sizeof(what));
+			if (S_ISLNK(st.st_mode))
+				kind = "a symbolic link";
+			else if (!S_ISDIR(st.st_mode))
+				kind = "not a directory";
+		}
+		if (kind)
+			snprintf(err, errlen,
+				 "%s is %s (%s), not a job directory: %s "
+				 "remove it; the next job's prolog then makes "
+				 "a directory owned by uid %lu, mode 0700",
+				 path, kind, what,
+				 st.st_uid == uid ? "its owner may"
+						  : "the admin should",
+				 (unsigned long)uid);
+		else
+			snprintf(err, errlen,
+				 "%s (%s) cannot be opened as uid %lu: %s; a "
+				 "job directory must be owned by the job's "
+				 "user with mode 0700: the admin should "
+				 "remove it",
+				 path, what, (unsigned long)uid, strerror(e));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	/* Group or other bits would let others read (or plant files in) what
+	 * the job writes; setgid inherited from the parent grants nothing. */
+	if (st.st_uid != uid ||
+	    (st.st_mode & (S_IRWXU | S_IRWXG | S_IRWXO)) != S_IRWXU) {
+		describe(&st, what, sizeof(what));
+		snprintf(err, errlen,
+			 "%s has %s, but a job directory must be owned by "
+			 "the job's user (uid %lu) with mode 0700: %s",
+			 path, what, (unsigned long)uid,
+			 st.st_uid != uid
+				 ? "another user made it, so it is not safe "
+				   "to use; the admin should remove it (and "
+				   "create <root>/<user> as root, owned by "
+				   "the user, mode 0700)"
+				 : "run 'chmod 0700' on it (your umask or a "
+				   "chmod opened it up) and start the step "
+				   "again");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+ddp_conf_check_job_dir(const char *root, const char *rel, uid_t uid, char *err,
+		       size_t errlen)
+{
+	char path[PATH_MAX], name[PATH_MAX];
+	struct stat st;
+	const char *p = rel;
+	size_t plen;
+	int fd = -1, rv = -1;
+
+	if (errlen)
+		err[0] = '\0';
+	if (ddp_fmt(path, sizeof(path), "%s", root) < 0 || !rel || !*rel ||
+	    rel[0] == '/') {
+		snprintf(err, errlen, "job directory %.200s/%.100s: bad name",
+			 root, rel ? rel : "");
+		return -1;
+	}
+	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT) {
+			rv = 0;
+			goto out;
+		}
+		snprintf(err, errlen, "%s: cannot open: %s", root,
+			 strerror(errno));
+		goto out;
+	}
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "%s: %s", root, strerror(errno));
+		goto out;
+	}
+	/* Whoever may rename entries of root can swap the job's directory
+	 * for their own after this check. */
+	if ((st.st_uid != 0 && st.st_uid != uid) ||
+	    ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+		char what[64];
+
+		describe(&st, what, sizeof(what));
+		snprintf(err, errlen,
+			 "%s has %s: another user could replace the job "
+			 "directories in it; the admin should make it owned "
+			 "by root and not writable by group or others, or "
+			 "sticky (chmod +t)",
+			 root, what);
+		goto out;
+	}
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		int next;
+
+		plen = strlen(path);
+		if (len == 0 || len >= sizeof(name) ||
+		    ddp_fmt(path + plen, sizeof(path) - plen, "/%.*s", (int)len,
+			    p) < 0 ||
+		    (len == 1 && p[0] == '.') ||
+		    (len == 2 && p[0] == '.' && p[1] == '.')) {
+			snprintf(err, errlen,
+				 "job directory %.200s/%.100s: bad name", root,
+				 rel);
+			goto out;
+		}
+		memcpy(name, p, len);
+		name[len] = '\0';
+		next = open_job_level(fd, name, path, uid, err, errlen);
+		if (next == -2) {
+			rv = 0;
+			goto out;
+		}
+		if (next < 0)
+			goto out;
+		close(fd);
+		fd = next;
+		p += len;
+		if (*p == '/')
+			p++;
+	}
+	rv = 1;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rv;
+}
+
 int
 ddp_conf_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
 		     char *buf, size_t len)
@@ -506,6 +978,99 @@ ddp_conf_check_ports(const struct ddp_conf *conf, unsigned eph_low,
 		 "outside it or narrow the ephemeral range",
 		 conf->port_min, conf->port_max, eph_low, eph_high);
 	return -1;
+}
+
+int
+ddp_nccl_ifname_match(const char *filter, const char *name)
+{
+	const char *p = filter;
+	int exclude = 0, exact = 0, hit = 0;
+
+	if (*p == '^') {
+		exclude = 1;
+		p++;
+	}
+	if (*p == '=') {
+		exact = 1;
+		p++;
+	}
+	while (*p && !hit) {
+		size_t len = strcspn(p, ",");
+
+		hit = exact ? strlen(name) == len && !strncmp(name, p, len)
+			    : !strncmp(name, p, len);
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return exclude ? !hit : hit;
+}
+
+/* 1 when name is an item of the ", " separated list. */
+static int
+listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+	const char *p = list;
+
+	while ((p = strstr(p, name)) != NULL) {
+		if ((p == list || p[-1] == ' ') && (p[len] == ',' || !p[len]))
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
+int
+ddp_conf_check_socket_ifname(const struct ddp_conf *conf, char *err,
+			     size_t errlen)
+{
+	struct ifaddrs *ifs = NULL, *i;
+	char seen[256];
+	size_t used = 0;
+	int rv = -1;
+
+	if (errlen)
+		err[0] = '\0';
+	seen[0] = '\0';
+	if (!conf->nccl_socket_ifname[0])
+		return 0;
+	if (getifaddrs(&ifs) < 0) {
+		snprintf(err, errlen, "cannot list network interfaces: %s",
+			 strerror(errno));
+		return -1;
+	}
+	for (i = ifs; i; i = i->ifa_next) {
+		int fam = i->ifa_addr ? i->ifa_addr->sa_family : AF_UNSPEC;
+
+		if (!(i->ifa_flags & IFF_UP) ||
+		    (fam != AF_INET && fam != AF_INET6))
+			continue;
+		if (fam == AF_INET6 &&
+		    IN6_IS_ADDR_LINKLOCAL(
+			    &((struct sockaddr_in6 *)(void *)i->ifa_addr)
+				     ->sin6_addr))
+			continue;
+		if (ddp_nccl_ifname_match(conf->nccl_socket_ifname,
+					  i->ifa_name)) {
+			rv = 0;
+			goto out;
+		}
+		/* Each name once, for the message; a cut list still helps. */
+		if (!listed(seen, i->ifa_name) &&
+		    ddp_fmt(seen + used, sizeof(seen) - used, "%s%s",
+			    used ? ", " : "", i->ifa_name) == 0)
+			used += strlen(seen + used);
+	}
+	snprintf(err, errlen,
+		 "nccl_socket_ifname '%s' selects no interface of this node "
+		 "that is up with an address (up here: %s), so NCCL could not "
+		 "connect: the admin should fix nccl_socket_ifname in ddp.conf "
+		 "(or leave it out and let NCCL choose)",
+		 conf->nccl_socket_ifname, used ? seen : "none");
+out:
+	freeifaddrs(ifs);
+	return rv;
 }
 
 int

@@ -9,7 +9,10 @@
  * lines ignored. Unknown keys and bad values are errors that name the key,
  * the value, the line, and what would be accepted.
  *
- * Keys (defaults in brackets):
+ * The keys are one table in ddp_conf.c (name, type, bounds, accepted
+ * text, default), which parsing, the unknown-key message, `ddp-nodectl
+ * show` and the plugin's plugstack hint all read. What each means (defaults
+ * in brackets):
  *   port_range       LOW-HIGH rendezvous ports, outside the kernel's
  *                    ephemeral range [29400-29999]
  *   default_bind     none|numa|core [core]
@@ -30,6 +33,24 @@
  *   nft_path         absolute path of nft(8) [/usr/sbin/nft]
  *   scontrol_path    absolute path of scontrol(1), used to drain the node
  *                    [/usr/bin/scontrol]
+ *   nccl_ib_hca      NCCL_IB_HCA for every rank of every --ddp step, passed
+ *                    through unchanged: NCCL's list of OpenFabrics devices,
+ *                    [^][=]name[:port],... (e.g. =mlx5_0,mlx5_1 to leave a
+ *                    storage HCA out); "" = not set, NCCL chooses [""]
+ *   nccl_socket_ifname NCCL_SOCKET_IFNAME likewise: [^][=]name,... of network
+ *                    interfaces (prefixes unless '='); "" = not set [""]
+ *   check            off|warn|fail: what --ddp steps do without
+ *                    --ddp-check[=MODE] (ddp-check(1) before the program)
+ *                    [off]
+ *   check_min_fraction links below this fraction of the typical link are
+ *                    slow, in (0, 1] [0.5]
+ *   check_time_limit seconds the whole check may take, 1-3600 [20]
+ *   check_path       absolute path of ddp-check [DDP_CHECK_PATH: BINDIR of
+ *                    the build]
+ *
+ * The NCCL keys are site-wide on purpose: NCCL requires NCCL_IB_HCA to be
+ * the same on every rank, and the plugin never derives them per rank or per
+ * node. A value the user exported wins.
  *
  * Paths are absolute, without "." or ".." components, control characters
  * or '#' (which starts a comment); trailing slashes are dropped. The
@@ -45,19 +66,62 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #ifndef DDP_CONF_DEFAULT
 #define DDP_CONF_DEFAULT "/etc/slurm/ddp.conf"
 #endif
 
-#define DDP_CONF_ERR_LEN 256
-#define DDP_CONF_MAX_FSTYPES 16
+/* Where the build installs ddp-check (the Makefile passes $(BINDIR)). */
+#ifndef DDP_CHECK_PATH
+#define DDP_CHECK_PATH "/usr/local/bin/ddp-check"
+#endif
 
+#define DDP_CONF_ERR_LEN 512
+#define DDP_CONF_MAX_FSTYPES 16
+/* Longest nccl_ib_hca / nccl_socket_ifname value, NUL included. */
+#define DDP_CONF_NCCL_LEN 256
+
+/* How each rank's CPUs and memory are bound. */
 enum ddp_bind {
 	DDP_BIND_NONE = 0,
 	DDP_BIND_NUMA = 1,
 	DDP_BIND_CORE = 2,
 };
+/* Their names, in enum order, as users and admins write them (--ddp-bind,
+ * default_bind, ddp-plan --bind), and the same list spelled for option
+ * help and for messages (test-common-conf checks that the three agree). */
+#define DDP_BIND_NAMES                 \
+	{                              \
+		"none", "numa", "core" \
+	}
+#define DDP_BIND_USAGE "none|numa|core"
+#define DDP_BIND_ACCEPTED "none, numa or core"
+
+/* The name of a binding mode ("?" for a value outside the enum), and the
+ * mode a name means: 0, or -1 for NULL or anything else. */
+const char *ddp_bind_name(enum ddp_bind b);
+int ddp_bind_parse(const char *s, enum ddp_bind *out);
+
+/* What ddp-check's findings do to a --ddp step (--ddp-check, check). */
+enum ddp_check {
+	DDP_CHECK_OFF = 0,  /* no check */
+	DDP_CHECK_WARN = 1, /* print the problems, start the program */
+	DDP_CHECK_FAIL = 2, /* end the step without starting the program */
+};
+/* Their names in enum order, as users and admins write them, and the same
+ * list for option help and for messages (test-common-conf checks them). */
+#define DDP_CHECK_NAMES               \
+	{                             \
+		"off", "warn", "fail" \
+	}
+#define DDP_CHECK_USAGE "fail|warn|off"
+#define DDP_CHECK_ACCEPTED "fail, warn or off"
+
+/* The name of a check mode ("?" outside the enum), and the mode a name
+ * means: 0, or -1 for NULL or anything else. */
+const char *ddp_check_name(enum ddp_check m);
+int ddp_check_parse(const char *s, enum ddp_check *out);
 
 struct ddp_conf {
 	unsigned port_min;
@@ -75,6 +139,12 @@ struct ddp_conf {
 	char state_dir[PATH_MAX];
 	char nft_path[PATH_MAX];
 	char scontrol_path[PATH_MAX];
+	char nccl_ib_hca[DDP_CONF_NCCL_LEN];	    /* "" = leave unset */
+	char nccl_socket_ifname[DDP_CONF_NCCL_LEN]; /* "" = leave unset */
+	enum ddp_check check;
+	double check_min_fraction; /* in (0, 1] */
+	unsigned check_time_limit; /* seconds */
+	char check_path[PATH_MAX];
 };
 
 /* Fills conf with the defaults listed above. Cannot fail. */
@@ -87,6 +157,29 @@ void ddp_conf_defaults(struct ddp_conf *conf);
  */
 int ddp_conf_set(struct ddp_conf *conf, const char *key, const char *value,
 		 char *err, size_t errlen);
+
+/*
+ * The keys, in table order (the order `ddp-nodectl show` prints): the name
+ * and the default (as ddp.conf would spell it) of key i, or NULL past the
+ * last key. Static strings.
+ */
+const char *ddp_conf_key_name(size_t i);
+const char *ddp_conf_key_default(size_t i);
+
+/*
+ * Writes every key name into buf, separated by ", " and the last one by
+ * last_sep (" or " for a message). Returns 0, or -1 when buf is too small
+ * (it then holds a cut list).
+ */
+int ddp_conf_key_names(char *buf, size_t len, const char *last_sep);
+
+/*
+ * Writes the value of key in conf as ddp.conf accepts it back (ports as
+ * LOW-HIGH, firewall_timeout in seconds with 's', "" for an empty path).
+ * Returns 0, or -1 for an unknown key or when buf is too small.
+ */
+int ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
+		    size_t len);
 
 /*
  * Reads path on top of the current contents of conf (call
@@ -113,6 +206,25 @@ int ddp_conf_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
 			 char *buf, size_t len);
 
 /*
+ * Checks a per-job directory before its path is handed to a job of uid:
+ * <root>/<rel>, where rel is "<user>/<jobid>" (shared) or "<jobid>"
+ * (scratch). Every level below root is opened relative to its parent's
+ * descriptor with O_NOFOLLOW|O_DIRECTORY and must be owned by uid with no
+ * group or other permission bits (mode 0700), so a directory another user
+ * planted, or a symlink to one, is never exported. root itself is the
+ * admin's path (it may be reached through symlinks) but must be owned by
+ * root or uid and not writable by group or others unless sticky, else its
+ * entries could be swapped after the check.
+ *
+ * Returns 1 when the directory exists and passes; 0 when root or a level
+ * does not exist (the prolog made nothing: export nothing, not an error);
+ * -1 with err naming the path, its owner and mode, and the fix.
+ * Reads only; runs as whoever calls it (the job's user in the plugin).
+ */
+int ddp_conf_check_job_dir(const char *root, const char *rel, uid_t uid,
+			   char *err, size_t errlen);
+
+/*
  * Returns 1 when name may be used as one path component for a user: 1-64
  * characters of [A-Za-z0-9._@-], not starting with '-' or '.', else 0.
  */
@@ -124,6 +236,24 @@ int ddp_conf_valid_user(const char *name);
  */
 int ddp_conf_check_ports(const struct ddp_conf *conf, unsigned eph_low,
 			 unsigned eph_high, char *err, size_t errlen);
+
+/*
+ * 1 when interface name is selected by filter, a valid nccl_socket_ifname
+ * value, as NCCL reads NCCL_SOCKET_IFNAME: each item is a prefix (an exact
+ * name after a leading '='), and a leading '^' selects the names that
+ * match no item. 0 otherwise.
+ */
+int ddp_nccl_ifname_match(const char *filter, const char *name);
+
+/*
+ * Checks the site's nccl_socket_ifname against this node: it must select
+ * at least one interface that is up and has an IPv4 or IPv6 address (not
+ * IPv6 link-local), else NCCL's bootstrap fails or hangs on this node.
+ * Returns 0 (also when the site names none), or -1 with err naming the
+ * value and the interfaces that are up with an address.
+ */
+int ddp_conf_check_socket_ifname(const struct ddp_conf *conf, char *err,
+				 size_t errlen);
 
 /*
  * Reads /proc/sys/net/ipv4/ip_local_port_range. Returns 0, or -1 when it

@@ -7,6 +7,11 @@
 #define DDP_UTIL_H
 
 #include <stddef.h>
+#include <sys/stat.h>
+
+/* Every permission bit of st_mode, for printing and keeping modes. */
+#define DDP_MODE_BITS \
+	(S_ISUID | S_ISGID | S_ISVTX | S_IRWXU | S_IRWXG | S_IRWXO)
 
 /*
  * Parses all of s (optional leading '+'/'-', decimal digits only, no

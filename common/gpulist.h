@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GPU index lists as Slurm writes them (CUDA_VISIBLE_DEVICES,
- * SLURM_STEP_GPUS: "0,1,2,3", ranges "0-3" accepted) and the mapping from
- * a rank's CUDA ordinal to the node's GPU in PCI bus order.
+ * SLURM_STEP_GPUS: "0,1,2,3", ranges "0-3" accepted), the mapping from
+ * a rank's CUDA ordinal to the node's GPU in PCI bus order, and the one
+ * decision the plugin and ddp-plan share: which GPUs the ranks of a node
+ * see (ddp_gpu_resolve).
  *
  * Thread safety: reentrant; the functions touch only their arguments.
  */
@@ -11,7 +13,12 @@
 
 #include <stddef.h>
 
+/* Most GPUs one node's step has; every GPU list is checked against it
+ * while it is parsed, before anything loops over its entries. */
 #define DDP_GPU_MAX 256
+/* Longest GPU list written back: DDP_GPU_MAX three-digit indices, commas
+ * and the NUL. */
+#define DDP_GPU_LIST_LEN (DDP_GPU_MAX * 4)
 
 /*
  * Parses a comma-separated list of GPU indices (0..DDP_GPU_MAX-1) or
@@ -39,5 +46,37 @@ long ddp_gpulist_parse(const char *s, unsigned *out, size_t max);
  */
 int ddp_gpu_map(const unsigned *visible, size_t nvis, const unsigned *step,
 		size_t nstep, long *out);
+
+/* The GPUs of one node of a step, as every rank there sees them. */
+struct ddp_gpu_sel {
+	size_t n;		  /* CUDA ordinals; 0: the step named no GPU */
+	long gpu_of[DDP_GPU_MAX]; /* ordinal k: topology GPU index, or -1 */
+	char visible[DDP_GPU_LIST_LEN]; /* CUDA_VISIBLE_DEVICES, "" if n 0 */
+	char note[160];			/* why an input was ignored, or "" */
+};
+
+/*
+ * Decides which GPUs the nranks ranks of one node see and which node GPU
+ * each CUDA ordinal is, from the two variables Slurm sets in the step:
+ * visible (CUDA_VISIBLE_DEVICES) and step (SLURM_STEP_GPUS), each NULL or
+ * "" when unset. Every rank gets all the step's GPUs (hiding peers breaks
+ * NCCL peer-to-peer) and picks its own by LOCAL_RANK. When Slurm narrowed
+ * CUDA_VISIBLE_DEVICES to fewer GPUs than the step has (--gpus-per-task),
+ * it is widened back to the step's list in the same numbering: node-level
+ * indices when its entries are step GPUs, 0-based otherwise (a device
+ * cgroup renumbers them). Ordinals are then mapped with ddp_gpu_map, and
+ * one naming a GPU at or beyond ngpus (the topology's count) maps to -1.
+ *
+ * A value that is not a plain index list (UUIDs, "NoDevFiles", more than
+ * DDP_GPU_MAX entries) counts as unset, and out->note says so. With no
+ * usable list, out->n is 0 and the ranks run without GPUs.
+ *
+ * Returns 0, or -1 with err naming the counts and what would work when
+ * the step has GPUs here but fewer than nranks. out is always filled.
+ * Reentrant.
+ */
+int ddp_gpu_resolve(const char *visible, const char *step, unsigned ngpus,
+		    unsigned long nranks, struct ddp_gpu_sel *out, char *err,
+		    size_t errlen);
 
 #endif

@@ -319,7 +319,7 @@ ddp_hostlist_parse(const char *s, size_t max_hosts, struct ddp_hostlist *out,
 	const char *p;
 	size_t total = 0, n = 0, k;
 	struct item it;
-	char name[DDP_HOST_MAX + 1];
+	char name[DDP_HOSTNAME_MAX + 1];
 	int rc = -1;
 
 	memset(&it, 0, sizeof(it));

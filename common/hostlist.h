@@ -22,8 +22,10 @@
 
 #include <stddef.h>
 
-/* Longest host name accepted (Slurm's MAX_SLURM_NAME is 64). */
-#define DDP_HOST_MAX 64
+/* Longest host name in a Slurm host list (Slurm's MAX_SLURM_NAME is 64).
+ * Not libddp's DDP_HOST_MAX (ddp.h), the room for MASTER_ADDR, which may
+ * also be an address or a fully qualified name. */
+#define DDP_HOSTNAME_MAX 64
 
 struct ddp_hostlist {
 	char **hosts; /* n names, each malloc'ed, in list order */

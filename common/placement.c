@@ -297,36 +297,6 @@ out:
 	return rc;
 }
 
-const char *
-ddp_bind_name(enum ddp_bind b)
-{
-	switch (b) {
-	case DDP_BIND_NONE:
-		return "none";
-	case DDP_BIND_NUMA:
-		return "numa";
-	case DDP_BIND_CORE:
-		return "core";
-	}
-	return "?";
-}
-
-int
-ddp_bind_parse(const char *s, enum ddp_bind *out)
-{
-	if (!s)
-		return -1;
-	if (!strcmp(s, "none"))
-		*out = DDP_BIND_NONE;
-	else if (!strcmp(s, "numa"))
-		*out = DDP_BIND_NUMA;
-	else if (!strcmp(s, "core"))
-		*out = DDP_BIND_CORE;
-	else
-		return -1;
-	return 0;
-}
-
 /* A unit of CPU share: one core's (or one PU's) allowed PUs. */
 struct unit {
 	hwloc_obj_t obj;
@@ -632,8 +602,10 @@ ddp_plan_compute(const struct ddp_topo *t, const struct ddp_plan_req *req,
 
 	memset(&w, 0, sizeof(w));
 	*out = NULL;
-	if (req->nranks == 0 || req->nranks > 4096) {
-		set_err(err, errlen, "rank count must be 1..4096");
+	if (req->nranks == 0 || req->nranks > DDP_PLAN_MAX_RANKS) {
+		if (ddp_fmt(err, errlen, "rank count must be 1..%d",
+			    DDP_PLAN_MAX_RANKS) < 0)
+			set_err(err, errlen, "rank count out of range");
 		goto out;
 	}
 	allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(topo));
@@ -748,6 +720,85 @@ out:
 	hwloc_bitmap_free(nodecpus);
 	ddp_plan_free(p);
 	return rc;
+}
+
+int
+ddp_plan_node(const struct ddp_topo *t, unsigned long nranks,
+	      const long *gpu_of, size_t ngpu, hwloc_const_bitmap_t cpus,
+	      enum ddp_bind bind, struct ddp_plan **out, char *err,
+	      size_t errlen)
+{
+	struct ddp_plan_req req;
+	long *gpu = NULL;
+	unsigned long r;
+	int rc = -1;
+
+	*out = NULL;
+	/* Checked first: Slurm's task count must never size anything. */
+	if (nranks == 0 || nranks > DDP_PLAN_MAX_RANKS) {
+		if (ddp_fmt(err, errlen,
+			    "%lu ranks on this node, but --ddp places 1 to "
+			    "%d ranks per node: start fewer tasks per node "
+			    "(--ntasks-per-node)",
+			    nranks, DDP_PLAN_MAX_RANKS) < 0)
+			set_err(err, errlen, "too many ranks on this node");
+		goto out;
+	}
+	gpu = calloc(nranks, sizeof(*gpu));
+	if (!gpu) {
+		set_err(err, errlen, "out of memory");
+		goto out;
+	}
+	for (r = 0; r < nranks; r++) {
+		gpu[r] = r < ngpu && gpu_of ? gpu_of[r] : -1;
+		if (gpu[r] >= (long)t->ngpus)
+			gpu[r] = -1;
+	}
+	memset(&req, 0, sizeof(req));
+	req.nranks = (unsigned)nranks;
+	req.cpus = cpus;
+	req.gpu = gpu;
+	req.bind = bind;
+	rc = ddp_plan_compute(t, &req, out, err, errlen);
+out:
+	free(gpu);
+	return rc;
+}
+
+int
+ddp_plan_rank_env(const struct ddp_plan *p, unsigned i,
+		  const struct ddp_conf *conf, struct ddp_place_env *out)
+{
+	const struct ddp_rank_place *rp;
+	unsigned n = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!p || i >= p->n)
+		return -1;
+	rp = &p->rank[i];
+	if (ddp_fmt(out->ncpus, sizeof(out->ncpus), "%u",
+		    rp->ncpus ? rp->ncpus : 1) < 0)
+		return -1;
+	out->var[n++] = (struct ddp_env_var){"OMP_NUM_THREADS", out->ncpus, 1};
+	out->var[n++] = (struct ddp_env_var){"DDP_CPUS", rp->cpus, 0};
+	out->var[n++] = (struct ddp_env_var){"DDP_GPU_BUSID", rp->busid, 0};
+	out->var[n++] = (struct ddp_env_var){
+		"DDP_NUMA", rp->numa && rp->numa[0] ? rp->numa : "-", 0};
+	out->var[n++] =
+		(struct ddp_env_var){"DDP_NIC", rp->nic[0] ? rp->nic : "-", 0};
+	out->var[n++] =
+		(struct ddp_env_var){"DDP_HCA", rp->hca[0] ? rp->hca : "-", 0};
+	/* Site-wide or nothing: a per-rank NCCL_IB_HCA breaks NCCL's ring
+	 * building (NVIDIA/nccl#1478) and one NIC per rank cuts bandwidth
+	 * (NVIDIA/nccl#1591); NCCL pairs GPUs and NICs itself. */
+	if (conf && conf->nccl_ib_hca[0])
+		out->var[n++] = (struct ddp_env_var){"NCCL_IB_HCA",
+						     conf->nccl_ib_hca, 1};
+	if (conf && conf->nccl_socket_ifname[0])
+		out->var[n++] = (struct ddp_env_var){
+			"NCCL_SOCKET_IFNAME", conf->nccl_socket_ifname, 1};
+	out->n = n;
+	return 0;
 }
 
 void

@@ -10,7 +10,10 @@
  * vendor id 0000, as in trimmed sysfs dumps, or carrying a CUDA/NVML OS
  * device), sorted by PCI bus id so that index k is what CUDA calls device
  * k under CUDA_DEVICE_ORDER=PCI_BUS_ID. NICs are OpenFabrics OS devices
- * (NCCL_IB_HCA) and network interfaces (NCCL_SOCKET_IFNAME).
+ * and network interfaces; the nearest of each is reported per rank
+ * (DDP_HCA, DDP_NIC) as information only. NCCL finds the NIC nearest each
+ * GPU itself and needs NCCL_IB_HCA identical on every rank, so no NCCL_*
+ * variable is ever derived from a rank's placement (ddp_plan_rank_env).
  *
  * CPU shares: the allowed CPUs are cut into units (cores, or PUs when there
  * are fewer cores than ranks), every rank gets floor(units/ranks) units and
@@ -32,6 +35,9 @@
 
 #define DDP_BUSID_LEN 16
 #define DDP_NAME_LEN 64
+/* Most ranks one node's plan holds: the one limit on a count Slurm gives,
+ * checked before anything is sized or looped by it. */
+#define DDP_PLAN_MAX_RANKS 4096
 
 struct ddp_topo;
 
@@ -79,7 +85,7 @@ int ddp_topo_cpus_from_slurm_cores(const struct ddp_topo *t, const char *list,
 				   size_t errlen);
 
 struct ddp_plan_req {
-	unsigned nranks;	   /* local ranks on this node, >= 1 */
+	unsigned nranks;	   /* 1..DDP_PLAN_MAX_RANKS local ranks */
 	hwloc_const_bitmap_t cpus; /* allowed CPUs; NULL = topology's */
 	const long *gpu;	   /* per rank: topology GPU index, or -1 */
 	enum ddp_bind bind;
@@ -115,8 +121,52 @@ struct ddp_plan {
 int ddp_plan_compute(const struct ddp_topo *t, const struct ddp_plan_req *req,
 		     struct ddp_plan **out, char *err, size_t errlen);
 
+/*
+ * Plans the ranks of one node of a step as the plugin does: rank r gets
+ * GPU gpu_of[r] (a topology GPU index, as ddp_gpu_resolve decides it) when
+ * r < ngpu and that index is one the topology has, no GPU otherwise.
+ * nranks is whatever Slurm reports and is checked against
+ * DDP_PLAN_MAX_RANKS before anything is sized by it. cpus NULL means the
+ * topology's allowed CPUs. Returns 0 and a plan to free with
+ * ddp_plan_free(), or -1 with err naming the count or the problem.
+ */
+int ddp_plan_node(const struct ddp_topo *t, unsigned long nranks,
+		  const long *gpu_of, size_t ngpu, hwloc_const_bitmap_t cpus,
+		  enum ddp_bind bind, struct ddp_plan **out, char *err,
+		  size_t errlen);
+
 /* Frees a plan. NULL-tolerant. */
 void ddp_plan_free(struct ddp_plan *p);
+
+/* One variable the plugin sets for a rank. keep: a value the user already
+ * exported wins. */
+struct ddp_env_var {
+	const char *name;
+	const char *value;
+	int keep;
+};
+
+#define DDP_RANK_ENV_MAX 8
+
+/* The placement and site variables of one rank (see ddp_plan_rank_env).
+ * Values may point into the set itself: do not copy it. */
+struct ddp_place_env {
+	unsigned n;
+	struct ddp_env_var var[DDP_RANK_ENV_MAX];
+	char ncpus[16];
+};
+
+/*
+ * Fills out with what the plugin exports for local rank i, in this order:
+ * OMP_NUM_THREADS (keep), DDP_CPUS, DDP_GPU_BUSID, DDP_NUMA, DDP_NIC,
+ * DDP_HCA ("-" when there is none), then NCCL_IB_HCA and
+ * NCCL_SOCKET_IFNAME (keep) only when conf names them. The NCCL values
+ * come from conf alone, never from the rank's placement, so every rank of
+ * every node gets the same ones. Values point into p, conf and out, valid
+ * while those live. Returns 0, or -1 when i is not a rank of p.
+ */
+int ddp_plan_rank_env(const struct ddp_plan *p, unsigned i,
+		      const struct ddp_conf *conf, struct ddp_place_env *out);
 
 /*
  * Binds the calling process (CPUs and memory) as the plan says for rank i.
@@ -126,9 +176,5 @@ void ddp_plan_free(struct ddp_plan *p);
  */
 int ddp_plan_bind(const struct ddp_topo *t, const struct ddp_plan *p,
 		  unsigned i, char *err, size_t errlen);
-
-/* "none", "numa" or "core"; parse returns -1 on anything else. */
-const char *ddp_bind_name(enum ddp_bind b);
-int ddp_bind_parse(const char *s, enum ddp_bind *out);
 
 #endif

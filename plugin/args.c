@@ -55,10 +55,23 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 
 		if (ddp_bind_parse(arg, &b) < 0)
 			return errf(err, errlen,
-				    "--ddp-bind=%.40s: unknown binding; use "
-				    "none, numa or core",
+				    "--ddp-bind=%.40s: unknown binding; "
+				    "use " DDP_BIND_ACCEPTED,
 				    SHOW(arg));
 		o->bind = (int)b;
+	} else if (!strcmp(name, "ddp-check")) {
+		enum ddp_check m;
+
+		if (ddp_check_parse(arg ? arg : "fail", &m) < 0)
+			return errf(err, errlen,
+				    "--ddp-check=%.40s: unknown mode; use "
+				    "--ddp-check (fail: end the step on a "
+				    "problem), --ddp-check=warn (report it "
+				    "and start the program) or --ddp-check=off",
+				    SHOW(arg));
+		o->check = (int)m;
+		if (m != DDP_CHECK_OFF)
+			o->enabled = 1;
 	} else {
 		return errf(err, errlen, "unknown option --%.40s", name);
 	}
@@ -70,7 +83,7 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 		    int ac, char **av, char *err, size_t errlen)
 {
 	const char *config = NULL;
-	char cerr[DDP_CONF_ERR_LEN];
+	char cerr[DDP_CONF_ERR_LEN], names[512];
 	int i;
 
 	ddp_conf_defaults(conf);
@@ -94,14 +107,15 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 		const char *eq = strchr(av[i], '=');
 		size_t klen = eq ? (size_t)(eq - av[i]) : 0;
 
-		if (!eq || klen == 0 || klen >= sizeof(key))
+		if (!eq || klen == 0 || klen >= sizeof(key)) {
+			/* The site keys from ddp.conf's table; a cut list
+			 * still helps. */
+			ddp_conf_key_names(names, sizeof(names), ", ");
 			return errf(err, errlen,
-				    "plugstack argument '%.200s': expected "
-				    "key=value (keys: config, topology, "
-				    "port_range, "
-				    "default_bind, shared_root, scratch_root, "
-				    "...)",
-				    av[i]);
+				    "plugstack argument '%.80s': expected "
+				    "key=value (keys: config, topology, %s)",
+				    av[i], names);
+		}
 		memcpy(key, av[i], klen);
 		key[klen] = '\0';
 		if (!strcmp(key, "config"))
@@ -300,6 +314,14 @@ note_option(const char *name, size_t len, const char *val,
 	}
 	if (!strcmp(opt, "ddp") && !val) {
 		req->ddp = 1;
+		return 0;
+	}
+	if (!strcmp(opt, "ddp-check")) {
+		enum ddp_check m;
+
+		if (ddp_check_parse(val ? val : "fail", &m) == 0 &&
+		    m != DDP_CHECK_OFF)
+			req->ddp = 1;
 		return 0;
 	}
 	if (!val)

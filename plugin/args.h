@@ -22,14 +22,17 @@ struct ddp_opts {
 	long port;   /* --ddp-port, 0 = not given */
 	int bind;    /* --ddp-bind as enum ddp_bind, -1 = not given */
 	int verbose; /* --ddp-verbose */
+	int check;   /* --ddp-check as enum ddp_check, -1 = not given */
 };
 
 /*
  * Applies one option callback. name is the option without dashes ("ddp",
- * "ddp-port", "ddp-bind", "ddp-verbose"), arg its value or NULL. Repeating
- * an option is harmless; a later value replaces an earlier one (srun runs
- * the environment's copy first, then the command line's). Returns 0, or -1
- * with err naming the option and the values that would work.
+ * "ddp-port", "ddp-bind", "ddp-verbose", "ddp-check"), arg its value or
+ * NULL. --ddp-check alone means fail; fail and warn imply --ddp, off only
+ * overrides the site's default. Repeating an option is harmless; a later
+ * value replaces an earlier one (srun runs the environment's copy first,
+ * then the command line's). Returns 0, or -1 with err naming the option and
+ * the values that would work.
  */
 int ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg,
 		   char *err, size_t errlen);
@@ -56,7 +59,8 @@ struct ddp_srun_req {
 	long gpus;	      /* total GPUs (-G/--gpus), -1: not given */
 	int per_task_gpus;    /* --gpus-per-task / --ntasks-per-gpu given */
 	int help;	      /* --help/--usage/--version/--test-only */
-	int ddp;	      /* a literal --ddp before the program */
+	int ddp;	      /* a literal --ddp (or --ddp-check other than
+				 off) before the program */
 };
 
 /*

@@ -1,5 +1,7 @@
-# The SPANK plugin spank_ddp.so and its helper ddp-plan. Only
-# plugin/spank_ddp.c speaks to Slurm; the decisions live in the core.
+# The SPANK plugin spank_ddp.so and its helper ddp-plan. spank_ddp.c holds
+# the SPANK hooks and dispatches to local.c (srun, sbatch, salloc) and
+# remote.c (slurmstepd); args.c is their Slurm-free parsing; the decisions
+# live in the core.
 DDP_PLAN := $(BUILD)/bin/ddp-plan
 $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 	@mkdir -p $(@D)
@@ -7,7 +9,7 @@ $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 TARGETS += $(DDP_PLAN)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
-PLUGIN_OBJ := $(BUILD)/plugin/spank_ddp.o $(BUILD)/plugin/args.o
+PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o args.o)
 # slurm_spank_* and slurm_hostlist_* resolve in the loading program
 # (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds
@@ -45,5 +47,5 @@ $(addprefix $(BUILD)/fuzz-,$(PLUGIN_FUZZ)): $(BUILD)/fuzz-%: $(BUILD)/tests/fuzz
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD) $(HWLOC_LIBS)
 FUZZERS += $(addprefix $(BUILD)/fuzz-,$(PLUGIN_FUZZ))
 # The plugin's tests and fuzzers include plugin/args.h.
-$(BUILD)/tests/unit/test-plugin-%.o: CFLAGS += -Iplugin
-$(addprefix $(BUILD)/tests/fuzz/fuzz-,$(addsuffix .o,$(PLUGIN_FUZZ))): CFLAGS += -Iplugin
+$(BUILD)/tests/unit/test-plugin-%.o: MOD_CFLAGS += -Iplugin
+$(addprefix $(BUILD)/tests/fuzz/fuzz-,$(addsuffix .o,$(PLUGIN_FUZZ))): MOD_CFLAGS += -Iplugin

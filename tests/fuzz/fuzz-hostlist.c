@@ -13,7 +13,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ddp_hostlist hl = {0};
-	char *s, err[256], first[DDP_HOST_MAX + 1];
+	char *s, err[256], first[DDP_HOSTNAME_MAX + 1];
 	int rc;
 
 	if (size > 4096)

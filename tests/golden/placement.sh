@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Golden tests of the rank placement: runs ddp-plan on every hwloc XML in
-# ../shared/topologies with several rank counts and options, and diffs each
+# tests/topologies with several rank counts and options, and diffs each
 # case against tests/golden/placement/<topology>.out, where cases sit under
 # "# label" headers. UPDATE=1 rewrites the expected files instead.
+# Then, on every topology, one rank per GPU: every rank gets the same NCCL_*
+# variables, exactly the site's (tests/golden/nccl.conf), and none without
+# a site setting.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 top=$PWD
 plan=$top/${BUILD:-build}/bin/ddp-plan
-topodir=$(cd "$top/.." && pwd)/shared/topologies
+topodir=$top/tests/topologies
 expdir=$top/tests/golden/placement
+ncclconf=$top/tests/golden/nccl.conf
 n=0 bad=0
 
 tap() { # tap STATUS NAME
@@ -27,7 +31,10 @@ if [ ! -d "$topodir" ]; then
 	exit 0
 fi
 
-# Cases: label and ddp-plan arguments (the topology is added).
+# Cases: label and ddp-plan arguments (the topology is added, and an
+# empty site configuration unless the case names one). --gpus and
+# --cuda-visible-devices are SLURM_STEP_GPUS and CUDA_VISIBLE_DEVICES as
+# Slurm sets them: those cases run the plugin's own GPU choice.
 cases=(
 	"ranks=1|--ranks 1"
 	"ranks=2|--ranks 2"
@@ -37,9 +44,16 @@ cases=(
 	"ranks=4 bind=numa|--ranks 4 --bind numa"
 	"ranks=4 bind=none|--ranks 4 --bind none"
 	"ranks=2 gpus=1,2|--ranks 2 --gpus 1,2"
+	"ranks=4 gpus=4-7 visible=0 (device cgroup, --gpus-per-task)|--ranks 4 --gpus 4-7 --cuda-visible-devices 0"
+	"ranks=4 gpus=4-7 visible=5 (no cgroup, --gpus-per-task)|--ranks 4 --gpus 4-7 --cuda-visible-devices 5"
+	"ranks=2 gpus=3,1 visible=0,1 (device cgroup)|--ranks 2 --gpus 3,1 --cuda-visible-devices 0,1"
+	"ranks=2 visible=2,3 (no SLURM_STEP_GPUS)|--ranks 2 --cuda-visible-devices 2,3"
+	"ranks=2 gpus=0,1 visible=UUIDs|--ranks 2 --gpus 0,1 --cuda-visible-devices GPU-0a1b,GPU-2c3d"
+	"ranks=3 gpus=0,1 (more ranks than GPUs)|--ranks 3 --gpus 0,1"
 	"ranks=2 slurm-cores=0-3|--ranks 2 --slurm-cores 0-3"
 	"ranks=2 cpus=1-3|--ranks 2 --cpus 1-3"
 	"ranks=64|--ranks 64"
+	"ranks=4 config=nccl.conf|--ranks 4 --config $ncclconf"
 )
 
 # section FILE LABEL: prints the lines under "# LABEL" up to the next header.
@@ -50,6 +64,35 @@ section() {
 	' "$1"
 }
 
+# nccl_vars: "nccl:" and the NCCL_* assignments of each "env" line of
+# ddp-plan's output on stdin, one line per rank.
+nccl_vars() {
+	awk '/^env rank=/ { v = "nccl:"; for (i = 3; i <= NF; i++) if ($i ~ /^NCCL_/) v = v " " $i; print v }'
+}
+
+# nccl_same XML NAME: one rank per GPU (at least 2); with the site's NCCL
+# keys every rank has exactly them, without any no rank has an NCCL_*.
+nccl_same() {
+	local gpus ranks out want
+	gpus=$("$plan" --topology "$1" --ranks 1 --config /dev/null | sed -n 's/^plan gpus=\([0-9]*\).*/\1/p')
+	ranks=$((gpus > 1 ? gpus : 2))
+	want="nccl: NCCL_IB_HCA?==mlx5_0:1,mlx5_1:1 NCCL_SOCKET_IFNAME?=^docker,lo"
+	out=$("$plan" --topology "$1" --ranks "$ranks" --config "$ncclconf" | nccl_vars)
+	if [ "$(grep -c . <<<"$out")" -eq "$ranks" ] && [ "$(sort -u <<<"$out")" = "$want" ]; then
+		tap 0 "$2: all $ranks ranks get the site's NCCL variables, identical"
+	else
+		tap 1 "$2: all $ranks ranks get the site's NCCL variables, identical"
+		sort <<<"$out" | uniq -c | sed 's/^/# /'
+	fi
+	out=$("$plan" --topology "$1" --ranks "$ranks" --config /dev/null | nccl_vars)
+	if [ "$(grep -cx 'nccl:' <<<"$out")" -eq "$ranks" ]; then
+		tap 0 "$2: no NCCL variable on any of $ranks ranks without a site setting"
+	else
+		tap 1 "$2: no NCCL variable on any of $ranks ranks without a site setting"
+		sort <<<"$out" | uniq -c | sed 's/^/# /'
+	fi
+}
+
 for xml in "$topodir"/*.xml; do
 	name=$(basename "$xml" .xml)
 	exp=$expdir/$name.out
@@ -57,6 +100,7 @@ for xml in "$topodir"/*.xml; do
 	for c in "${cases[@]}"; do
 		label=${c%%|*}
 		read -r -a args <<<"${c#*|}"
+		[[ " ${args[*]} " == *" --config "* ]] || args+=(--config /dev/null)
 		got=$("$plan" --topology "$xml" "${args[@]}" 2>&1) || got="$got
 exit status $?"
 		printf '# %s\n%s\n' "$label" "$got" >>"$new"
@@ -80,6 +124,7 @@ exit status $?"
 	else
 		rm -f "$new"
 	fi
+	nccl_same "$xml" "$name"
 done
 echo "1..$n"
 exit "$bad"

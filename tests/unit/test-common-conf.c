@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the ddp.conf reader: defaults, every key's accepted and
- * refused values, file parsing with line numbers, and the per-job paths.
+ * refused values, file parsing with line numbers, the per-job paths, and
+ * the check of per-job directories on real directories (owners changed
+ * with chown when running as root).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ddp_conf.h"
@@ -79,6 +84,499 @@ test_defaults(void)
 	TAP_STREQ(c.state_dir, "/run/slurm-ddp", "default state_dir");
 	TAP_STREQ(c.nft_path, "/usr/sbin/nft", "default nft_path");
 	TAP_STREQ(c.scontrol_path, "/usr/bin/scontrol", "default scontrol");
+	tap_ok(c.nccl_ib_hca[0] == '\0' && c.nccl_socket_ifname[0] == '\0',
+	       "no NCCL variable by default: NCCL chooses its NICs");
+	tap_ok(c.check == DDP_CHECK_OFF && c.check_min_fraction == 0.5 &&
+		       c.check_time_limit == 20,
+	       "default check off, min fraction 0.5, time limit 20 s");
+	TAP_STREQ(c.check_path, DDP_CHECK_PATH, "default check_path (BINDIR)");
+}
+
+/* check, check_min_fraction, check_time_limit: what --ddp-check and
+ * ddp-check accept, and nothing it would read otherwise. */
+static void
+test_check_keys(void)
+{
+	static const char *const modes[] = DDP_CHECK_NAMES;
+	struct ddp_conf c;
+	char err[DDP_CONF_ERR_LEN], value[64];
+	enum ddp_check m;
+	size_t i;
+
+	ddp_conf_defaults(&c);
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		tap_ok(ddp_check_parse(modes[i], &m) == 0 && (size_t)m == i &&
+			       !strcmp(ddp_check_name(m), modes[i]) &&
+			       strstr(DDP_CHECK_USAGE, modes[i]) &&
+			       strstr(DDP_CHECK_ACCEPTED, modes[i]),
+		       "check mode %s: one name in the three spellings",
+		       modes[i]);
+	tap_ok(ddp_check_parse(NULL, &m) < 0 && ddp_check_parse("", &m) < 0 &&
+		       !strcmp(ddp_check_name((enum ddp_check)7), "?"),
+	       "no check mode for NULL, \"\" or out of range");
+	tap_ok(ddp_conf_set(&c, "check", "warn", err, sizeof(err)) == 0 &&
+		       c.check == DDP_CHECK_WARN,
+	       "check = warn");
+	refused("check", "maybe", "fail, warn or off");
+	refused("check", "on", "fail, warn or off");
+	tap_ok(ddp_conf_set(&c, "check_min_fraction", "0.25", err,
+			    sizeof(err)) == 0 &&
+		       c.check_min_fraction == 0.25 &&
+		       ddp_conf_format(&c, "check_min_fraction", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "0.25"),
+	       "check_min_fraction 0.25, shown as 0.25");
+	tap_ok(ddp_conf_set(&c, "check_min_fraction", "1", err, sizeof(err)) ==
+			       0 &&
+		       ddp_conf_format(&c, "check_min_fraction", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "1"),
+	       "check_min_fraction 1 (every link as fast as the typical)");
+	tap_ok(ddp_conf_set(&c, "check_min_fraction", "0.000001", err,
+			    sizeof(err)) == 0 &&
+		       ddp_conf_format(&c, "check_min_fraction", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "0.000001"),
+	       "check_min_fraction: 6 decimals read back exactly");
+	refused("check_min_fraction", "0", "(0, 1]");
+	refused("check_min_fraction", "1.5", "(0, 1]");
+	refused("check_min_fraction", "-0.5", "(0, 1]");
+	refused("check_min_fraction", "5e-1", "(0, 1]");
+	refused("check_min_fraction", "nan", "(0, 1]");
+	refused("check_min_fraction", ".", "(0, 1]");
+	refused("check_min_fraction", "0.0000001", "6 decimals");
+	refused("check_min_fraction", "", "(0, 1]");
+	tap_ok(ddp_conf_set(&c, "check_time_limit", "3600", err, sizeof(err)) ==
+			       0 &&
+		       c.check_time_limit == 3600,
+	       "check_time_limit 3600");
+	refused("check_time_limit", "0", "1-3600");
+	refused("check_time_limit", "3601", "1-3600");
+	refused("check_time_limit", "20s", "whole seconds");
+	tap_ok(ddp_conf_set(&c, "check_path", "/opt/ddp/bin/ddp-check", err,
+			    sizeof(err)) == 0 &&
+		       !strcmp(c.check_path, "/opt/ddp/bin/ddp-check"),
+	       "check_path");
+	refused("check_path", "ddp-check", "absolute path");
+	refused("check_path", "", "absolute path");
+}
+
+/*
+ * The key table is the one list: every default parses, the shown value of
+ * every key reads back to the same setting, the unknown-key message names
+ * every key, and the binding names agree with their two spellings.
+ */
+static void
+test_table(void)
+{
+	static const char *const binds[] = DDP_BIND_NAMES;
+	struct ddp_conf c, d;
+	char err[DDP_CONF_ERR_LEN], value[4096], names[512], want[64];
+	const char *key;
+	size_t i, nkeys = 0, defaults_ok = 0, round_trip = 0, named = 0;
+
+	ddp_conf_defaults(&c);
+	for (i = 0; (key = ddp_conf_key_name(i)); i++) {
+		nkeys++;
+		d = c;
+		if (ddp_conf_set(&d, key, ddp_conf_key_default(i), err,
+				 sizeof(err)) == 0 &&
+		    memcmp(&c, &d, sizeof(c)) == 0)
+			defaults_ok++;
+		else
+			tap_diag("default of %s: %s", key, err);
+	}
+	tap_ok(nkeys == 19 && defaults_ok == nkeys,
+	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
+	       "sets",
+	       nkeys);
+	tap_ok(ddp_conf_key_name(nkeys) == NULL &&
+		       ddp_conf_key_default(nkeys) == NULL,
+	       "no key past the table");
+
+	/* A setting unlike every default, shown and read back. */
+	d = c;
+	tap_ok(ddp_conf_set(&d, "port_range", "40000-40099", err,
+			    sizeof(err)) == 0 &&
+		       ddp_conf_set(&d, "default_bind", "numa", err,
+				    sizeof(err)) == 0 &&
+		       ddp_conf_set(&d, "shared_root", "/shared/ddp", err,
+				    sizeof(err)) == 0 &&
+		       ddp_conf_set(&d, "shared_fstypes", "lustre,nfs4", err,
+				    sizeof(err)) == 0 &&
+		       ddp_conf_set(&d, "firewall", "off", err, sizeof(err)) ==
+			       0 &&
+		       ddp_conf_set(&d, "firewall_timeout", "2h", err,
+				    sizeof(err)) == 0 &&
+		       ddp_conf_set(&d, "scratch_root", "", err, sizeof(err)) ==
+			       0 &&
+		       ddp_conf_set(&d, "nccl_ib_hca", "=mlx5_0:1", err,
+				    sizeof(err)) == 0,
+	       "a non-default setting of eight keys");
+	for (i = 0; (key = ddp_conf_key_name(i)); i++) {
+		struct ddp_conf e;
+
+		ddp_conf_defaults(&e);
+		if (ddp_conf_format(&d, key, value, sizeof(value)) == 0 &&
+		    ddp_conf_set(&e, key, value, err, sizeof(err)) == 0 &&
+		    ddp_conf_format(&e, key, names, sizeof(names)) == 0 &&
+		    !strcmp(value, names))
+			round_trip++;
+		else
+			tap_diag("%s = '%s' does not read back", key, value);
+	}
+	tap_ok(round_trip == nkeys, "every key's shown value reads back");
+	ddp_conf_format(&d, "firewall_timeout", value, sizeof(value));
+	TAP_STREQ(value, "7200s", "firewall_timeout shown in seconds");
+	ddp_conf_format(&d, "shared_fstypes", value, sizeof(value));
+	TAP_STREQ(value, "lustre,nfs4", "shared_fstypes shown as a list");
+	tap_ok(ddp_conf_format(&d, "colour", value, sizeof(value)) < 0,
+	       "no value for an unknown key");
+	tap_ok(ddp_conf_format(&d, "port_range", value, 4) < 0,
+	       "a value that does not fit is refused");
+
+	tap_ok(ddp_conf_set(&d, "colour", "blue", err, sizeof(err)) < 0,
+	       "unknown key refused");
+	for (i = 0; (key = ddp_conf_key_name(i)); i++) {
+		/* "a, b, ... y or z" */
+		snprintf(want, sizeof(want), " %s%s", key,
+			 !ddp_conf_key_name(i + 1)   ? ""
+			 : !ddp_conf_key_name(i + 2) ? " or "
+						     : ",");
+		if (strstr(err, want))
+			named++;
+	}
+	if (!tap_ok(named == nkeys && strstr(err, "'colour'") &&
+			    strstr(err, " or check_path"),
+		    "the unknown-key message names every key of the table"))
+		tap_diag("%s", err);
+	tap_ok(ddp_conf_key_names(names, 40, ", ") < 0,
+	       "key names: a short buffer is refused");
+
+	names[0] = '\0';
+	for (i = 0; i < sizeof(binds) / sizeof(binds[0]); i++) {
+		enum ddp_bind b;
+
+		tap_ok(ddp_bind_parse(binds[i], &b) == 0 && (size_t)b == i &&
+			       !strcmp(ddp_bind_name(b), binds[i]),
+		       "bind mode %zu is '%s' both ways", i, binds[i]);
+		snprintf(names + strlen(names), sizeof(names) - strlen(names),
+			 "%s%s", i ? "|" : "", binds[i]);
+	}
+	TAP_STREQ(names, DDP_BIND_USAGE, "DDP_BIND_USAGE spells the names");
+	snprintf(want, sizeof(want), "%s, %s or %s", binds[0], binds[1],
+		 binds[2]);
+	TAP_STREQ(want, DDP_BIND_ACCEPTED, "DDP_BIND_ACCEPTED spells them");
+	tap_ok(sizeof(binds) / sizeof(binds[0]) == DDP_BIND_CORE + 1 &&
+		       ddp_bind_parse(NULL, &(enum ddp_bind){0}) < 0 &&
+		       !strcmp(ddp_bind_name((enum ddp_bind)7), "?"),
+	       "one name per mode; NULL and unknown values refused");
+}
+
+static void
+test_nccl(void)
+{
+	struct ddp_conf c;
+	char err[DDP_CONF_ERR_LEN], long_list[400];
+	size_t i;
+
+	ddp_conf_defaults(&c);
+	tap_ok(ddp_conf_set(&c, "nccl_ib_hca", "=mlx5_0:1,mlx5_1:1", err,
+			    sizeof(err)) == 0,
+	       "nccl_ib_hca exact names with ports");
+	TAP_STREQ(c.nccl_ib_hca, "=mlx5_0:1,mlx5_1:1",
+		  "nccl_ib_hca passed through unchanged");
+	tap_ok(set_ok("nccl_ib_hca", "mlx5") &&
+		       set_ok("nccl_ib_hca", "^=mlx5_2,mlx5_3") &&
+		       set_ok("nccl_ib_hca", "^mlx5_4:2") &&
+		       set_ok("nccl_ib_hca", ""),
+	       "nccl_ib_hca prefixes, exclusions and empty");
+	tap_ok(ddp_conf_set(&c, "nccl_socket_ifname", "=ib0,ib1", err,
+			    sizeof(err)) == 0 &&
+		       strcmp(c.nccl_socket_ifname, "=ib0,ib1") == 0,
+	       "nccl_socket_ifname exact names");
+	tap_ok(set_ok("nccl_socket_ifname", "^docker,lo") &&
+		       set_ok("nccl_socket_ifname", "enp1s0f0.100") &&
+		       set_ok("nccl_socket_ifname", "abcdefghijklmno"),
+	       "nccl_socket_ifname exclusions, VLANs, 15-character names");
+	refused("nccl_ib_hca", "mlx5_0, mlx5_1", "NCCL choose");
+	refused("nccl_ib_hca", "mlx5_0,,mlx5_1", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "mlx5_0,", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "=", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "=^mlx5_0", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "mlx5_0:0", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "mlx5_0:+1", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "mlx5_0:1x", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "mlx5_0;reboot", "[^][=]NAME[:PORT]");
+	refused("nccl_ib_hca", "$(id)", "[^][=]NAME[:PORT]");
+	refused("nccl_socket_ifname", "ib0:1", "interface");
+	refused("nccl_socket_ifname", "abcdefghijklmnop", "1-15 characters");
+	refused("nccl_socket_ifname", "eth0 eth1", "interface");
+	for (i = 0; i + 3 < sizeof(long_list); i += 3)
+		memcpy(long_list + i, "a,b", 3);
+	long_list[i] = '\0';
+	refused("nccl_socket_ifname", long_list, "1-32");
+	for (i = 0; i < 32; i++)
+		memcpy(long_list + 2 * i, "a,", 2);
+	long_list[63] = '\0';
+	tap_ok(set_ok("nccl_socket_ifname", long_list), "32 names accepted");
+	long_list[63] = ',';
+	long_list[64] = 'b';
+	long_list[65] = '\0';
+	refused("nccl_socket_ifname", long_list, "1-32");
+}
+
+/* NCCL_SOCKET_IFNAME's matching, and the check against this machine's
+ * interfaces (lo is up with 127.0.0.1 wherever the tests run). */
+static void
+test_nccl_ifname(void)
+{
+	struct ddp_conf c;
+	char err[DDP_CONF_ERR_LEN];
+
+	tap_ok(ddp_nccl_ifname_match("eth", "eth0") &&
+		       ddp_nccl_ifname_match("eth", "eth10") &&
+		       !ddp_nccl_ifname_match("eth", "ib0") &&
+		       ddp_nccl_ifname_match("ib,eth", "eth1"),
+	       "ifname: prefixes");
+	tap_ok(ddp_nccl_ifname_match("=eth1", "eth1") &&
+		       !ddp_nccl_ifname_match("=eth1", "eth10") &&
+		       !ddp_nccl_ifname_match("=eth1,ib0", "ib01"),
+	       "ifname: '=' means exact names");
+	tap_ok(!ddp_nccl_ifname_match("^docker,lo", "docker0") &&
+		       !ddp_nccl_ifname_match("^docker,lo", "lo") &&
+		       ddp_nccl_ifname_match("^docker,lo", "eth0") &&
+		       ddp_nccl_ifname_match("^=eth1", "eth10") &&
+		       !ddp_nccl_ifname_match("^=eth1", "eth1"),
+	       "ifname: '^' excludes, with or without '='");
+	ddp_conf_defaults(&c);
+	tap_ok(ddp_conf_check_socket_ifname(&c, err, sizeof(err)) == 0,
+	       "ifname check: nothing named, nothing to check");
+	ddp_conf_set(&c, "nccl_socket_ifname", "=lo", err, sizeof(err));
+	tap_ok(ddp_conf_check_socket_ifname(&c, err, sizeof(err)) == 0,
+	       "ifname check: =lo is up with an address");
+	ddp_conf_set(&c, "nccl_socket_ifname", "=ddpnosuch0,ddpnone", err,
+		     sizeof(err));
+	if (!tap_ok(ddp_conf_check_socket_ifname(&c, err, sizeof(err)) < 0 &&
+			    strstr(err, "'=ddpnosuch0,ddpnone' selects no "
+					"interface") &&
+			    strstr(err, "lo"),
+		    "ifname check: a filter selecting nothing is refused, "
+		    "naming it and the interfaces that are up"))
+		tap_diag("%s", err);
+	else
+		tap_diag("%s", err);
+}
+
+/* Makes dir (mode, owner) or dies: the test needs exactly that tree. */
+static void
+mkdir_as(const char *path, mode_t mode, uid_t uid)
+{
+	if ((mkdir(path, mode) < 0 && errno != EEXIST) ||
+	    chmod(path, mode) < 0 || chown(path, uid, (gid_t)-1) < 0) {
+		perror(path);
+		exit(2);
+	}
+}
+
+/* ddp_conf_check_job_dir(root, rel, uid) returns want and, on a refusal,
+ * err names every string in need (NULL-terminated). */
+static void
+check_dir(const char *name, const char *root, const char *rel, uid_t uid,
+	  int want, const char *const *need)
+{
+	char err[DDP_CONF_ERR_LEN];
+	int rc, ok;
+	size_t i;
+
+	rc = ddp_conf_check_job_dir(root, rel, uid, err, sizeof(err));
+	ok = rc == want;
+	for (i = 0; ok && need && need[i]; i++)
+		ok = strstr(err, need[i]) != NULL;
+	if (!tap_ok(ok, "job dir: %s", name))
+		tap_diag("rc %d (want %d) err '%s'", rc, want, err);
+	else if (rc < 0)
+		tap_diag("%s", err);
+}
+
+/* As check_dir, but checked by a child running as uid, as the plugin runs
+ * in slurmstepd with the job user's privileges. */
+static void
+check_dir_as(const char *name, const char *root, const char *rel, uid_t uid,
+	     int want, const char *const *need)
+{
+	char err[DDP_CONF_ERR_LEN] = "";
+	int fds[2], status = 0, rc = -9, ok;
+	ssize_t n, len = 0;
+	size_t i;
+	pid_t pid;
+
+	if (pipe(fds) < 0 || (pid = fork()) < 0) {
+		tap_ok(0, "job dir: %s: pipe/fork", name);
+		return;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		if (setresgid(uid, uid, uid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
+			_exit(99);
+		rc = ddp_conf_check_job_dir(root, rel, uid, err, sizeof(err));
+		if (write(fds[1], err, strlen(err)) < 0)
+			_exit(98);
+		_exit(rc + 1);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], err + len, sizeof(err) - 1 - (size_t)len)) > 0)
+		len += n;
+	err[len] = '\0';
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) <= 2)
+		rc = WEXITSTATUS(status) - 1;
+	ok = rc == want;
+	for (i = 0; ok && need && need[i]; i++)
+		ok = strstr(err, need[i]) != NULL;
+	if (!tap_ok(ok, "job dir: %s", name))
+		tap_diag("rc %d (want %d) status %d err '%s'", rc, want, status,
+			 err);
+	else if (rc < 0)
+		tap_diag("%s", err);
+}
+
+static void
+test_job_dirs(void)
+{
+	char root[600], user[700], job[800], other[700], path[900];
+	const uid_t me = geteuid(), them = 65534;
+	const int as_root = me == 0;
+
+	snprintf(root, sizeof(root), "%s/jobs", tmpdir);
+	snprintf(user, sizeof(user), "%s/alice", root);
+	snprintf(job, sizeof(job), "%s/42", user);
+	snprintf(other, sizeof(other), "%s/elsewhere", tmpdir);
+
+	check_dir("missing root: nothing to export", root, "alice/42", me, 0,
+		  NULL);
+	mkdir_as(root, 0755, me);
+	check_dir("missing user level: nothing to export", root, "alice/42", me,
+		  0, NULL);
+	mkdir_as(user, 0700, me);
+	check_dir("missing job level: nothing to export", root, "alice/42", me,
+		  0, NULL);
+	mkdir_as(job, 0700, me);
+	check_dir("both levels the user's, 0700: exported", root, "alice/42",
+		  me, 1, NULL);
+	check_dir("one level (scratch) the user's, 0700: exported", user, "42",
+		  me, 1, NULL);
+
+	chmod(job, 0750);
+	check_dir("job level 0750 refused, naming path and mode", root,
+		  "alice/42", me, -1,
+		  (const char *const[]){job, "mode 0750", "chmod 0700", NULL});
+	chmod(job, 02700);
+	check_dir("setgid inherited from the parent grants nothing", root,
+		  "alice/42", me, 1, NULL);
+	chmod(job, 0700);
+	chmod(user, 0711);
+	check_dir("user level 0711 refused", root, "alice/42", me, -1,
+		  (const char *const[]){user, "mode 0711", NULL});
+	chmod(user, 0700);
+
+	chmod(root, 0775);
+	check_dir("root writable by group without sticky refused", root,
+		  "alice/42", me, -1,
+		  (const char *const[]){root, "mode 0775", "chmod +t", NULL});
+	chmod(root, 0757);
+	check_dir("root writable by others without sticky refused", root,
+		  "alice/42", me, -1,
+		  (const char *const[]){root, "mode 0757", "chmod +t", NULL});
+	chmod(root, 01777);
+	check_dir("root 1777 (sticky) accepted", root, "alice/42", me, 1, NULL);
+	chmod(root, 0755);
+
+	/* A symlink at each level, to directories that would pass. */
+	mkdir_as(other, 0700, me);
+	snprintf(path, sizeof(path), "%s/43", other);
+	mkdir_as(path, 0700, me);
+	snprintf(path, sizeof(path), "%s/bob", root);
+	if (symlink(other, path) < 0)
+		perror(path);
+	check_dir("symlink at the user level refused", root, "bob/43", me, -1,
+		  (const char *const[]){path, "symbolic link", NULL});
+	snprintf(path, sizeof(path), "%s/44", user);
+	if (symlink(other, path) < 0)
+		perror(path);
+	check_dir("symlink at the job level refused", root, "alice/44", me, -1,
+		  (const char *const[]){path, "symbolic link", NULL});
+	snprintf(path, sizeof(path), "%s/45", user);
+	fclose(fopen(path, "w"));
+	check_dir("a file at the job level refused", root, "alice/45", me, -1,
+		  (const char *const[]){path, "not a directory", NULL});
+	tap_ok(ddp_conf_check_job_dir(root, "alice/../alice/42", me, path,
+				      sizeof(path)) < 0 &&
+		       ddp_conf_check_job_dir(root, "/alice/42", me, path,
+					      sizeof(path)) < 0,
+	       "job dir: '..' and absolute names refused");
+
+	if (!as_root) {
+		tap_ok(1, "# skip owner checks need root (chown)");
+		return;
+	}
+	/* The squat of issue F2: another user pre-creates the directories
+	 * of a future job id, 0700 so that only the mode looks right. */
+	snprintf(path, sizeof(path), "%s/46", user);
+	mkdir_as(path, 0700, them);
+	check_dir("job level owned by another uid refused", root, "alice/46",
+		  me, -1,
+		  (const char *const[]){path, "owner uid 65534", "remove it",
+					NULL});
+	snprintf(path, sizeof(path), "%s/mallory", root);
+	mkdir_as(path, 0700, them);
+	snprintf(path, sizeof(path), "%s/mallory/47", root);
+	mkdir_as(path, 0700, me);
+	snprintf(path, sizeof(path), "%s/mallory", root);
+	check_dir("user level owned by another uid refused", root, "mallory/47",
+		  me, -1, (const char *const[]){path, "owner uid 65534", NULL});
+	/* As the job's user (the plugin's case): their own tree passes, and
+	 * another user's 0700 directory, which they cannot even open, is
+	 * refused with its owner named. */
+	chmod(tmpdir, 0711);
+	snprintf(path, sizeof(path), "%s/carol", root);
+	mkdir_as(path, 0700, 1000);
+	snprintf(path, sizeof(path), "%s/carol/48", root);
+	mkdir_as(path, 0700, 1000);
+	check_dir_as("the user's own tree, checked as uid 1000", root,
+		     "carol/48", 1000, 1, NULL);
+	snprintf(path, sizeof(path), "%s/mallory", root);
+	check_dir_as("another uid's user level, checked as uid 1000", root,
+		     "mallory/47", 1000, -1,
+		     (const char *const[]){path, "owner uid 65534", NULL});
+	chmod(tmpdir, 0700);
+	mkdir_as(root, 0755, them);
+	check_dir("root owned by a third uid refused", root, "alice/42", me, -1,
+		  (const char *const[]){root, "owner uid 65534", NULL});
+	mkdir_as(root, 0755, me);
+}
+
+/* Removes what test_job_dirs made (it knows every name). */
+static void
+clean_job_dirs(void)
+{
+	static const char *const names[] = {
+		"jobs/alice/42", "jobs/alice/44", "jobs/alice/45",
+		"jobs/alice/46", "jobs/bob",	  "jobs/mallory/47",
+		"jobs/carol/48", "jobs/carol",	  "jobs/mallory",
+		"jobs/alice",	 "jobs",	  "elsewhere/43",
+		"elsewhere",
+	};
+	char path[600];
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, names[i]);
+		if (unlink(path) < 0)
+			rmdir(path);
+	}
 }
 
 static void
@@ -338,7 +836,13 @@ main(void)
 		return 2;
 	}
 	test_defaults();
+	test_check_keys();
+	test_table();
 	test_set();
+	test_nccl();
+	test_nccl_ifname();
+	test_job_dirs();
+	clean_job_dirs();
 	test_load();
 	test_paths();
 	test_ports();

@@ -36,7 +36,7 @@ expand(const char *s, size_t max)
 int
 main(void)
 {
-	char buf[DDP_HOST_MAX + 1], err[256];
+	char buf[DDP_HOSTNAME_MAX + 1], err[256];
 	struct ddp_hostlist hl = {0};
 	static const char *bad[] = {
 		"",	  ",",	     "a,",    ",a",	 "a,,b",

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Invariants of the placement on every topology fixture: shares disjoint
- * and inside the allowed CPUs, fair to one unit, GPUs in PCI order. */
+ * and inside the allowed CPUs, fair to one unit, GPUs in PCI order, and
+ * the NCCL variables of every rank the same (the site's, or none). */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,148 @@
 #include "placement.h"
 #include "tap.h"
 
-static const char *topodir = "../shared/topologies";
+static const char *topodir = "tests/topologies";
+
+/* "NAME=VALUE ..." of the NCCL_* variables in env, for comparison. */
+static void
+nccl_of(const struct ddp_place_env *env, char *buf, size_t len)
+{
+	size_t used = 0;
+	unsigned k;
+
+	buf[0] = '\0';
+	for (k = 0; k < env->n; k++) {
+		if (strncmp(env->var[k].name, "NCCL_", 5) != 0)
+			continue;
+		if (ddp_fmt(buf + used, len - used, "%s%s=%s%s",
+			    used ? " " : "", env->var[k].name,
+			    env->var[k].value,
+			    env->var[k].keep ? "" : "(forced)") < 0)
+			return;
+		used += strlen(buf + used);
+	}
+}
+
+/*
+ * One rank per GPU (at least two ranks) of one node: with the site's NCCL
+ * keys every rank gets exactly them, unforced (a user's export wins);
+ * without, no rank gets any NCCL variable, whatever NICs are nearest.
+ */
+static void
+check_nccl_env(const struct ddp_topo *t, const char *name)
+{
+	unsigned n = ddp_topo_ngpus(t) > 1 ? ddp_topo_ngpus(t) : 2, r;
+	struct ddp_plan *p = NULL;
+	struct ddp_conf site, plain;
+	struct ddp_place_env env;
+	char err[256], got[600];
+	long gpu[256];
+	int same_site = 1, none_plain = 1, info = 1;
+
+	ddp_conf_defaults(&plain);
+	ddp_conf_defaults(&site);
+	ddp_conf_set(&site, "nccl_ib_hca", "=mlx5_0,mlx5_1", err, sizeof(err));
+	ddp_conf_set(&site, "nccl_socket_ifname", "^docker,lo", err,
+		     sizeof(err));
+	for (r = 0; r < n; r++)
+		gpu[r] = (long)r;
+	if (!tap_ok(ddp_plan_node(t, n, gpu, ddp_topo_ngpus(t), NULL,
+				  DDP_BIND_CORE, &p, err, sizeof(err)) == 0,
+		    "%s: plan for one rank per GPU (%u)", name, n)) {
+		tap_diag("%s", err);
+		return;
+	}
+	for (r = 0; r < n; r++) {
+		if (ddp_plan_rank_env(p, r, &site, &env) < 0) {
+			same_site = 0;
+			break;
+		}
+		nccl_of(&env, got, sizeof(got));
+		if (strcmp(got, "NCCL_IB_HCA==mlx5_0,mlx5_1 "
+				"NCCL_SOCKET_IFNAME=^docker,lo") != 0) {
+			tap_diag("rank %u: %s", r, got);
+			same_site = 0;
+		}
+		/* The nearest NIC and HCA stay, as information. */
+		if (strcmp(env.var[4].name, "DDP_NIC") != 0 ||
+		    strcmp(env.var[4].value,
+			   p->rank[r].nic[0] ? p->rank[r].nic : "-") != 0 ||
+		    strcmp(env.var[5].name, "DDP_HCA") != 0 ||
+		    strcmp(env.var[5].value,
+			   p->rank[r].hca[0] ? p->rank[r].hca : "-") != 0)
+			info = 0;
+		if (ddp_plan_rank_env(p, r, &plain, &env) < 0) {
+			none_plain = 0;
+			break;
+		}
+		nccl_of(&env, got, sizeof(got));
+		if (got[0]) {
+			tap_diag("rank %u without site keys: %s", r, got);
+			none_plain = 0;
+		}
+	}
+	tap_ok(same_site, "%s: all %u ranks get the site's NCCL variables",
+	       name, n);
+	tap_ok(none_plain, "%s: no NCCL variable without a site setting", name);
+	tap_ok(info, "%s: DDP_NIC/DDP_HCA report the nearest NIC and HCA",
+	       name);
+	tap_ok(ddp_plan_rank_env(p, n, &site, &env) < 0,
+	       "%s: no environment for a rank outside the plan", name);
+	ddp_plan_free(p);
+}
+
+/*
+ * More tasks on a node than a plan holds (issue F7: slurmstepd filled a
+ * 4096-entry stack array before checking): refused by count before
+ * anything is sized by it; the largest count still gets a plan.
+ */
+static void
+check_rank_limit(void)
+{
+	struct ddp_topo *t = NULL;
+	struct ddp_plan *p = NULL;
+	char err[256];
+	long gpu[1] = {0};
+
+	if (ddp_topo_load(&t, "tests/topologies/24em64t-2n6c2t-pci.xml", err,
+			  sizeof(err)) < 0) {
+		tap_ok(1, "# skip no fixture for the rank limit");
+		return;
+	}
+	if (!tap_ok(ddp_plan_node(t, 5000, NULL, 0, NULL, DDP_BIND_CORE, &p,
+				  err, sizeof(err)) < 0 &&
+			    !p && strstr(err, "5000 ranks") &&
+			    strstr(err, "4096") &&
+			    strstr(err, "--ntasks-per-node"),
+		    "5000 ranks on a node refused, naming the count and limit"))
+		tap_diag("%s", err);
+	tap_ok(ddp_plan_node(t, 1UL << 32, gpu, 1, NULL, DDP_BIND_CORE, &p, err,
+			     sizeof(err)) < 0 &&
+		       !p,
+	       "2^32 ranks refused (no truncation to 0)");
+	tap_ok(ddp_plan_node(t, 0, NULL, 0, NULL, DDP_BIND_CORE, &p, err,
+			     sizeof(err)) < 0 &&
+		       !p,
+	       "0 ranks refused");
+	if (tap_ok(ddp_plan_node(t, DDP_PLAN_MAX_RANKS, gpu, 1, NULL,
+				 DDP_BIND_CORE, &p, err, sizeof(err)) == 0 &&
+			   p->n == DDP_PLAN_MAX_RANKS && p->shared &&
+			   p->rank[0].gpu == 0 &&
+			   p->rank[DDP_PLAN_MAX_RANKS - 1].gpu == -1,
+		   "4096 ranks on 24 PUs: a shared plan, GPU 0 for rank 0 "
+		   "only"))
+		ddp_plan_free(p);
+	else
+		tap_diag("%s", err);
+	gpu[0] = 7;
+	p = NULL;
+	tap_ok(ddp_plan_node(t, 1, gpu, 1, NULL, DDP_BIND_CORE, &p, err,
+			     sizeof(err)) == 0 &&
+		       p->rank[0].gpu == -1,
+	       "a GPU index the topology lacks means no GPU");
+	ddp_plan_free(p);
+	ddp_topo_destroy(t);
+}
 
 static void
 check_topology(const char *path, const char *name)
@@ -77,6 +219,7 @@ check_topology(const char *path, const char *name)
 		ddp_plan_free(p);
 		hwloc_bitmap_free(all);
 	}
+	check_nccl_env(t, name);
 	ddp_topo_destroy(t);
 }
 
@@ -140,6 +283,7 @@ main(void)
 	       "bind mode parses");
 	tap_ok(ddp_bind_parse("sideways", &b) < 0, "bad bind mode refused");
 	check_live_discovery();
+	check_rank_limit();
 	tap_ok(ddp_topo_load(&t, "/nonexistent.xml", err, sizeof(err)) < 0 &&
 		       !t && strstr(err, "/nonexistent.xml"),
 	       "missing topology file reported by name");
@@ -159,8 +303,8 @@ main(void)
 	}
 	closedir(d);
 	/* Slurm core ids and CPU lists on a known machine. */
-	if (ddp_topo_load(&t, "../shared/topologies/24em64t-2n6c2t-pci.xml",
-			  err, sizeof(err)) == 0) {
+	if (ddp_topo_load(&t, "tests/topologies/24em64t-2n6c2t-pci.xml", err,
+			  sizeof(err)) == 0) {
 		hwloc_bitmap_t s = hwloc_bitmap_alloc();
 		char *str = NULL;
 

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
+#include "ddp_util.h"
 #include "tap.h"
 
 static const char *fake_env[16][2];
@@ -19,6 +21,49 @@ fake_getenv(const char *name)
 		if (!strcmp(fake_env[i][0], name))
 			return fake_env[i][1];
 	return NULL;
+}
+
+/*
+ * The site file through plugstack's config=: its NCCL keys reach conf
+ * unchanged, and a typo is reported with file, line and key (the plugin
+ * keeps that message and raises it only when --ddp is used).
+ */
+static void
+check_conf_file(void)
+{
+	char dir[] = "/tmp/test-plugin-args.XXXXXX", path[64], arg[80];
+	char err[DDP_ERR_LEN], topo[256], want[96];
+	char *av[2] = {arg, "nccl_socket_ifname==ib0"};
+	struct ddp_conf conf;
+	FILE *f;
+
+	if (!mkdtemp(dir) ||
+	    ddp_fmt(path, sizeof(path), "%s/ddp.conf", dir) < 0 ||
+	    ddp_fmt(arg, sizeof(arg), "config=%s", path) < 0 ||
+	    !(f = fopen(path, "w"))) {
+		tap_ok(0, "config file: temporary file");
+		return;
+	}
+	fputs("# site\nnccl_ib_hca = =mlx5_0,mlx5_1\n", f);
+	fclose(f);
+	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 2, av, err,
+				   sizeof(err)) == 0 &&
+		       !strcmp(conf.nccl_ib_hca, "=mlx5_0,mlx5_1") &&
+		       !strcmp(conf.nccl_socket_ifname, "=ib0"),
+	       "config=: the site's NCCL keys, a plugstack key on top");
+	f = fopen(path, "w");
+	if (f) {
+		fputs("# site\n\nport_range = 29400-29999x\n", f);
+		fclose(f);
+	}
+	ddp_fmt(want, sizeof(want), "%s:3: port_range: invalid value", path);
+	if (!tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av, err,
+					sizeof(err)) < 0 &&
+			    strstr(err, want) && strstr(err, "29400-29999x"),
+		    "config=: a typo is named by file, line, key and value"))
+		tap_diag("%s", err);
+	unlink(path);
+	rmdir(dir);
 }
 
 static int
@@ -42,7 +87,7 @@ scan(struct ddp_srun_req *req, const char *line)
 int
 main(void)
 {
-	struct ddp_opts o = {0, 0, -1, 0};
+	struct ddp_opts o = {0, 0, -1, 0, -1};
 	struct ddp_conf conf;
 	struct ddp_srun_req r;
 	char err[DDP_ERR_LEN], topo[256];
@@ -82,6 +127,31 @@ main(void)
 	       "--ddp-verbose");
 	tap_ok(ddp_opts_apply(&o, "ddp-colour", "x", err, sizeof(err)) < 0,
 	       "unknown option refused");
+	{
+		struct ddp_opts c = {0, 0, -1, 0, -1};
+
+		tap_ok(ddp_opts_apply(&c, "ddp-check", "off", err,
+				      sizeof(err)) == 0 &&
+			       c.check == DDP_CHECK_OFF && !c.enabled,
+		       "--ddp-check=off overrides the site's check and does "
+		       "not imply --ddp");
+		tap_ok(ddp_opts_apply(&c, "ddp-check", "maybe", err,
+				      sizeof(err)) < 0 &&
+			       strstr(err, "--ddp-check=maybe") &&
+			       strstr(err, "--ddp-check=warn") &&
+			       strstr(err, "--ddp-check=off") &&
+			       c.check == DDP_CHECK_OFF && !c.enabled,
+		       "--ddp-check=maybe refused, naming what works");
+		tap_ok(ddp_opts_apply(&c, "ddp-check", NULL, err,
+				      sizeof(err)) == 0 &&
+			       c.check == DDP_CHECK_FAIL && c.enabled,
+		       "--ddp-check alone: fail, and implies --ddp");
+		c.enabled = 0;
+		tap_ok(ddp_opts_apply(&c, "ddp-check", "warn", err,
+				      sizeof(err)) == 0 &&
+			       c.check == DDP_CHECK_WARN && c.enabled,
+		       "--ddp-check=warn implies --ddp");
+	}
 
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 3, av_ok, err,
 				   sizeof(err)) == 0 &&
@@ -95,8 +165,10 @@ main(void)
 	       "unknown plugstack key named in the error");
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_noeq, err,
 				   sizeof(err)) < 0 &&
-		       strstr(err, "key=value"),
-	       "plugstack argument without '=' refused");
+		       strstr(err, "key=value") &&
+		       strstr(err, "config, topology, port_range") &&
+		       strstr(err, "check_path)"),
+	       "plugstack argument without '=' refused, naming every key");
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_rel, err,
 				   sizeof(err)) < 0 &&
 		       strstr(err, "absolute"),
@@ -105,6 +177,7 @@ main(void)
 				   sizeof(err)) == 0 &&
 		       conf.port_min == 29400 && topo[0] == '\0',
 	       "no arguments: defaults");
+	check_conf_file();
 
 	tap_ok(scan(&r, "srun --nodes=2 --gpus-per-node=4 --ddp ./train") ==
 			       0 &&
@@ -114,6 +187,14 @@ main(void)
 	tap_ok(ddp_srun_decide(&r, &per, err, sizeof(err)) == 1 && per == 4,
 	       "decide: node mode with 4 ranks per node");
 	tap_ok(r.ddp, "scan: --ddp before the program noticed");
+	tap_ok(scan(&r, "srun -N2 --gpus-per-node=2 --ddp-check ./t") == 0 &&
+		       r.ddp &&
+		       scan(&r, "srun -N2 --ddp-check=warn ./t") == 0 && r.ddp,
+	       "scan: --ddp-check and --ddp-check=warn count as --ddp");
+	tap_ok(scan(&r, "srun -N2 --ddp-check=off ./t") == 0 && !r.ddp &&
+		       scan(&r, "srun -N2 --ddp-check=maybe ./t") == 0 &&
+		       !r.ddp,
+	       "scan: --ddp-check=off (or a bad mode) is not --ddp");
 	tap_ok(scan(&r, "srun --ddp-port=5 -N2 ./t --ddp") == 0 && !r.ddp,
 	       "scan: --ddp-port and a --ddp after the program are not --ddp");
 	tap_ok(scan(&r,

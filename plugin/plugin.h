@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The state of spank_ddp.so and its two sides, split as SPANK calls them:
+ * local.c runs in srun, sbatch and salloc (checks the request, node mode),
+ * remote.c in slurmstepd (the node's plan, each task's environment and
+ * binding). spank_ddp.c holds the slurm_spank_* hooks and dispatches on
+ * spank_context(); the state is one struct it owns and passes by pointer.
+ *
+ * Messages go through ddp_error/ddp_info/ddp_verbose/ddp_debug
+ * (common/ddp_log.h), which spank_ddp.c's sink hands to Slurm's log calls;
+ * the only other output is the --ddp-verbose report on the user's terminal
+ * (remote_report). Slurm-version differences live in slurm_compat.h.
+ *
+ * Thread safety: none needed; SPANK calls the hooks from one thread.
+ */
+#ifndef DDP_PLUGIN_H
+#define DDP_PLUGIN_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include <slurm/spank.h>
+
+#include "args.h"
+#include "ddp_conf.h"
+#include "gpulist.h"
+#include "hostlist.h"
+#include "placement.h"
+
+/* One node of a --ddp step, in slurmstepd: computed in user_init, used by
+ * task_init, freed in exit. */
+struct ddp_node {
+	int active;
+	char error[DDP_ERR_LEN]; /* raised from task_init (22.05) */
+	uint32_t jobid, stepid, nodeid, nnodes, local_tasks;
+	unsigned *counts; /* tasks per node of the step, malloc'ed */
+	char host[DDP_HOSTNAME_MAX + 1];
+	char master[DDP_HOSTNAME_MAX + 1];
+	long port; /* 0: keep the user's MASTER_PORT */
+	char port_note[128];
+	char user[65];
+	enum ddp_bind bind;
+	struct ddp_topo *topo;
+	struct ddp_plan *plan;
+	char cpu_note[256];
+	char shared_dir[PATH_MAX];  /* checked DDP_SHARED_DIR, or "" */
+	char scratch_dir[PATH_MAX]; /* checked DDP_SCRATCH_DIR, or "" */
+	struct ddp_gpu_sel gpus;    /* what every rank sees */
+};
+
+struct ddp_plugin {
+	struct ddp_opts opts;
+	struct ddp_conf conf;
+	char topology_xml[PATH_MAX]; /* plugstack topology=, or "" */
+	/* A bad ddp.conf or plugstack argument, kept until --ddp is used:
+	 * the plugin is required, so failing slurm_spank_init would break
+	 * every srun, sbatch and salloc on the cluster, not only --ddp. */
+	char conf_error[DDP_ERR_LEN];
+	/* Ranks per node that local_init set (options are not parsed yet
+	 * when it runs, so local_post_opt reports it for --ddp-verbose). */
+	long preset_per_node;
+	struct ddp_node node;
+};
+
+/* Fails a use of --ddp while the site configuration is broken: logs why
+ * and returns -1. */
+int plugin_refuse_bad_conf(const struct ddp_plugin *p);
+
+/*
+ * srun, from slurm_spank_init (before srun reads its options): node mode
+ * without a second srun when --ddp is literally on the command line, by
+ * setting SLURM_NTASKS_PER_NODE. Quiet on failure; local_post_opt decides.
+ */
+void local_init(struct ddp_plugin *p);
+
+/*
+ * srun, from slurm_spank_init_post_opt: checks the options and the site
+ * configuration, decides node or task mode, and re-executes srun with
+ * --ntasks-per-node for node mode when local_init could not. Returns 0,
+ * or -1 (logged) to make srun fail before anything starts.
+ */
+int local_post_opt(struct ddp_plugin *p);
+
+/* sbatch and salloc, from slurm_spank_init_post_opt: refuses --ddp
+ * before anything is queued when the site configuration is broken. */
+int local_alloc_post_opt(struct ddp_plugin *p);
+
+/*
+ * slurmstepd, from slurm_spank_user_init: reads the step's layout, port,
+ * directories and topology and computes the node's plan. Problems are
+ * kept in p->node.error and raised from remote_task_init, where 22.05
+ * fails the step on them. Returns 0.
+ */
+int remote_user_init(struct ddp_plugin *p, spank_t sp);
+
+/* slurmstepd, from slurm_spank_task_init: binds the task and sets its
+ * rank environment. Returns 0, or -1 (logged) to fail the task. */
+int remote_task_init(struct ddp_plugin *p, spank_t sp);
+
+/* slurmstepd, from slurm_spank_exit: frees the node's state. */
+void remote_exit(struct ddp_plugin *p);
+
+#endif

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The slurmstepd side of spank_ddp.so: the node's plan, computed once per
+ * node from the step's layout, and each task's rank environment, binding
+ * and checked job directories.
+ */
+#include <errno.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "slurm_compat.h"
+
+#include "ddp_log.h"
+#include "ddp_util.h"
+#include "plugin.h"
+#include "port.h"
+#include "tasks.h"
+
+/* Marks a MASTER_PORT chosen by this plugin, so that a nested srun --ddp
+ * inside a rank chooses its own instead of treating it as preset. */
+#define PORT_MARK "DDP_PORT_CHOSEN"
+
+/* Copies a job environment variable into buf; 0 when set and it fits. */
+static int
+jobenv(spank_t sp, const char *name, char *buf, size_t size)
+{
+	if (spank_getenv(sp, name, buf, (int)size) != ESPANK_SUCCESS) {
+		buf[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+/* MASTER_ADDR: first host of the step's node list, as Slurm parses it. */
+static int
+first_host(const char *list, char *out, size_t size)
+{
+	ddp_slurm_hostlist hl;
+	char *h;
+	int rc = -1;
+
+	hl = slurm_hostlist_create(list);
+	if (!hl)
+		return -1;
+	h = slurm_hostlist_shift(hl);
+	if (h && ddp_fmt(out, size, "%s", h) == 0)
+		rc = 0;
+	free(h);
+	slurm_hostlist_destroy(hl);
+	return rc;
+}
+
+/* Keeps the node's first problem; remote_task_init raises it. */
+__attribute__((format(printf, 2, 3))) static void
+node_error(struct ddp_node *n, const char *fmt, ...)
+{
+	va_list ap;
+	int len;
+
+	if (n->error[0])
+		return;
+	va_start(ap, fmt);
+	len = vsnprintf(n->error, sizeof(n->error), fmt, ap);
+	va_end(ap);
+	if (len < 0)
+		ddp_fmt(n->error, sizeof(n->error), "--ddp failed");
+}
+
+static int
+user_name(uid_t uid, char *out, size_t size)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return -1;
+	return ddp_fmt(out, size, "%s", res->pw_name);
+}
+
+/* The CPUs Slurm gave the step on this node, as hwloc CPUs. */
+static hwloc_bitmap_t
+step_cpus(struct ddp_node *n, spank_t sp)
+{
+	hwloc_bitmap_t set = hwloc_bitmap_alloc();
+	char *cores = NULL, err[256];
+
+	if (!set)
+		return NULL;
+	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS ||
+	    !cores || !cores[0]) {
+		ddp_fmt(n->cpu_note, sizeof(n->cpu_note),
+			"Slurm gave no core list: using all allowed CPUs");
+		hwloc_bitmap_free(set);
+		return NULL;
+	}
+	if (ddp_topo_cpus_from_slurm_cores(n->topo, cores, set, err,
+					   sizeof(err)) < 0) {
+		if (ddp_fmt(n->cpu_note, sizeof(n->cpu_note),
+			    "%s: using all allowed CPUs", err) < 0)
+			n->cpu_note[0] = '\0';
+		hwloc_bitmap_free(set);
+		return NULL;
+	}
+	return set;
+}
+
+/* Computes the node's plan (once the GPU list is known): the GPUs every
+ * rank sees, then the placement. */
+static int
+compute_plan(struct ddp_node *n, spank_t sp)
+{
+	hwloc_bitmap_t cpus = NULL;
+	char cvd[DDP_GPU_LIST_LEN], sgpus[DDP_GPU_LIST_LEN];
+	char err[DDP_ERR_LEN];
+	int rc = -1;
+
+	jobenv(sp, "CUDA_VISIBLE_DEVICES", cvd, sizeof(cvd));
+	jobenv(sp, "SLURM_STEP_GPUS", sgpus, sizeof(sgpus));
+	if (ddp_gpu_resolve(cvd, sgpus, ddp_topo_ngpus(n->topo), n->local_tasks,
+			    &n->gpus, err, sizeof(err)) < 0) {
+		node_error(n, "--ddp: %s", err);
+		return -1;
+	}
+	cpus = step_cpus(n, sp);
+	if (ddp_plan_node(n->topo, n->local_tasks, n->gpus.gpu_of, n->gpus.n,
+			  cpus, n->bind, &n->plan, err, sizeof(err)) < 0)
+		node_error(n, "--ddp: placement failed: %s", err);
+	else
+		rc = 0;
+	hwloc_bitmap_free(cpus);
+	return rc;
+}
+
+static void
+choose_port(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	char preset[32], mark[32];
+	long port;
+
+	if (p->opts.port) {
+		n->port = p->opts.port;
+		return;
+	}
+	jobenv(sp, "MASTER_PORT", preset, sizeof(preset));
+	jobenv(sp, PORT_MARK, mark, sizeof(mark));
+	if (preset[0] && strcmp(preset, mark) != 0) {
+		if (ddp_port_parse(preset) < 0) {
+			node_error(n,
+				   "--ddp: MASTER_PORT=%.40s is not a port "
+				   "(1-65535): unset it or pass --ddp-port=N",
+				   preset);
+			return;
+		}
+		n->port = 0; /* the user's own wins */
+		return;
+	}
+	port = ddp_port_choose(n->jobid, n->stepid, p->conf.port_min,
+			       p->conf.port_max);
+	if (port < 0) {
+		node_error(n, "--ddp: the site's port_range is empty");
+		return;
+	}
+	n->port = port;
+	/* Advisory: the master node can at least say the port is busy. */
+	if (n->nodeid == 0 && ddp_port_probe((unsigned)port) == 0 &&
+	    ddp_fmt(n->port_note, sizeof(n->port_note),
+		    " (port %ld already in use on %s: pass --ddp-port)", port,
+		    n->host) < 0)
+		n->port_note[0] = '\0';
+}
+
+/*
+ * DDP_SHARED_DIR and DDP_SCRATCH_DIR, named as the prolog names them, are
+ * exported only when they exist and are the job user's own: every level
+ * below the root opened without following symlinks, owned by uid, mode
+ * 0700. Anything else (a directory another user planted for a future job
+ * id, a symlink, a plugstack root the prolog never used) fails the step:
+ * the program would otherwise write its checkpoints where others read.
+ */
+static int
+check_dirs(struct ddp_plugin *p, uid_t uid)
+{
+	struct ddp_node *n = &p->node;
+	const struct ddp_conf *conf = &p->conf;
+	char rel[128], jobid[32], err[DDP_ERR_LEN];
+	int shared = 0, scratch = 0;
+
+	if (ddp_fmt(jobid, sizeof(jobid), "%u", n->jobid) < 0)
+		return -1;
+	if (ddp_conf_shared_dir(conf, n->user, n->jobid, n->shared_dir,
+				sizeof(n->shared_dir)) == 0 &&
+	    ddp_fmt(rel, sizeof(rel), "%s/%s", n->user, jobid) == 0 &&
+	    (shared = ddp_conf_check_job_dir(conf->shared_root, rel, uid, err,
+					     sizeof(err))) < 0)
+		node_error(n, "--ddp: DDP_SHARED_DIR: %s", err);
+	else if (ddp_conf_scratch_dir(conf, n->jobid, n->scratch_dir,
+				      sizeof(n->scratch_dir)) == 0 &&
+		 (scratch = ddp_conf_check_job_dir(conf->scratch_root, jobid,
+						   uid, err, sizeof(err))) < 0)
+		node_error(n, "--ddp: DDP_SCRATCH_DIR: %s", err);
+	/* Only what passed is exported, and nothing when either failed. */
+	if (shared != 1 || scratch < 0)
+		n->shared_dir[0] = '\0';
+	if (scratch != 1 || shared < 0)
+		n->scratch_dir[0] = '\0';
+	return shared < 0 || scratch < 0 ? -1 : 0;
+}
+
+/* The step's layout on this node; 0, or -1 with the node's error set. */
+static int
+read_layout(struct ddp_node *n, spank_t sp, uid_t *uid)
+{
+	char list[8192], tpn[4096];
+	uint32_t total = 0;
+	long count;
+
+	if (spank_get_item(sp, S_JOB_ID, &n->jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_NODEID, &n->nodeid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_NNODES, &n->nnodes) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &n->local_tasks) !=
+		    ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &total) !=
+		    ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_UID, uid) != ESPANK_SUCCESS) {
+		node_error(n, "--ddp: Slurm did not give the step's layout");
+		return -1;
+	}
+	if (gethostname(n->host, sizeof(n->host) - 1) < 0)
+		ddp_fmt(n->host, sizeof(n->host), "?");
+	if (user_name(*uid, n->user, sizeof(n->user)) < 0)
+		n->user[0] = '\0';
+	if (jobenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) < 0 ||
+	    first_host(list, n->master, sizeof(n->master)) < 0) {
+		node_error(n,
+			   "--ddp: cannot read the step's node list "
+			   "(SLURM_STEP_NODELIST=%.80s)",
+			   list);
+		return -1;
+	}
+	if (ddp_hostlist_first(list, tpn, sizeof(tpn)) == 0 &&
+	    strcmp(tpn, n->master) != 0)
+		ddp_debug("hostlist: Slurm says %s, ours says %s", n->master,
+			  tpn);
+	n->counts = calloc(DDP_TASKS_MAX_NODES, sizeof(*n->counts));
+	if (!n->counts) {
+		node_error(n, "--ddp: out of memory");
+		return -1;
+	}
+	if (jobenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn)) < 0 ||
+	    (count = ddp_tasks_parse(tpn, n->counts, DDP_TASKS_MAX_NODES)) <
+		    0 ||
+	    (uint32_t)count != n->nnodes || n->nodeid >= n->nnodes ||
+	    n->counts[n->nodeid] != n->local_tasks) {
+		node_error(n,
+			   "--ddp: SLURM_STEP_TASKS_PER_NODE=%.80s does not "
+			   "match the step's layout",
+			   tpn);
+		return -1;
+	}
+	return 0;
+}
+
+int
+remote_user_init(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	char err[DDP_ERR_LEN];
+	uid_t uid;
+
+	if (!p->opts.enabled)
+		return 0;
+	if (spank_get_item(sp, S_JOB_STEPID, &n->stepid) != ESPANK_SUCCESS)
+		return 0;
+	/* Nothing to do in the batch script, the extern step or an
+	 * interactive step: --ddp given to sbatch/salloc reaches them too. */
+	if (n->stepid == SLURM_BATCH_SCRIPT || n->stepid == SLURM_EXTERN_CONT ||
+	    n->stepid == SLURM_INTERACTIVE_STEP ||
+	    n->stepid >= SLURM_INTERACTIVE_STEP)
+		return 0;
+	n->active = 1;
+	if (p->conf_error[0]) {
+		node_error(n, "%s: --ddp cannot run until the admin fixes it",
+			   p->conf_error);
+		return 0;
+	}
+	n->bind = p->opts.bind >= 0 ? (enum ddp_bind)p->opts.bind
+				    : p->conf.default_bind;
+	if (read_layout(n, sp, &uid) < 0)
+		return 0;
+	choose_port(p, sp);
+	/* Here privileges are dropped to the job's user, who must be able
+	 * to open their own directories anyway (root-squashed NFS). */
+	if (check_dirs(p, uid) < 0)
+		return 0;
+	/* A site interface filter that selects nothing here would make
+	 * NCCL's bootstrap fail or hang on this node: say so instead. */
+	if (ddp_conf_check_socket_ifname(&p->conf, err, sizeof(err)) < 0) {
+		node_error(n, "--ddp: %s: %s", n->host, err);
+		return 0;
+	}
+	if (ddp_topo_load(&n->topo, p->topology_xml[0] ? p->topology_xml : NULL,
+			  err, sizeof(err)) < 0) {
+		node_error(n, "--ddp: %s", err);
+		return 0;
+	}
+	/* The GPU list may only be in the tasks' environment: then each
+	 * task computes the (identical) plan in task_init. */
+	compute_plan(n, sp);
+	return 0;
+}
+
+static int
+setenv_u(spank_t sp, const char *name, unsigned long v)
+{
+	char buf[32];
+
+	if (ddp_fmt(buf, sizeof(buf), "%lu", v) < 0)
+		return -1;
+	return spank_setenv(sp, name, buf, 1) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/* Sets name unless the user already did (OMP_NUM_THREADS, NCCL_*). */
+static int
+setenv_default(spank_t sp, const char *name, const char *value)
+{
+	spank_err_t rc = spank_setenv(sp, name, value, 0);
+
+	return rc == ESPANK_SUCCESS || rc == ESPANK_ENV_EXISTS ? 0 : -1;
+}
+
+static int
+setenv_s(spank_t sp, const char *name, const char *value)
+{
+	return spank_setenv(sp, name, value, 1) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/* --ddp-verbose: a line on the user's terminal, not in a log. */
+__attribute__((format(printf, 1, 2))) static void
+remote_report(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	/* A cut line is still worth showing. */
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	slurm_spank_log("ddp: %s", msg);
+}
+
+static int
+task_env(struct ddp_plugin *p, spank_t sp, uint32_t local, long global,
+	 const struct ddp_rank_place *rp, const char *bindnote)
+{
+	const struct ddp_node *n = &p->node;
+	const struct ddp_conf *conf = &p->conf;
+	struct ddp_rank_env e;
+	struct ddp_place_env env;
+	char err[DDP_ERR_LEN];
+	unsigned k;
+	int rc = 0;
+
+	if (ddp_rank_env_compute(n->counts, n->nnodes, n->nodeid, local, global,
+				 &e, err, sizeof(err)) < 0) {
+		ddp_error("rank environment: %s", err);
+		return -1;
+	}
+	rc |= setenv_u(sp, "RANK", e.rank);
+	rc |= setenv_u(sp, "WORLD_SIZE", e.world_size);
+	rc |= setenv_u(sp, "LOCAL_RANK", e.local_rank);
+	rc |= setenv_u(sp, "LOCAL_WORLD_SIZE", e.local_world_size);
+	rc |= setenv_u(sp, "NODE_RANK", e.node_rank);
+	rc |= setenv_u(sp, "GROUP_RANK", e.node_rank);
+	rc |= setenv_s(sp, "MASTER_ADDR", n->master);
+	if (n->port) {
+		rc |= setenv_u(sp, "MASTER_PORT", (unsigned long)n->port);
+		if (!p->opts.port)
+			rc |= setenv_u(sp, PORT_MARK, (unsigned long)n->port);
+	}
+	rc |= setenv_s(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+	if (n->gpus.n > 0)
+		rc |= setenv_s(sp, "CUDA_VISIBLE_DEVICES", n->gpus.visible);
+	rc |= setenv_s(sp, "DDP_BIND", ddp_bind_name(n->bind));
+	rc |= setenv_s(sp, "DDP_BOUND", bindnote ? "0" : "1");
+	/* The placement as information, and the site's NCCL variables, the
+	 * same on every rank (ddp_plan_rank_env never derives them per rank).
+	 */
+	if (rp && ddp_plan_rank_env(n->plan, local, conf, &env) == 0) {
+		for (k = 0; k < env.n; k++)
+			rc |= env.var[k].keep
+				      ? setenv_default(sp, env.var[k].name,
+						       env.var[k].value)
+				      : setenv_s(sp, env.var[k].name,
+						 env.var[k].value);
+	} else {
+		if (conf->nccl_ib_hca[0])
+			rc |= setenv_default(sp, "NCCL_IB_HCA",
+					     conf->nccl_ib_hca);
+		if (conf->nccl_socket_ifname[0])
+			rc |= setenv_default(sp, "NCCL_SOCKET_IFNAME",
+					     conf->nccl_socket_ifname);
+	}
+	if (n->shared_dir[0])
+		rc |= setenv_s(sp, "DDP_SHARED_DIR", n->shared_dir);
+	if (n->scratch_dir[0])
+		rc |= setenv_s(sp, "DDP_SCRATCH_DIR", n->scratch_dir);
+	if (rc)
+		ddp_error("could not set the rank's environment");
+	if (p->opts.verbose)
+		remote_report(
+			"rank=%u local_rank=%u host=%s gpu=%s cpus=%s numa=%s "
+			"nic=%s hca=%s bind=%s%s%s master=%s:%ld%s",
+			e.rank, e.local_rank, n->host, rp ? rp->busid : "-",
+			rp ? rp->cpus : "-", rp && rp->numa[0] ? rp->numa : "-",
+			rp && rp->nic[0] ? rp->nic : "-",
+			rp && rp->hca[0] ? rp->hca : "-",
+			ddp_bind_name(n->bind), bindnote ? " " : "",
+			bindnote ? bindnote : "", n->master, n->port,
+			n->port_note);
+	return rc ? -1 : 0;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits for pid until deadline, then kills it. Returns its wait status,
+ * or -1 when waitpid fails. */
+static int
+wait_check(pid_t pid, double deadline, int *killed)
+{
+	const struct timespec tick = {0, 20 * 1000 * 1000};
+	int status = 0;
+	pid_t r;
+
+	*killed = 0;
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			return status;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (!*killed && now_s() >= deadline) {
+			kill(pid, SIGKILL);
+			*killed = 1;
+		}
+		nanosleep(&tick, NULL);
+	}
+}
+
+/*
+ * --ddp-check: runs ddp-check (one rendezvous of every rank) from this
+ * task, as its user, with the task's environment as set so far (the job
+ * environment, not slurmstepd's own), and waits for it. ddp-check ends
+ * itself at its time limit; the kill 5 s later is the backstop for one
+ * that cannot. The same on every Slurm version: 22.05 has no
+ * spank_prepend_task_argv, and a wrapper would outlive nothing anyway.
+ * Returns 0 to start the program, or -1 (logged) to end the task.
+ */
+static int
+run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
+	  uint32_t local)
+{
+	const struct ddp_conf *conf = &p->conf;
+	const struct ddp_node *n = &p->node;
+	char frac[32], limit[32], **env = NULL;
+	char *argv[] = {NULL, "--mode",	      NULL,  "--min-fraction",
+			frac, "--time-limit", limit, NULL};
+	struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
+	sigset_t all;
+	int status, killed = 0;
+	pid_t pid;
+
+	if (ddp_fmt(frac, sizeof(frac), "%.6f", conf->check_min_fraction) < 0 ||
+	    ddp_fmt(limit, sizeof(limit), "%u", conf->check_time_limit) < 0)
+		return -1;
+	argv[0] = (char *)conf->check_path;
+	argv[2] = (char *)ddp_check_name(mode);
+	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) {
+		ddp_error("--ddp-check: Slurm did not give the task's "
+			  "environment");
+		return -1;
+	}
+	/* waitpid needs SIGCHLD not ignored; the program gets it back. */
+	sigaction(SIGCHLD, &dfl, &old);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		execve(argv[0], argv, env);
+		dprintf(STDERR_FILENO,
+			"ddp: %s: --ddp-check: cannot run %s: %s (the admin "
+			"sets check_path in ddp.conf)\n",
+			n->host, argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0) {
+		ddp_error("--ddp-check: cannot start %s: %s", argv[0],
+			  strerror(errno));
+		sigaction(SIGCHLD, &old, NULL);
+		return -1;
+	}
+	status = wait_check(pid, now_s() + conf->check_time_limit + 5, &killed);
+	sigaction(SIGCHLD, &old, NULL);
+	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+		/* The report on rank 0's output names the node(s). */
+		if (local == 0)
+			ddp_error("%s: --ddp-check found a problem (see the "
+				  "report): the program was not started",
+				  n->host);
+		return -1;
+	}
+	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 2)
+		ddp_error("%s: --ddp-check: %s could not check this step "
+			  "(its message says why): the program was not "
+			  "started",
+			  n->host, argv[0]);
+	else if (status != -1 && WIFEXITED(status) &&
+		 WEXITSTATUS(status) == 127)
+		; /* the child said why */
+	else if (killed)
+		ddp_error("%s: --ddp-check: %s did not end within its time "
+			  "limit of %u s: killed, the program was not started",
+			  n->host, argv[0], conf->check_time_limit);
+	else
+		ddp_error("%s: --ddp-check: %s ended abnormally (status %d): "
+			  "the program was not started",
+			  n->host, argv[0], status);
+	return -1;
+}
+
+int
+remote_task_init(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	const struct ddp_rank_place *rp = NULL;
+	char err[DDP_ERR_LEN], procid[32], note[512];
+	const char *bindnote = NULL;
+	uint32_t local = 0, gid = 0;
+	long global = -1;
+	enum ddp_check mode;
+
+	if (!n->active)
+		return 0;
+	if (!n->error[0] && !n->plan && n->topo)
+		compute_plan(n, sp);
+	if (n->error[0]) {
+		ddp_error("%s", n->error);
+		return -1;
+	}
+	if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS) {
+		ddp_error("Slurm did not give the task's index");
+		return -1;
+	}
+	/* SLURM_PROCID carries the het-job offset S_TASK_GLOBAL_ID lacks. */
+	if (jobenv(sp, "SLURM_PROCID", procid, sizeof(procid)) == 0)
+		ddp_parse_long(procid, 0, 0x7fffffffL, &global);
+	else if (spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS)
+		global = gid;
+	if (n->plan && local < n->plan->n)
+		rp = &n->plan->rank[local];
+	if (n->bind != DDP_BIND_NONE && rp) {
+		if (!ddp_topo_is_thissystem(n->topo)) {
+			bindnote = "(not applied: the topology is not this "
+				   "machine)";
+		} else if (ddp_plan_bind(n->topo, n->plan, local, err,
+					 sizeof(err)) < 0) {
+			if (ddp_fmt(note, sizeof(note), "(not applied: %s)",
+				    err) < 0)
+				note[0] = '\0';
+			bindnote = note;
+		}
+	} else if (n->bind != DDP_BIND_NONE) {
+		bindnote = "(not applied: no placement)";
+	}
+	if (p->opts.verbose && local == 0) {
+		if (n->cpu_note[0])
+			remote_report("%s: %s", n->host, n->cpu_note);
+		if (n->gpus.note[0])
+			remote_report("%s: %s", n->host, n->gpus.note);
+	}
+	if (task_env(p, sp, local, global, rp, bindnote) < 0)
+		return -1;
+	mode = p->opts.check >= 0 ? (enum ddp_check)p->opts.check
+				  : p->conf.check;
+	return mode == DDP_CHECK_OFF ? 0 : run_check(p, sp, mode, local);
+}
+
+void
+remote_exit(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+
+	ddp_plan_free(n->plan);
+	n->plan = NULL;
+	ddp_topo_destroy(n->topo);
+	n->topo = NULL;
+	free(n->counts);
+	n->counts = NULL;
+}
