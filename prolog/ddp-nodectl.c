@@ -27,7 +27,12 @@
 
 #define NFT_TIMEOUT_S 30
 #define SLURM_TIMEOUT_S 30
-#define LOCK_TIMEOUT_S 120
+/* The lock on the firewall state: a holder gives up once it has held it
+ * LOCK_HOLD_S seconds (every nft call under the lock shares that budget,
+ * and nothing else under it can block), and a waiter waits longer than
+ * that, so an Epilog never times out behind a healthy holder. */
+#define LOCK_HOLD_S 90
+#define LOCK_WAIT_S (LOCK_HOLD_S + 60)
 #define MAX_HOSTS 65536
 #define MAX_LIVE 100000
 
@@ -37,6 +42,8 @@ enum { EX_OK = 0, EX_NODE = 1, EX_USAGE = 2 };
 
 static char log_prefix[64];
 static int use_syslog;
+/* While the state lock is held: when its hold budget runs out. */
+static time_t lock_deadline;
 
 static void
 sink(enum ddp_log_level level, const char *msg)
@@ -61,12 +68,13 @@ usage(FILE *f)
 		"environment)\n"
 		"  epilog                 per-job cleanup (Slurm Epilog "
 		"environment)\n"
-		"  install                (re)create the nftables table "
-		"(boot time)\n"
-		"  reconcile [--listpids] [--grace S] [JOBID...]\n"
+		"  install                create scratch_root and state_dir, "
+		"(re)create the\n"
+		"                         nftables table (boot time)\n"
+		"  reconcile [--squeue|--listpids] [--node NAME] [--grace S] "
+		"[JOBID...]\n"
 		"                         drop firewall elements and scratch "
-		"of "
-		"jobs not live\n"
+		"of jobs not live\n"
 		"  sweep [--dry-run] [--squeue] [JOBID...]\n"
 		"                         remove shared dirs of finished jobs "
 		"after retention\n"
@@ -110,7 +118,21 @@ nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
 {
 	char *argv[12];
 	size_t n = 0, i;
+	unsigned timeout = NFT_TIMEOUT_S;
 
+	if (lock_deadline) {
+		time_t left = lock_deadline - time(NULL);
+
+		if (left <= 0) {
+			nc_errf(err, errlen,
+				"nft not run: the state lock was held %d s, "
+				"its limit",
+				LOCK_HOLD_S);
+			return -1;
+		}
+		if (left < (time_t)timeout)
+			timeout = (unsigned)left;
+	}
 	argv[n++] = (char *)conf->nft_path;
 	if (script) {
 		argv[n++] = "-f";
@@ -119,7 +141,7 @@ nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
 	for (i = 0; args && args[i] && n < 11; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	return nc_run(argv, NULL, script, out, NFT_TIMEOUT_S, err, errlen);
+	return nc_run(argv, NULL, script, out, timeout, err, errlen);
 }
 
 static int
@@ -163,60 +185,56 @@ out:
 }
 
 /* Opens this network namespace's state directory, <state_dir>/net-<inode>
- * (state_dir root-owned, not writable by others), and takes its lock;
- * returns the directory fd and stores the lock fd. */
+ * (state_dir root-owned, not writable by others, created when missing),
+ * without taking the lock. */
 static int
-lock_state(const struct ddp_conf *conf, int *lockfd, char *err, size_t errlen)
+open_state(const struct ddp_conf *conf, char *err, size_t errlen)
 {
 	struct stat st;
-	time_t deadline = time(NULL) + LOCK_TIMEOUT_S;
-	int dfd, fd;
+	char sub[64];
+	int dfd, nfd = -1, squatted;
 
-	*lockfd = -1;
-	dfd = nc_open_dir_nofollow(conf->state_dir, 1, 0755);
-	if (dfd < 0 || fstat(dfd, &st) < 0) {
-		nc_errf(err, errlen, "state dir %s: %s", conf->state_dir,
-			strerror(errno));
-		goto fail;
-	}
-	if (st.st_uid != geteuid() || (st.st_mode & 022)) {
-		nc_errf(err, errlen, "state dir %s: wrong owner or mode",
-			conf->state_dir);
-		goto fail;
-	}
+	dfd = nc_open_root_dir(conf->state_dir, "state dir", &squatted, err,
+			       errlen);
+	if (dfd < 0)
+		return -1;
 	/* The firewall state belongs to a network namespace: nodes that
 	 * share one (several slurmd on a host) share it, nodes in their own
 	 * (containers, the test cluster) must not see each other's. */
-	if (stat("/proc/self/ns/net", &st) == 0) {
-		char sub[64];
-		int nfd;
-
-		ddp_fmt(sub, sizeof(sub), "net-%llu",
-			(unsigned long long)st.st_ino);
-		if (mkdirat(dfd, sub, 0700) < 0 && errno != EEXIST) {
-			nc_errf(err, errlen, "state dir %s/%s: %s",
-				conf->state_dir, sub, strerror(errno));
-			goto fail;
-		}
-		nfd = openat(dfd, sub,
-			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd < 0) {
-			nc_errf(err, errlen, "state dir %s/%s: %s",
-				conf->state_dir, sub, strerror(errno));
-			goto fail;
-		}
-		close(dfd);
-		dfd = nfd;
+	if (stat("/proc/self/ns/net", &st) < 0)
+		return dfd;
+	ddp_fmt(sub, sizeof(sub), "net-%llu", (unsigned long long)st.st_ino);
+	if (mkdirat(dfd, sub, 0700) < 0 && errno != EEXIST) {
+		nc_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
+			sub, strerror(errno));
+		goto out;
 	}
+	nfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (nfd < 0)
+		nc_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
+			sub, strerror(errno));
+out:
+	close(dfd);
+	return nfd;
+}
+
+/* Takes the lock in the state directory dfd, waiting at most LOCK_WAIT_S
+ * seconds, and starts the hold budget. Returns the lock fd or -1. */
+static int
+take_lock(const struct ddp_conf *conf, int dfd, char *err, size_t errlen)
+{
+	time_t deadline = time(NULL) + LOCK_WAIT_S;
+	int fd;
+
 	fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 		    0600);
 	if (fd < 0) {
 		nc_errf(err, errlen, "lock %s/lock: %s", conf->state_dir,
 			strerror(errno));
-		goto fail;
+		return -1;
 	}
-	/* Prologs of different jobs run at once; a stuck holder (it is
-	 * bounded by the nft timeout) must not block us for ever. */
+	/* Prologs of different jobs run at once; a stuck holder gives up
+	 * after LOCK_HOLD_S, so this wait ends. */
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK || time(NULL) >= deadline) {
 			nc_errf(err, errlen, "lock %s/lock: %s",
@@ -224,16 +242,39 @@ lock_state(const struct ddp_conf *conf, int *lockfd, char *err, size_t errlen)
 				errno == EWOULDBLOCK ? "timed out"
 						     : strerror(errno));
 			close(fd);
-			goto fail;
+			return -1;
 		}
 		usleep(20000);
 	}
-	*lockfd = fd;
-	return dfd;
-fail:
-	if (dfd >= 0)
+	lock_deadline = time(NULL) + LOCK_HOLD_S;
+	return fd;
+}
+
+static void
+drop_lock(int *lockfd)
+{
+	if (*lockfd >= 0)
+		close(*lockfd);
+	*lockfd = -1;
+	lock_deadline = 0;
+}
+
+/* Opens the state directory and takes its lock; returns the directory fd
+ * and stores the lock fd. */
+static int
+lock_state(const struct ddp_conf *conf, int *lockfd, char *err, size_t errlen)
+{
+	int dfd = open_state(conf, err, errlen);
+
+	*lockfd = -1;
+	if (dfd < 0)
+		return -1;
+	*lockfd = take_lock(conf, dfd, err, errlen);
+	if (*lockfd < 0) {
 		close(dfd);
-	return -1;
+		return -1;
+	}
+	return dfd;
 }
 
 static int
@@ -357,7 +398,8 @@ cmd_prolog(const struct ddp_conf *conf)
 	char err[NC_ERR_LEN];
 	struct job j;
 	unsigned lo, hi;
-	int node_fault = 0, statefd = -1, lockfd = -1, rv = EX_NODE, rc;
+	int node_fault = 0, leftover = 0, statefd = -1, lockfd = -1;
+	int rv = EX_NODE, rc;
 
 	if (read_job(&j, 1) < 0) {
 		drain(conf, j.node, "bad prolog environment");
@@ -376,15 +418,22 @@ cmd_prolog(const struct ddp_conf *conf)
 			drain(conf, j.node, "shared dir creation timed out");
 			goto out;
 		}
-		ddp_error("shared dir for %s: %s", j.user, err);
+		ddp_error("shared dir of %s: %s", j.user, err);
 	}
-	if (nc_make_scratch_dir(conf, j.uid, j.gid, j.id, &node_fault, err,
-				sizeof(err)) < 0) {
+	rc = nc_make_scratch_dir(conf, j.uid, j.gid, j.id, &node_fault,
+				 &leftover, err, sizeof(err));
+	if (leftover)
+		ddp_info("scratch %s/%lu was left over from an earlier job: "
+			 "%s",
+			 conf->scratch_root, j.id,
+			 rc == 0 ? "removed, made anew" : "not removed");
+	if (rc < 0) {
 		if (node_fault) {
+			ddp_error("%s", err);
 			drain(conf, j.node, err);
 			goto out;
 		}
-		ddp_error("%s", err);
+		ddp_error("%s; no scratch directory for this job", err);
 	}
 	if (!conf->firewall) {
 		rv = EX_OK;
@@ -410,7 +459,9 @@ cmd_prolog(const struct ddp_conf *conf)
 		drain(conf, j.node, err);
 		goto out;
 	}
+	/* Draining asks slurmctld: not while holding the lock. */
 	if (!table_exists(conf) && install_table(conf, err, sizeof(err)) < 0) {
+		drop_lock(&lockfd);
 		drain(conf, j.node, "nftables table install failed");
 		goto out;
 	}
@@ -418,6 +469,7 @@ cmd_prolog(const struct ddp_conf *conf)
 			   time(NULL) + (time_t)conf->firewall_timeout, &peers,
 			   err, sizeof(err)) < 0 ||
 	    sync_firewall(conf, statefd, NULL, 0, err, sizeof(err)) < 0) {
+		drop_lock(&lockfd);
 		ddp_error("%s", err);
 		drain(conf, j.node, "nftables update failed");
 		goto out;
@@ -426,8 +478,7 @@ cmd_prolog(const struct ddp_conf *conf)
 		 hl.n ? hl.n - 1 : 0);
 	rv = EX_OK;
 out:
-	if (lockfd >= 0)
-		close(lockfd);
+	drop_lock(&lockfd);
 	if (statefd >= 0)
 		close(statefd);
 	nc_elems_free(&peers);
@@ -436,7 +487,10 @@ out:
 }
 
 /* The epilog never fails the node: what it cannot clean up now is logged,
- * expires (firewall) or is caught by reconcile. */
+ * expires (firewall) or is caught by reconcile. The firewall goes first:
+ * the job's state is removed before waiting for the lock, so that even an
+ * Epilog killed while it waits leaves nothing the next update keeps; a
+ * large scratch tree is removed last. */
 static int
 cmd_epilog(const struct ddp_conf *conf)
 {
@@ -446,23 +500,34 @@ cmd_epilog(const struct ddp_conf *conf)
 
 	if (read_job(&j, 0) < 0)
 		return EX_OK;
-	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
-		ddp_error("scratch: %s", err);
 	if (!conf->firewall)
-		goto out;
-	statefd = lock_state(conf, &lockfd, err, sizeof(err));
+		goto scratch;
+	statefd = open_state(conf, err, sizeof(err));
 	if (statefd < 0) {
-		ddp_error("%s", err);
-		goto out;
+		ddp_error("firewall cleanup: %s", err);
+		goto scratch;
 	}
-	if (nc_state_remove(statefd, j.id, err, sizeof(err)) < 0 ||
-	    sync_firewall(conf, statefd, NULL, 0, err, sizeof(err)) < 0)
+	if (nc_state_remove(statefd, j.id, err, sizeof(err)) < 0) {
+		ddp_error("firewall cleanup: %s", err);
+		goto scratch;
+	}
+	lockfd = take_lock(conf, statefd, err, sizeof(err));
+	if (lockfd < 0) {
+		ddp_error("firewall cleanup: %s; the job's state is removed, "
+			  "so the next prolog, epilog or reconcile on this "
+			  "node removes its elements",
+			  err);
+		goto scratch;
+	}
+	if (sync_firewall(conf, statefd, NULL, 0, err, sizeof(err)) < 0)
 		ddp_error("firewall cleanup: %s", err);
 	else
 		ddp_verbose("firewall elements removed");
-out:
-	if (lockfd >= 0)
-		close(lockfd);
+	drop_lock(&lockfd);
+scratch:
+	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
+		ddp_error("scratch: %s", err);
+	drop_lock(&lockfd);
 	if (statefd >= 0)
 		close(statefd);
 	return EX_OK;
@@ -539,13 +604,26 @@ out:
 	return rv;
 }
 
-/* Job ids from "squeue" (a cluster-wide question: only for the sweeper,
- * never from a prolog). */
+/*
+ * Job ids from squeue, which asks slurmctld: the jobs in any state but a
+ * final one, all of them when node is NULL (the sweeper), else those
+ * allocated to node, with or without a step there now (reconcile).
+ * Any failure (slurmctld down, a line that is not a job id) is -1: then
+ * nothing may be removed.
+ */
 static int
-squeue(const struct ddp_conf *conf, unsigned long **live, size_t *n)
+squeue(const struct ddp_conf *conf, const char *node, unsigned long **live,
+       size_t *n)
 {
-	char path[PATH_MAX], *slash, *line, *save = NULL, err[NC_ERR_LEN];
-	char *argv[] = {path, "--noheader", "--format=%A", NULL};
+	char path[PATH_MAX], nodearg[128], *slash, *line, *save = NULL;
+	char err[NC_ERR_LEN];
+	char *argv[] = {path,
+			"--noheader",
+			"--format=%A",
+			"--states=PENDING,CONFIGURING,RUNNING,SUSPENDED,"
+			"STOPPED,COMPLETING,RESIZING,SIGNALING,STAGE_OUT",
+			nodearg,
+			NULL};
 	struct nc_buf out = {0};
 	int rv = -1;
 
@@ -555,9 +633,13 @@ squeue(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 	    ddp_fmt(slash + 1, sizeof(path) - (size_t)(slash + 1 - path),
 		    "squeue") < 0)
 		goto out;
+	if (!node)
+		argv[4] = NULL;
+	else if (ddp_fmt(nodearg, sizeof(nodearg), "--nodelist=%s", node) < 0)
+		goto out;
 	if (nc_run(argv, slurm_env, NULL, &out, SLURM_TIMEOUT_S, err,
 		   sizeof(err)) != 0) {
-		ddp_error("squeue: %s", err);
+		ddp_error("%s: %s", path, err);
 		goto out;
 	}
 	for (line = strtok_r(out.s ? out.s : "", "\n", &save); line;
@@ -565,7 +647,8 @@ squeue(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 		unsigned long id;
 
 		if (nc_parse_jobid(line, &id) < 0) {
-			ddp_error("squeue: unexpected line");
+			ddp_error("%s: unexpected line '%.40s' (not a job id)",
+				  path, line);
 			goto out;
 		}
 		if (add_live(live, n, id) < 0)
@@ -620,24 +703,97 @@ reconcile_scratch(const struct ddp_conf *conf, const unsigned long *live,
 	closedir(d);
 }
 
+/* The node reconcile asks about: --node, else SLURMD_NODENAME, else this
+ * host's name up to the first dot. */
+static int
+reconcile_node(const char *given, char *node, size_t len)
+{
+	const char *env = getenv("SLURMD_NODENAME");
+	char host[256];
+
+	if (!given && env && env[0])
+		given = env;
+	if (!given) {
+		if (gethostname(host, sizeof(host)) < 0)
+			return -1;
+		host[sizeof(host) - 1] = '\0';
+		host[strcspn(host, ".")] = '\0';
+		given = host;
+	}
+	if (!nc_valid_nodename(given) || ddp_fmt(node, len, "%s", given) < 0) {
+		ddp_error("node name '%.64s' is not a valid Slurm node name "
+			  "(give --node NAME as in slurm.conf)",
+			  given);
+		return -1;
+	}
+	return 0;
+}
+
+/* Adds the jobs with state younger than grace seconds (a job still in its
+ * prolog may not be known to squeue on this node, nor have a step). */
+static void
+add_young_state(int statefd, long grace, unsigned long **live, size_t *n)
+{
+	struct dirent *de;
+	unsigned long id;
+	DIR *d = NULL;
+	int fd;
+
+	if (grace <= 0)
+		return;
+	fd = dup(statefd);
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (strncmp(de->d_name, "job.", 4) == 0 &&
+		    nc_parse_jobid(de->d_name + 4, &id) == 0 &&
+		    fstatat(statefd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ==
+			    0 &&
+		    st.st_mtime + grace > time(NULL) &&
+		    add_live(live, n, id) < 0)
+			break;
+	}
+	closedir(d);
+}
+
 static int
 cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"squeue", no_argument, NULL, 'q'},
 		{"listpids", no_argument, NULL, 'l'},
+		{"node", required_argument, NULL, 'n'},
 		{"grace", required_argument, NULL, 'g'},
 		{NULL, 0, NULL, 0},
 	};
-	unsigned long *live = NULL, id, none = 0;
+	unsigned long *live = NULL, none = 0;
 	size_t nlive = 0;
 	long grace = 600;
-	char err[NC_ERR_LEN];
-	int c, from_listpids = 0, statefd = -1, lockfd = -1, rv = EX_USAGE;
+	char err[NC_ERR_LEN], node[128];
+	const char *given = NULL;
+	int c, from_squeue = 0, from_listpids = 0, statefd = -1, lockfd = -1;
+	int rv = EX_USAGE;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
-		if (c == 'l') {
-			from_listpids = 1;
+		if (c == 'q') {
+			from_squeue = 1;
+		} else if (c == 'l') {
+			/* Older configurations say --listpids: it now asks
+			 * slurmctld too, since a job with no step here at
+			 * this moment (an salloc or batch job between sruns)
+			 * is not finished. */
+			from_squeue = from_listpids = 1;
+		} else if (c == 'n') {
+			given = optarg;
 		} else if (c == 'g' && ddp_parse_long(optarg, 0, 86400 * 365,
 						      &grace) == 0) {
 			continue;
@@ -649,55 +805,39 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	if (add_live_args(argc, argv, &live, &nlive) < 0)
 		goto out;
 	rv = EX_NODE;
-	if (from_listpids && listpids(conf, &live, &nlive) < 0)
-		goto out;
-	/* Jobs still in their prolog are not listed yet: spare young state
-	 * by counting it live. */
+	if (from_squeue) {
+		if (reconcile_node(given, node, sizeof(node)) < 0)
+			goto out;
+		if (squeue(conf, node, &live, &nlive) < 0 ||
+		    (from_listpids && listpids(conf, &live, &nlive) < 0)) {
+			ddp_error("cannot tell which jobs run on %s: nothing "
+				  "removed (run reconcile again once "
+				  "slurmctld answers)",
+				  node);
+			goto out;
+		}
+	}
 	statefd = lock_state(conf, &lockfd, err, sizeof(err));
 	if (statefd < 0) {
 		ddp_error("%s", err);
 		goto out;
 	}
-	if (grace > 0) {
-		DIR *d = NULL;
-		struct dirent *de;
-		int fd = dup(statefd);
-
-		if (fd >= 0 && (d = fdopendir(fd))) {
-			rewinddir(d);
-			while ((de = readdir(d))) {
-				struct stat st;
-
-				if (strncmp(de->d_name, "job.", 4) == 0 &&
-				    nc_parse_jobid(de->d_name + 4, &id) == 0 &&
-				    fstatat(statefd, de->d_name, &st,
-					    AT_SYMLINK_NOFOLLOW) == 0 &&
-				    st.st_mtime + grace > time(NULL) &&
-				    add_live(&live, &nlive, id) < 0)
-					break;
-			}
-			closedir(d);
-		} else if (fd >= 0) {
-			close(fd);
+	add_young_state(statefd, grace, &live, &nlive);
+	if (conf->firewall) {
+		/* An empty list means no job is live, not "no filter". */
+		if (sync_firewall(conf, statefd, live ? live : &none, nlive,
+				  err, sizeof(err)) < 0) {
+			ddp_error("%s", err);
+			goto out;
 		}
+		ddp_info("reconciled firewall against %zu live jobs", nlive);
 	}
-	if (!conf->firewall) {
-		rv = EX_OK;
-		goto scratch;
-	}
-	/* An empty list means no job is live, not "no filter". */
-	if (sync_firewall(conf, statefd, live ? live : &none, nlive, err,
-			  sizeof(err)) < 0) {
-		ddp_error("%s", err);
-		goto out;
-	}
-	ddp_info("reconciled firewall against %zu live jobs", nlive);
-	rv = EX_OK;
-scratch:
+	/* Scratch trees can be large: not under the lock. */
+	drop_lock(&lockfd);
 	reconcile_scratch(conf, live, nlive, grace);
+	rv = EX_OK;
 out:
-	if (lockfd >= 0)
-		close(lockfd);
+	drop_lock(&lockfd);
 	if (statefd >= 0)
 		close(statefd);
 	free(live);
@@ -732,7 +872,7 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 	if (add_live_args(argc, argv, &live, &nlive) < 0)
 		goto out;
 	rv = EX_NODE;
-	if (from_squeue && squeue(conf, &live, &nlive) < 0)
+	if (from_squeue && squeue(conf, NULL, &live, &nlive) < 0)
 		goto out;
 	rc = nc_sweep_shared(conf, live, nlive, time(NULL), dry, &report, err,
 			     sizeof(err));
@@ -749,27 +889,57 @@ out:
 	return rv;
 }
 
-static void
+/* Boot-time setup: the node-local roots, made root-owned before any user
+ * can make them, then the nftables table. Does all it can; exit 1 when
+ * something failed. */
+static int
+cmd_install(const struct ddp_conf *conf)
+{
+	char err[NC_ERR_LEN];
+	int fd, squatted, rv = EX_OK;
+
+	if (conf->scratch_root[0]) {
+		fd = nc_open_root_dir(conf->scratch_root, "scratch root",
+				      &squatted, err, sizeof(err));
+		if (fd < 0) {
+			ddp_error("install: %s", err);
+			rv = EX_NODE;
+		} else {
+			close(fd);
+			ddp_info("scratch root %s ready", conf->scratch_root);
+		}
+	}
+	fd = open_state(conf, err, sizeof(err));
+	if (fd < 0) {
+		ddp_error("install: %s", err);
+		rv = EX_NODE;
+	} else {
+		close(fd);
+		ddp_info("state dir %s ready", conf->state_dir);
+	}
+	if (conf->firewall && install_table(conf, err, sizeof(err)) < 0) {
+		ddp_error("install: %s", err);
+		rv = EX_NODE;
+	}
+	return rv;
+}
+
+/* Every key of ddp.conf's table, as ddp.conf accepts it back. */
+static int
 cmd_show(const struct ddp_conf *conf)
 {
-	static const char *const binds[] = {"none", "numa", "core"};
-	unsigned i;
+	char value[PATH_MAX];
+	const char *key;
+	size_t i;
 
-	printf("port_range = %u-%u\n", conf->port_min, conf->port_max);
-	printf("default_bind = %s\n", binds[conf->default_bind]);
-	printf("shared_root = %s\n", conf->shared_root);
-	printf("shared_fstypes = ");
-	for (i = 0; i < conf->n_shared_fstypes; i++)
-		printf("%s%s", i ? "," : "", conf->shared_fstypes[i]);
-	printf("\nshared_timeout = %u\n", conf->shared_timeout);
-	printf("shared_mount = %s\n", conf->shared_mount);
-	printf("scratch_root = %s\n", conf->scratch_root);
-	printf("retention_days = %u\n", conf->retention_days);
-	printf("firewall = %s\n", conf->firewall ? "on" : "off");
-	printf("firewall_timeout = %us\n", conf->firewall_timeout);
-	printf("state_dir = %s\n", conf->state_dir);
-	printf("nft_path = %s\n", conf->nft_path);
-	printf("scontrol_path = %s\n", conf->scontrol_path);
+	for (i = 0; (key = ddp_conf_key_name(i)); i++) {
+		if (ddp_conf_format(conf, key, value, sizeof(value)) < 0) {
+			ddp_error("show: %s: cannot format its value", key);
+			return EX_NODE;
+		}
+		printf("%s = %s\n", key, value);
+	}
+	return EX_OK;
 }
 
 int
@@ -809,14 +979,14 @@ main(int argc, char **argv)
 	ddp_conf_defaults(&conf);
 	if (ddp_conf_load(&conf, conf_path, 1, err, sizeof(err)) < 0) {
 		ddp_error("%s", err);
-		if (strcmp(cmd, "prolog") == 0) {
-			/* Every node has the same file: a broken one must be
-			 * seen, and the job would run half set up. */
-			drain(&conf, getenv("SLURMD_NODENAME"),
-			      "bad ddp.conf (see syslog)");
-			return EX_NODE;
-		}
-		return strcmp(cmd, "epilog") == 0 ? EX_OK : EX_USAGE;
+		/* Every node has the same file: draining for it would stop
+		 * every job on the cluster, --ddp or not. The job runs
+		 * without openings or directories, and the plugin, which
+		 * reads the same file, refuses its --ddp steps naming file,
+		 * line and key. */
+		if (strcmp(cmd, "prolog") == 0 || strcmp(cmd, "epilog") == 0)
+			return EX_OK;
+		return EX_USAGE;
 	}
 	argc -= optind;
 	argv += optind;
@@ -824,23 +994,14 @@ main(int argc, char **argv)
 		return cmd_prolog(&conf);
 	if (strcmp(cmd, "epilog") == 0)
 		return cmd_epilog(&conf);
-	if (strcmp(cmd, "install") == 0) {
-		char ierr[NC_ERR_LEN];
-
-		if (install_table(&conf, ierr, sizeof(ierr)) < 0) {
-			ddp_error("install: %s", ierr);
-			return EX_NODE;
-		}
-		return EX_OK;
-	}
+	if (strcmp(cmd, "install") == 0)
+		return cmd_install(&conf);
 	if (strcmp(cmd, "reconcile") == 0)
 		return cmd_reconcile(&conf, argc, argv);
 	if (strcmp(cmd, "sweep") == 0)
 		return cmd_sweep(&conf, argc, argv);
-	if (strcmp(cmd, "show") == 0) {
-		cmd_show(&conf);
-		return EX_OK;
-	}
+	if (strcmp(cmd, "show") == 0)
+		return cmd_show(&conf);
 	usage(stderr);
 	return EX_USAGE;
 }

@@ -1,6 +1,6 @@
 # Prolog tooling: ddp-nodectl (the helper that makes every decision), the
-# thin Prolog/Epilog scripts, their unit tests, the ddp.conf fuzzer and the
-# install rule.
+# thin Prolog/Epilog scripts, their unit tests, the ddp.conf, nft listing
+# and mountinfo fuzzers and the install rule.
 PROLOG_CORE_SRC := prolog/nodectl_util.c prolog/nodectl_fw.c prolog/nodectl_fs.c
 PROLOG_CORE_OBJ := $(PROLOG_CORE_SRC:%.c=$(BUILD)/%.o)
 PROLOG_LIB := $(BUILD)/libddpprolog.a
@@ -14,7 +14,7 @@ $(BUILD)/bin/ddp-nodectl: $(BUILD)/prolog/ddp-nodectl.o $(PROLOG_LIB) $(CORE_LIB
 TARGETS += $(BUILD)/bin/ddp-nodectl
 
 # The helper's unit tests include its private header.
-$(BUILD)/tests/unit/test-prolog-%.o: CFLAGS_ALL += -Iprolog
+$(BUILD)/tests/unit/test-prolog-%.o: MOD_CFLAGS += -Iprolog
 PROLOG_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test-prolog-*.c))
 $(BUILD)/tests/unit/test-prolog-%: $(BUILD)/tests/unit/test-prolog-%.o $(PROLOG_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL)
@@ -24,6 +24,14 @@ UNIT_TESTS += $(PROLOG_TESTS)
 $(BUILD)/fuzz-conf: $(BUILD)/tests/fuzz/fuzz-conf.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD)
 FUZZERS += $(BUILD)/fuzz-conf
+
+# libFuzzer targets for the helper's parsers of what it reads as root: nft
+# set listings and /proc/self/mountinfo.
+PROLOG_FUZZ := nftlist mountinfo
+$(addprefix $(BUILD)/tests/fuzz/fuzz-,$(addsuffix .o,$(PROLOG_FUZZ))): MOD_CFLAGS += -Iprolog
+$(addprefix $(BUILD)/fuzz-,$(PROLOG_FUZZ)): $(BUILD)/fuzz-%: $(BUILD)/tests/fuzz/fuzz-%.o $(PROLOG_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD)
+FUZZERS += $(addprefix $(BUILD)/fuzz-,$(PROLOG_FUZZ))
 
 # The scripts find the helper next to them (../../sbin from
 # $(LIBEXECDIR)) or at the installed $(SBINDIR).

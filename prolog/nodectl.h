@@ -198,23 +198,44 @@ int nc_check_shared_root(const struct ddp_conf *conf, char *err, size_t errlen);
  * Creates <shared_root>/<user>/<jobid> mode 0700 owned by uid:gid. The
  * user directory is created by root when root may write to shared_root
  * (never following a symlink), and everything below it as the user in a
- * child process (which also covers root-squashed NFS). Bounded by
- * conf->shared_timeout. Returns 0 or -1 with err.
+ * child process (which also covers root-squashed NFS). An existing user
+ * directory is never chowned: one owned by someone else or not mode 0700
+ * is refused, and so is an existing job directory owned by someone else
+ * (the user's own is set to 0700); nothing is created in a refused
+ * directory. Bounded by conf->shared_timeout. Returns 0, or -1 with err
+ * (a refusal names the path, its owner or mode and the fix; a hang says
+ * "timed out after N s").
  */
 int nc_make_shared_dir(const struct ddp_conf *conf, const char *user, uid_t uid,
 		       gid_t gid, unsigned long jobid, char *err,
 		       size_t errlen);
 
 /*
+ * Opens a directory that only root may change (scratch_root, state_dir),
+ * creating it and missing parents mode 0755 without following a symlink
+ * in any component. It must be owned by the caller's euid (root) and not
+ * writable by group or others. Returns the O_DIRECTORY fd, or -1 with err
+ * naming what (e.g. "scratch root"), the path, what is wrong and the fix;
+ * *squatted is set to 1 when the directory is owned by someone else (a
+ * user made it first), else 0.
+ */
+int nc_open_root_dir(const char *path, const char *what, int *squatted,
+		     char *err, size_t errlen);
+
+/*
  * Creates the node-local <scratch_root>/<jobid> mode 0700 owned by
- * uid:gid; scratch_root (created 0755 when missing) must be owned by root
- * and not writable by others, and no component is followed if it is a
- * symlink. Returns 0, or -1 with err; *node_fault is set to 1 when the
- * failure is the node's (scratch root unusable), 0 when it is the job's.
+ * uid:gid, always as a new directory: an entry of that name left over
+ * from an earlier job is first removed as root (nc_rmtree_at) and
+ * *leftover set to 1, so it is never handed to the new owner.
+ * scratch_root is opened with nc_open_root_dir. Returns 0, or -1 with
+ * err; *node_fault is 1 when the failure is the node's (a scratch root
+ * writable by others, a leftover that cannot be removed, I/O errors) and
+ * 0 when a user caused it (a scratch root a user made: the job runs
+ * without scratch, users cannot drain nodes).
  */
 int nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
-			unsigned long jobid, int *node_fault, char *err,
-			size_t errlen);
+			unsigned long jobid, int *node_fault, int *leftover,
+			char *err, size_t errlen);
 
 /*
  * Removes the job's scratch directory and everything in it without
@@ -227,8 +248,11 @@ int nc_remove_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
 /*
  * Removes name (relative to dirfd) and, when it is a directory,
  * everything below it, never following symlinks and never leaving the
- * file system of dirfd. At most 512 levels deep. Returns 0 (also when
- * name does not exist) or -1 with err.
+ * file system of dirfd. Iterative, with no depth limit and one directory
+ * open at a time; a directory moved out of the tree while it is being
+ * emptied, or a mount point inside it, stops the removal with an error
+ * (what is left stays). Returns 0 (also when name does not exist) or -1
+ * with err.
  */
 int nc_rmtree_at(int dirfd, const char *name, char *err, size_t errlen);
 

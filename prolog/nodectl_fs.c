@@ -22,7 +22,6 @@
 
 #include "ddp_util.h"
 
-#define RMTREE_MAX_DEPTH 512
 /* A sweep removes whole trees on a shared file system: allow it longer
  * than a prolog check. */
 #define SWEEP_TIMEOUT_S 3600
@@ -344,16 +343,72 @@ open_or_make(int pfd, const char *name, int *created)
 		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+/*
+ * Refuses a directory of the job's shared path that is not private to the
+ * job's user: owned by someone else (planted by another user where the
+ * shared root lets users create entries), or open to others. fd is the
+ * opened directory, or -1 when it could not be opened (then it is looked
+ * up by name in pfd, so that a foreign 0700 directory is named as such).
+ */
+static int
+check_private(int pfd, const char *name, int fd, const char *path,
+	      const struct shared_job *j, int fix_mode, char *err,
+	      size_t errlen)
+{
+	struct stat st;
+	int saved = errno;
+
+	if ((fd >= 0 ? fstat(fd, &st)
+		     : fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0) {
+		nc_errf(err, errlen, "%s: %s", path, strerror(saved));
+		return -1;
+	}
+	if (fd < 0 && st.st_uid == j->uid) {
+		nc_errf(err, errlen, "%s: %s", path,
+			saved == ELOOP || saved == ENOTDIR
+				? "not a directory (symlink?)"
+				: strerror(saved));
+		return -1;
+	}
+	if (st.st_uid != j->uid) {
+		nc_errf(err, errlen,
+			"%s is owned by uid %lu, not by %s (uid %lu): refused, "
+			"no shared directory for this job; an admin should "
+			"remove it%s",
+			path, (unsigned long)st.st_uid, j->user,
+			(unsigned long)j->uid,
+			fix_mode ? ""
+				 : " and make the user directory as root "
+				   "(mkdir -m 0700, chown to the user)");
+		return -1;
+	}
+	if ((st.st_mode & ACCESSPERMS) == 0700)
+		return 0;
+	/* The job's own directory is the user's and made for this job:
+	 * close it up. The user's directory is theirs to set. */
+	if (fix_mode && fchmod(fd, 0700) == 0)
+		return 0;
+	nc_errf(err, errlen,
+		"%s has mode %04o, not 0700: refused, no shared directory for "
+		"this job (run: chmod 0700 %s)",
+		path, (unsigned)(st.st_mode & ACCESSPERMS), path);
+	return -1;
+}
+
 static int
 shared_child(void *arg, char *err, size_t errlen)
 {
 	const struct shared_job *j = arg;
 	const char *root = j->conf->shared_root;
-	char jobname[32];
-	struct stat st;
+	char jobname[32], upath[PATH_MAX], jpath[PATH_MAX];
 	int rootfd = -1, userfd = -1, jobfd = -1, created, rv = -1;
 
 	ddp_fmt(jobname, sizeof(jobname), "%lu", j->jobid);
+	if (ddp_fmt(upath, sizeof(upath), "%s/%s", root, j->user) < 0 ||
+	    ddp_fmt(jpath, sizeof(jpath), "%s/%s", upath, jobname) < 0) {
+		nc_errf(err, errlen, "%s/%s: path too long", root, j->user);
+		goto out;
+	}
 	rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0) {
 		nc_errf(err, errlen, "open %s: %s", root, strerror(errno));
@@ -361,10 +416,12 @@ shared_child(void *arg, char *err, size_t errlen)
 	}
 	/* As root: make the user's directory where root may write. On
 	 * root-squashed NFS this fails with EACCES and the user makes it
-	 * below, which needs a shared_root the users may write to. */
+	 * below, which needs a shared_root the users may write to. An
+	 * existing directory is never chowned: whoever made it keeps it,
+	 * and the check below refuses it if that is not the user. */
 	userfd = open_or_make(rootfd, j->user, &created);
 	if (userfd < 0 && errno != EACCES && errno != EPERM && errno != EROFS) {
-		nc_errf(err, errlen, "%s/%s: %s", root, j->user,
+		nc_errf(err, errlen, "%s: %s", upath,
 			errno == ELOOP || errno == ENOTDIR
 				? "not a directory (symlink?)"
 				: strerror(errno));
@@ -372,8 +429,7 @@ shared_child(void *arg, char *err, size_t errlen)
 	}
 	if (userfd >= 0 && created &&
 	    (fchown(userfd, j->uid, j->gid) < 0 || fchmod(userfd, 0700) < 0)) {
-		nc_errf(err, errlen, "chown %s/%s: %s", root, j->user,
-			strerror(errno));
+		nc_errf(err, errlen, "chown %s: %s", upath, strerror(errno));
 		goto out;
 	}
 	if (userfd >= 0) {
@@ -385,32 +441,12 @@ shared_child(void *arg, char *err, size_t errlen)
 	if (become_user(j->user, j->uid, j->gid, err, errlen) < 0)
 		goto out;
 	userfd = open_or_make(rootfd, j->user, &created);
-	if (userfd < 0 || fstat(userfd, &st) < 0) {
-		nc_errf(err, errlen, "%s/%s: %s", root, j->user,
-			errno == ELOOP || errno == ENOTDIR
-				? "not a directory (symlink?)"
-				: strerror(errno));
+	if (check_private(rootfd, j->user, userfd, upath, j, 0, err, errlen) <
+	    0)
 		goto out;
-	}
-	if (st.st_uid != j->uid) {
-		nc_errf(err, errlen, "%s/%s is owned by uid %lu, not %lu", root,
-			j->user, (unsigned long)st.st_uid,
-			(unsigned long)j->uid);
-		goto out;
-	}
 	jobfd = open_or_make(userfd, jobname, &created);
-	if (jobfd < 0 || fstat(jobfd, &st) < 0) {
-		nc_errf(err, errlen, "%s/%s/%s: %s", root, j->user, jobname,
-			errno == ELOOP || errno == ENOTDIR
-				? "not a directory (symlink?)"
-				: strerror(errno));
+	if (check_private(userfd, jobname, jobfd, jpath, j, 1, err, errlen) < 0)
 		goto out;
-	}
-	if (st.st_uid != j->uid || fchmod(jobfd, 0700) < 0) {
-		nc_errf(err, errlen, "%s/%s/%s: wrong owner or mode", root,
-			j->user, jobname);
-		goto out;
-	}
 	rv = 0;
 out:
 	if (jobfd >= 0)
@@ -439,35 +475,92 @@ nc_make_shared_dir(const struct ddp_conf *conf, const char *user, uid_t uid,
 }
 
 int
-nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
-		    unsigned long jobid, int *node_fault, char *err,
-		    size_t errlen)
+nc_open_root_dir(const char *path, const char *what, int *squatted, char *err,
+		 size_t errlen)
 {
-	char jobname[32];
 	struct stat st;
-	int rootfd = -1, fd = -1, created, rv = -1;
+	int fd;
+
+	*squatted = 0;
+	fd = nc_open_dir_nofollow(path, 1, 0755);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		nc_errf(err, errlen, "%s %s unusable: %s%s", what, path,
+			strerror(errno),
+			errno == ELOOP || errno == ENOTDIR
+				? " (a component is a symlink or a file; "
+				  "give a path of real directories)"
+				: "");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	/* A user who made the directory first (say under the world-writable
+	 * /var/tmp) could swap its entries: refuse it rather than hand out
+	 * directories in it. */
+	if (st.st_uid != geteuid()) {
+		*squatted = 1;
+		nc_errf(err, errlen,
+			"%s %s is owned by uid %lu, not root (a user made it "
+			"first): remove it and run 'ddp-nodectl install', "
+			"which creates it root-owned",
+			what, path, (unsigned long)st.st_uid);
+		close(fd);
+		return -1;
+	}
+	if (st.st_mode & 022) {
+		nc_errf(err, errlen,
+			"%s %s has mode %04o, writable by others: make it "
+			"0755 (chmod 0755 %s) or choose a root-only path",
+			what, path, (unsigned)(st.st_mode & DDP_MODE_BITS),
+			path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
+		    unsigned long jobid, int *node_fault, int *leftover,
+		    char *err, size_t errlen)
+{
+	char jobname[32], rerr[NC_ERR_LEN];
+	struct stat st;
+	int rootfd = -1, fd = -1, squatted, rv = -1;
 
 	err[0] = '\0';
 	*node_fault = 1;
+	*leftover = 0;
 	if (conf->scratch_root[0] == '\0')
 		return 0;
 	ddp_fmt(jobname, sizeof(jobname), "%lu", jobid);
-	rootfd = nc_open_dir_nofollow(conf->scratch_root, 1, 0755);
-	if (rootfd < 0 || fstat(rootfd, &st) < 0) {
-		nc_errf(err, errlen, "scratch root %s unusable: %s",
-			conf->scratch_root, strerror(errno));
+	rootfd = nc_open_root_dir(conf->scratch_root, "scratch root", &squatted,
+				  err, errlen);
+	if (rootfd < 0) {
+		/* A squatted root is a user's doing: the job goes on without
+		 * scratch rather than letting users drain nodes. */
+		*node_fault = !squatted;
 		goto out;
 	}
-	/* A user who made the root first (say under /var/tmp) could swap
-	 * its entries: refuse it rather than hand out directories in it. */
-	if (st.st_uid != 0 || (st.st_mode & 022)) {
-		nc_errf(err, errlen,
-			"scratch root %s not owned by root or writable by "
-			"others",
-			conf->scratch_root);
+	/* Whatever is there under this job id (an earlier job's leftover)
+	 * goes first, as root: it is never handed to the new owner. */
+	if (fstatat(rootfd, jobname, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		*leftover = 1;
+		if (nc_rmtree_at(rootfd, jobname, rerr, sizeof(rerr)) < 0) {
+			nc_errf(err, errlen,
+				"scratch %s/%s left over from an earlier job "
+				"and cannot be removed: %s",
+				conf->scratch_root, jobname, rerr);
+			goto out;
+		}
+	}
+	if (mkdirat(rootfd, jobname, 0700) < 0) {
+		nc_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
+			jobname, strerror(errno));
 		goto out;
 	}
-	fd = open_or_make(rootfd, jobname, &created);
+	fd = openat(rootfd, jobname,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0) {
 		nc_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
 			jobname, strerror(errno));
@@ -482,14 +575,155 @@ out:
 	return rv;
 }
 
+/* One directory on the way down: its name in its parent, its identity, and
+ * how often its removal found it refilled. */
+struct rm_level {
+	char name[NAME_MAX + 1];
+	dev_t dev;
+	ino_t ino;
+	int passes;
+};
+
+struct rm_stack {
+	struct rm_level *v;
+	size_t n, cap;
+};
+
 static int
-rmtree(int pfd, const char *name, dev_t dev, int depth, char *err,
-       size_t errlen)
+rm_push(struct rm_stack *s, const char *name, const struct stat *st)
 {
-	struct stat st;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct rm_level *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		s->v = v;
+		s->cap = cap;
+	}
+	if (ddp_fmt(s->v[s->n].name, sizeof(s->v[s->n].name), "%s", name) < 0)
+		return -1;
+	s->v[s->n].dev = st->st_dev;
+	s->v[s->n].ino = st->st_ino;
+	s->v[s->n].passes = 0;
+	s->n++;
+	return 0;
+}
+
+/*
+ * Opens the directory pfd/name that fstatat reported as st, without
+ * following a symlink, and checks that it is that directory and on dev. An
+ * owner removing their own tree may need to open up a 0500 or 0000
+ * directory first; root does not, and it does no harm.
+ */
+static int
+rm_open(int pfd, const char *name, const struct stat *st, dev_t dev, char *err,
+	size_t errlen)
+{
+	struct stat now;
+	int fd;
+
+	if (st->st_dev != dev) {
+		nc_errf(err, errlen,
+			"%s: another file system is mounted there (not "
+			"removed; unmount it first)",
+			name);
+		return -1;
+	}
+	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES && st->st_uid == geteuid() &&
+	    fchmodat(pfd, name, (st->st_mode & DDP_MODE_BITS) | 0700,
+		     AT_SYMLINK_NOFOLLOW) == 0)
+		fd = openat(pfd, name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &now) < 0) {
+		nc_errf(err, errlen, "open %s: %s", name, strerror(errno));
+		goto fail;
+	}
+	if (now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+		nc_errf(err, errlen, "%s: replaced while being removed", name);
+		goto fail;
+	}
+	if ((now.st_mode & 0700) != 0700)
+		(void)fchmod(fd, (now.st_mode & DDP_MODE_BITS) | 0700);
+	return fd;
+fail:
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/*
+ * Removes every entry of the directory fd that is not a directory and
+ * stops at the first directory, whose name and status it stores. Returns
+ * 1 when it found one, 0 when fd holds no directory any more, -1 on error.
+ */
+static int
+rm_scan(int fd, char *sub, size_t sublen, struct stat *subst, char *err,
+	size_t errlen)
+{
 	struct dirent *de;
 	DIR *d = NULL;
-	int fd = -1, pass, rv = -1;
+	int rfd, rv = -1;
+
+	/* A fresh open of ".": its own position, from the start. */
+	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0 || !(d = fdopendir(rfd))) {
+		nc_errf(err, errlen, "read directory: %s", strerror(errno));
+		if (rfd >= 0)
+			close(rfd);
+		return -1;
+	}
+	errno = 0;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, de->d_name, subst, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			nc_errf(err, errlen, "stat %s: %s", de->d_name,
+				strerror(errno));
+			goto out;
+		}
+		if (S_ISDIR(subst->st_mode)) {
+			if (ddp_fmt(sub, sublen, "%s", de->d_name) < 0) {
+				nc_errf(err, errlen, "name too long");
+				goto out;
+			}
+			rv = 1;
+			goto out;
+		}
+		if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT) {
+			nc_errf(err, errlen, "unlink %s: %s", de->d_name,
+				strerror(errno));
+			goto out;
+		}
+		errno = 0;
+	}
+	if (errno) {
+		nc_errf(err, errlen, "read directory: %s", strerror(errno));
+		goto out;
+	}
+	rv = 0;
+out:
+	closedir(d);
+	return rv;
+}
+
+/*
+ * Depth-first removal without recursion and without a depth limit: one
+ * directory is open at a time; going up opens ".." and checks that it is
+ * the directory we came from, so a subtree moved elsewhere while we are in
+ * it stops the removal instead of leading it out of the tree.
+ */
+static int
+rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
+{
+	struct rm_stack s = {0};
+	char sub[NAME_MAX + 1];
+	struct stat st;
+	int cur = -1, up = -1, rv = -1, rc;
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
@@ -505,57 +739,79 @@ rmtree(int pfd, const char *name, dev_t dev, int depth, char *err,
 		}
 		return 0;
 	}
-	if (depth >= RMTREE_MAX_DEPTH) {
-		nc_errf(err, errlen, "%s: deeper than %d levels", name,
-			RMTREE_MAX_DEPTH);
-		return -1;
-	}
-	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		nc_errf(err, errlen, "open %s: %s", name, strerror(errno));
+	cur = rm_open(pfd, name, &st, dev, err, errlen);
+	if (cur < 0)
+		goto out;
+	if (rm_push(&s, name, &st) < 0) {
+		nc_errf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (st.st_dev != dev) {
-		nc_errf(err, errlen, "%s: another file system is mounted",
-			name);
-		goto out;
-	}
-	/* An owner removing their own tree may need to open up a 0500
-	 * directory first; root does not, and it does no harm. */
-	if ((st.st_mode & 0700) != 0700)
-		fchmod(fd, st.st_mode | 0700);
-	d = fdopendir(fd);
-	if (!d) {
-		nc_errf(err, errlen, "open %s: %s", name, strerror(errno));
-		goto out;
-	}
-	fd = -1;
-	/* Some file systems (NFS) may skip entries when a directory changes
-	 * under readdir: go round again while it is not empty. */
-	for (pass = 0;; pass++) {
-		while ((de = readdir(d))) {
-			if (strcmp(de->d_name, ".") == 0 ||
-			    strcmp(de->d_name, "..") == 0)
-				continue;
-			if (rmtree(dirfd(d), de->d_name, dev, depth + 1, err,
-				   errlen) < 0)
+	while (s.n > 0) {
+		struct rm_level *top = &s.v[s.n - 1];
+
+		rc = rm_scan(cur, sub, sizeof(sub), &st, err, errlen);
+		if (rc < 0)
+			goto out;
+		if (rc > 0) {
+			int next = rm_open(cur, sub, &st, dev, err, errlen);
+
+			if (next < 0)
 				goto out;
+			close(cur);
+			cur = next;
+			if (rm_push(&s, sub, &st) < 0) {
+				nc_errf(err, errlen, "out of memory");
+				goto out;
+			}
+			continue;
 		}
-		if (unlinkat(pfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-			break;
-		if (errno != ENOTEMPTY || pass >= 3) {
-			nc_errf(err, errlen, "rmdir %s: %s", name,
+		/* cur is empty: remove it from its parent. */
+		if (s.n == 1) {
+			up = pfd;
+		} else {
+			struct stat ust;
+
+			up = openat(cur, "..",
+				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					    O_CLOEXEC);
+			if (up < 0 || fstat(up, &ust) < 0 ||
+			    ust.st_dev != s.v[s.n - 2].dev ||
+			    ust.st_ino != s.v[s.n - 2].ino) {
+				nc_errf(err, errlen,
+					"%s: moved while being removed (%zu "
+					"levels below %s)",
+					top->name, s.n - 1, name);
+				goto out;
+			}
+		}
+		if (unlinkat(up, top->name, AT_REMOVEDIR) < 0 &&
+		    errno != ENOENT) {
+			/* Some file systems (NFS) may skip entries when a
+			 * directory changes under readdir: go round again. */
+			if (errno == ENOTEMPTY && top->passes++ < 3) {
+				if (up != pfd)
+					close(up);
+				up = -1;
+				continue;
+			}
+			nc_errf(err, errlen, "rmdir %s: %s", top->name,
 				strerror(errno));
 			goto out;
 		}
-		rewinddir(d);
+		close(cur);
+		cur = -1;
+		s.n--;
+		if (s.n > 0)
+			cur = up;
+		up = -1;
 	}
 	rv = 0;
 out:
-	if (d)
-		closedir(d);
-	if (fd >= 0)
-		close(fd);
+	if (up >= 0 && up != pfd)
+		close(up);
+	if (cur >= 0)
+		close(cur);
+	free(s.v);
 	return rv;
 }
 
@@ -574,7 +830,7 @@ nc_rmtree_at(int pfd, const char *name, char *err, size_t errlen)
 		nc_errf(err, errlen, "fstat: %s", strerror(errno));
 		return -1;
 	}
-	return rmtree(pfd, name, st.st_dev, 0, err, errlen);
+	return rmtree(pfd, name, st.st_dev, err, errlen);
 }
 
 int

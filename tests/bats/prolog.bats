@@ -52,6 +52,9 @@ EOF
 }
 
 teardown() {
+	# A failed test may leave its lock holder or a waiting epilog.
+	local pid
+	for pid in ${holder:-} ${epilog:-}; do kill -9 "$pid" 2>/dev/null || true; done
 	[ -n "${ns:-}" ] || return 0
 	for n in node peer other; do ip netns del "$ns-$n" 2>/dev/null || true; done
 	rm -rf "/etc/netns/$ns-node"
@@ -194,13 +197,17 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	[ ! -e /tmp/pwned ]
 }
 
-@test "bad ddp.conf drains in the prolog, epilog still exits 0" {
+# One typo in the cluster-wide ddp.conf must not drain every node: the job
+# runs without openings or directories and the plugin refuses its --ddp
+# steps, naming the line.
+@test "bad ddp.conf: the prolog logs it and drains nothing, the epilog exits 0" {
 	echo 'firewall = maybe' >>"$DDP_CONF"
 	run on node "$repo/prolog/ddp-prolog"
 	echo "$output"
-	[ "$status" -eq 1 ]
+	[ "$status" -eq 0 ]
 	[[ $output == *"ddp.conf:7: firewall: invalid value 'maybe'"* ]]
-	grep -F 'Reason=ddp: bad ddp.conf' "$tmp/scontrol.log"
+	[ ! -e "$tmp/scontrol.log" ]
+	[ "$(elements)" -eq 0 ]
 	run on node "$repo/prolog/ddp-epilog"
 	[ "$status" -eq 0 ]
 }
@@ -242,4 +249,205 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	run on node "$repo/prolog/ddp-prolog"
 	[ "$status" -eq 0 ]
 	[ "$(elements)" -eq 2 ]
+}
+
+# hold_lock: holds the firewall state lock (as a stuck prolog would) until
+# release_lock.
+hold_lock() {
+	local lock=("$tmp"/state/net-*/lock)
+	python3 -c '
+import fcntl, sys, time
+f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close(); time.sleep(60)' "${lock[0]}" "$tmp/held" 3>&- &
+	holder=$!
+	local _
+	for _ in $(seq 50); do
+		[ -e "$tmp/held" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+release_lock() {
+	kill "$holder" 2>/dev/null || true
+	wait "$holder" 2>/dev/null || true
+	holder=
+}
+
+# fake_squeue STATUS [LINE...]: squeue next to the fake scontrol, logging
+# its arguments, printing the lines, exiting with STATUS.
+fake_squeue() {
+	local rc=$1
+	shift
+	{
+		echo '#!/bin/sh'
+		echo "printf '%s\\n' \"\$*\" >>'$tmp/squeue.log'"
+		[ "$rc" -eq 0 ] || echo 'echo "slurm_load_jobs error: Unable to contact slurm controller" >&2'
+		[ "$#" -eq 0 ] || printf "echo '%s'\n" "$@"
+		echo "exit $rc"
+	} >"$tmp/bin/squeue"
+	chmod 0755 "$tmp/bin/squeue"
+}
+
+@test "epilog removes the firewall first: scratch waits while the lock is held" {
+	on node "$repo/prolog/ddp-prolog"
+	hold_lock
+	ip netns exec "$ns-node" "$repo/prolog/ddp-epilog" 3>&- &
+	epilog=$!
+	sleep 1
+	# The epilog waits for the lock to remove the elements; scratch,
+	# which may be a huge tree, has not been touched yet.
+	[ -d "$tmp/scratch/12" ]
+	[ "$(elements)" -eq 2 ]
+	release_lock
+	wait "$epilog"
+	epilog=
+	[ "$(elements)" -eq 0 ]
+	[ ! -e "$tmp/scratch/12" ]
+}
+
+@test "an epilog waiting for the lock drops the job's state first; killed, its elements go at the next update" {
+	on node "$repo/prolog/ddp-prolog"
+	local states=("$tmp"/state/net-*)
+	[ -e "${states[0]}/job.12" ]
+	hold_lock
+	ip netns exec "$ns-node" "$repo/prolog/ddp-epilog" 3>&- &
+	epilog=$!
+	local _
+	for _ in $(seq 50); do
+		[ -e "${states[0]}/job.12" ] || break
+		sleep 0.1
+	done
+	[ ! -e "${states[0]}/job.12" ]
+	# Killed while it waits, as PrologEpilogTimeout would.
+	kill -9 "$epilog"
+	wait "$epilog" || true
+	epilog=
+	release_lock
+	[ "$(on node nft list ruleset | grep -c 'comment "job=12"')" -eq 2 ]
+	# Another job's prolog on the node drops them (the peer stays
+	# opened for that job, re-tagged).
+	SLURM_JOB_ID=13 on node "$repo/prolog/ddp-prolog"
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output != *'job=12"'* ]]
+	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=13"'* ]]
+}
+
+@test "epilog removes a 2000-level scratch tree" {
+	on node "$repo/prolog/ddp-prolog"
+	setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for i in range(2000):
+    os.mkdir("d", dir_fd=fd)
+    nfd = os.open("d", os.O_RDONLY, dir_fd=fd); os.close(fd); fd = nfd
+os.close(os.open("data", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))' "$tmp/scratch/12"
+	run on node "$repo/prolog/ddp-epilog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/scratch/12" ]
+	[[ $output != *error* ]]
+}
+
+@test "a scratch dir left over under the job id is removed, never handed to the new owner" {
+	mkdir -p "$tmp/scratch/12/old"
+	touch "$tmp/scratch/12/old/secret"
+	chown -R 1:1 "$tmp/scratch/12"
+	chmod 0700 "$tmp/scratch/12"
+	run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"scratch $tmp/scratch/12 was left over from an earlier job: removed, made anew"* ]]
+	[ "$(stat -c '%U %a' "$tmp/scratch/12")" = "nobody 700" ]
+	[ -z "$(ls -A "$tmp/scratch/12")" ]
+}
+
+@test "reconcile --listpids keeps a job slurmctld runs here though it has no step here" {
+	on node "$repo/prolog/ddp-prolog"
+	SLURM_JOB_ID=14 on node "$repo/prolog/ddp-prolog"
+	# slurmctld has job 12 on n1 (an salloc between sruns); 14 ended
+	# while slurmd was down. scontrol listpids lists no step at all.
+	fake_squeue 0 12
+	run on node "$helper" reconcile --listpids --grace 0
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -F -- '--nodelist=n1' "$tmp/squeue.log"
+	[ -d "$tmp/scratch/12" ]
+	[ ! -e "$tmp/scratch/14" ]
+	local states=("$tmp"/state/net-*)
+	[ -e "${states[0]}/job.12" ]
+	[ ! -e "${states[0]}/job.14" ]
+	[ "$(on node nft list ruleset | grep -c 'comment "job=12"')" -eq 2 ]
+}
+
+@test "reconcile removes nothing when slurmctld cannot be asked" {
+	on node "$repo/prolog/ddp-prolog"
+	fake_squeue 1
+	run on node "$helper" reconcile --listpids --grace 0
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ $output == *"cannot tell which jobs run on n1: nothing removed"* ]]
+	[ -d "$tmp/scratch/12" ]
+	[ "$(elements)" -eq 2 ]
+	run on node "$helper" reconcile --squeue --node n1 --grace 0
+	[ "$status" -eq 1 ]
+	[ -d "$tmp/scratch/12" ]
+	[ "$(elements)" -eq 2 ]
+}
+
+@test "a scratch root a user made first does not drain: the job runs without scratch" {
+	mkdir "$tmp/scratch"
+	chown 65534:65534 "$tmp/scratch"
+	run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/scontrol.log" ]
+	[[ $output == *"scratch root $tmp/scratch is owned by uid 65534, not root (a user made it first): remove it and run 'ddp-nodectl install'"* ]]
+	[ ! -e "$tmp/scratch/12" ]
+	[ "$(elements)" -eq 2 ]
+}
+
+@test "install creates scratch_root and state_dir root-owned, and names a squatted one" {
+	run on node "$helper" install
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c '%u %a' "$tmp/scratch")" = "0 755" ]
+	[ "$(stat -c '%u %a' "$tmp/state")" = "0 755" ]
+	rmdir "$tmp/scratch"
+	mkdir "$tmp/scratch"
+	chown 65534:65534 "$tmp/scratch"
+	run on node "$helper" install
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ $output == *"scratch root $tmp/scratch is owned by uid 65534, not root"* ]]
+	on node nft list chain inet ddp input >/dev/null
+}
+
+@test "a shared user dir another user made is refused without draining, nothing handed over" {
+	# shared_root 1777 as once advised; uid 1 plants the victim's
+	# directory and the next job's directory in it.
+	chmod 1777 "$tmp/shared"
+	mkdir -p "$tmp/shared/nobody/12"
+	chown -R 1:1 "$tmp/shared/nobody"
+	run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/scontrol.log" ]
+	[[ $output == *"$tmp/shared/nobody is owned by uid 1, not by nobody (uid 65534): refused, no shared directory for this job"* ]]
+	[ "$(stat -c '%u' "$tmp/shared/nobody" "$tmp/shared/nobody/12")" = "$(printf '1\n1')" ]
+	# The rest of the job's setup is done.
+	[ "$(stat -c '%U %a' "$tmp/scratch/12")" = "nobody 700" ]
+	[ "$(elements)" -eq 2 ]
+}
+
+@test "a shared user dir open to others is refused, nothing made in it" {
+	mkdir "$tmp/shared/nobody"
+	chown 65534:65534 "$tmp/shared/nobody"
+	chmod 0770 "$tmp/shared/nobody"
+	run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/scontrol.log" ]
+	[[ $output == *"$tmp/shared/nobody has mode 0770, not 0700: refused"* ]]
+	[ ! -e "$tmp/shared/nobody/12" ]
 }

@@ -3,7 +3,8 @@
 # The slurm-ddp Prolog/Epilog on the minicluster, installed as a site would:
 # per-job firewall between the job's nodes only, shared dir and scratch,
 # many jobs leaving nothing behind, drain on a missing share, reconcile.
-load common
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
 
 setup_file() {
 	mc_up --nodes 3 --gpus-per-node 4
@@ -39,6 +40,18 @@ wait_state() {
 	return 1
 }
 
+# wait_elements NODE JOBID: waits up to 30 s for the job's firewall
+# elements on NODE (the prolog may still run when the job is RUNNING).
+wait_elements() {
+	local i
+	for i in $(seq 150); do
+		[ "$(elements "$1" "$2")" -ge 1 ] && return 0
+		sleep 0.2
+	done
+	echo "$1: no firewall element for job $2 after 30 s" >&2
+	return 1
+}
+
 # wait_gone JOBID: waits up to 30 s until squeue no longer lists the job.
 wait_gone() {
 	local i
@@ -46,6 +59,18 @@ wait_gone() {
 		[ -z "$(mc_run -- squeue -h -j "$1" -o %T 2>/dev/null)" ] && return 0
 		sleep 0.2
 	done
+	return 1
+}
+
+# wait_no_scratch NODE JOBID: waits up to 30 s until NODE has no scratch
+# directory for the job.
+wait_no_scratch() {
+	local i
+	for i in $(seq 150); do
+		mc_exec "$1" -- test -e "$st/scratch/$2" || return 0
+		sleep 0.2
+	done
+	echo "$1: $st/scratch/$2 still there" >&2
 	return 1
 }
 
@@ -57,7 +82,10 @@ submit() { # submit SBATCH-ARGS...: prints the job id
 	local id listener
 	id=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
 	wait_state "$id" RUNNING
-	[ "$(elements node1 "$id")" -ge 1 ]
+	# RUNNING comes with reason "Prolog" while the prolog still runs:
+	# wait for its openings on both nodes.
+	wait_elements node1 "$id"
+	wait_elements node2 "$id"
 	mc_exec node1 -- python3 -c '
 import socket, time
 s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
@@ -90,10 +118,10 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 	local id
 	id=$(printf '%s\n' "$output" | sed -n 's/^job //p' | head -n 1)
 	[ -d "$st/shared/ddptest/$id" ]
-	run mc_exec node1 -- test -e "$st/scratch/$id"
-	[ "$status" -ne 0 ]
-	run mc_exec node2 -- test -e "$st/scratch/$id"
-	[ "$status" -ne 0 ]
+	# The epilog (the job's end, after srun returns) removes scratch
+	# last, once the firewall elements are gone.
+	wait_no_scratch node1 "$id"
+	wait_no_scratch node2 "$id"
 }
 
 @test "20 jobs in a row and 5 at once leave no element, scratch or lock" {
@@ -108,6 +136,11 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 	sleep 1
 	for n in node1 node2 node3; do
 		[ "$(elements "$n")" -eq 0 ]
+		# Scratch goes last in each epilog: give the last ones time.
+		for i in $(seq 150); do
+			[ -z "$(mc_exec "$n" -- ls -A "$st/scratch")" ] && break
+			sleep 0.2
+		done
 		run mc_exec "$n" -- ls -A "$st/scratch"
 		show
 		[ -z "$output" ]
@@ -169,4 +202,85 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 	show
 	[ "$status" -eq 0 ]
 	[ "$(elements node1 99999)" -eq 0 ]
+}
+
+# reconcile_on NODE ARGS...: ddp-nodectl reconcile inside NODE with the
+# cluster's configuration (bats `run` it).
+reconcile_on() {
+	local node=$1
+	shift
+	mc_exec "$node" -- env DDP_CONF="$st/etc/ddp.conf" SLURM_CONF="$st/etc/slurm.conf" \
+		"$helper" reconcile "$@"
+}
+
+@test "reconcile keeps running jobs' scratch and elements on a node where they have no step" {
+	local batch alloc n_batch n_alloc
+	# A batch job runs its script on node1 only; an salloc job without a
+	# shell runs nothing anywhere. Neither has a step on node2.
+	batch=$(submit -N2 -w 'node[1-2]' --wrap 'sleep 120')
+	run mc_run --user ddptest -- salloc --no-shell -N2 -w 'node[2-3]' -t 5
+	show
+	alloc=$(printf '%s\n' "$output" | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
+	[ -n "$alloc" ]
+	wait_state "$batch" RUNNING
+	wait_state "$alloc" RUNNING
+	wait_elements node2 "$batch"
+	wait_elements node2 "$alloc"
+	n_batch=$(elements node2 "$batch")
+	n_alloc=$(elements node2 "$alloc")
+	[ "$n_batch" -ge 1 ]
+	[ "$n_alloc" -ge 1 ]
+	mc_exec node2 -- test -d "$st/scratch/$batch"
+	mc_exec node2 -- test -d "$st/scratch/$alloc"
+	run reconcile_on node2 --listpids --grace 0
+	show
+	[ "$status" -eq 0 ]
+	run mc_exec node2 -- test -d "$st/scratch/$batch"
+	[ "$status" -eq 0 ]
+	run mc_exec node2 -- test -d "$st/scratch/$alloc"
+	[ "$status" -eq 0 ]
+	[ "$(elements node2 "$batch")" -eq "$n_batch" ]
+	[ "$(elements node2 "$alloc")" -eq "$n_alloc" ]
+	# slurmctld cannot be asked: nothing goes either.
+	run mc_exec node2 -- env DDP_CONF="$st/etc/ddp.conf" SLURM_CONF=/nonexistent/slurm.conf \
+		"$helper" reconcile --squeue --grace 0
+	show
+	[ "$status" -eq 1 ]
+	[[ $output == *"cannot tell which jobs run on node2: nothing removed"* ]]
+	[ "$(elements node2 "$alloc")" -eq "$n_alloc" ]
+	run mc_exec node2 -- test -d "$st/scratch/$alloc"
+	[ "$status" -eq 0 ]
+	# The allocation's next step still reaches across its nodes.
+	run mc_run --user ddptest -- srun --jobid "$alloc" -N2 -w 'node[2-3]' \
+		bash -c 'test -d "'"$st"'/scratch/$SLURM_JOB_ID" && echo scratch-ok'
+	show
+	[ "$(printf '%s\n' "$output" | grep -c scratch-ok)" -eq 2 ]
+	mc_run -- scancel "$batch" "$alloc"
+	wait_gone "$batch"
+	wait_gone "$alloc"
+	sleep 1
+	[ "$(elements node2 "$batch")" -eq 0 ]
+	[ "$(elements node2 "$alloc")" -eq 0 ]
+}
+
+@test "a shared user dir open to others: no job dir made in it, the job runs, no drain" {
+	local saved=""
+	if [ -e "$st/shared/ddptest" ]; then
+		saved=$st/shared/ddptest.saved.$$
+		mv "$st/shared/ddptest" "$saved"
+	fi
+	mkdir -m 0700 "$st/shared/ddptest"
+	chown ddptest: "$st/shared/ddptest"
+	chmod go+w "$st/shared/ddptest"
+	run mc_run --user ddptest -- srun -N1 -w node1 echo ran
+	local out=$output rc=$status entries state
+	entries=$(ls -A "$st/shared/ddptest")
+	state=$(mc_run -- sinfo -h -n node1 -o %T)
+	rm -rf "$st/shared/ddptest"
+	[ -z "$saved" ] || mv "$saved" "$st/shared/ddptest"
+	echo "srun: $rc $out; entries '$entries'; node1 $state" >&2
+	[ "$rc" -eq 0 ]
+	[[ $out == *ran* ]]
+	[ -z "$entries" ]
+	[[ $state != drain* ]]
 }

@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -197,6 +200,165 @@ test_rmtree(void)
 		close(fd);
 }
 
+/* Makes levels nested directories "d" below top/name; returns the fd of
+ * the deepest, or -1. */
+static int
+make_deep(const char *name, int levels)
+{
+	int fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC), next, i;
+
+	if (fd < 0 || mkdirat(fd, name, 0755) < 0)
+		goto fail;
+	next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(fd);
+	fd = next;
+	for (i = 0; fd >= 0 && i < levels; i++) {
+		if (mkdirat(fd, "d", 0755) < 0)
+			goto fail;
+		next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		close(fd);
+		fd = next;
+	}
+	return fd;
+fail:
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* A user's tree of 2000 levels (55 MB of them kept scratch forever when
+ * removal stopped at 512), with files, a read-only level and a symlink
+ * out on the way, goes entirely; nothing outside does. */
+static void
+test_rmtree_deep(void)
+{
+	char err[NC_ERR_LEN];
+	int fd, bottom, i;
+
+	mkdir(at("deep-outside"), 0755);
+	touch(at("deep-outside/keep"));
+	mkdir(at("own"), 0700);
+	(void)!chown(at("own"), NOBODY, NOBODY);
+	bottom = make_deep("deep", 2000);
+	tap_ok(bottom >= 0, "2000-level tree made");
+	if (bottom < 0)
+		return;
+	fd = openat(bottom, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	if (symlinkat(at("deep-outside"), bottom, "out") < 0)
+		tap_diag("symlink: %s", strerror(errno));
+	fchmod(bottom, 0500);
+	close(bottom);
+	fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	tap_ok(nc_rmtree_at(fd, "deep", err, sizeof(err)) == 0,
+	       "2000-level tree removed");
+	tap_diag("%s", err);
+	tap_ok(!exists(at("deep")) && exists(at("deep-outside/keep")),
+	       "all of it, and not the symlink's target");
+
+	/* The same depth as its owner, in a directory of theirs (how the
+	 * sweeper removes), read-only levels included. */
+	if (geteuid() != 0) {
+		tap_ok(1, "# SKIP removal as the owner needs root");
+	} else if (fork() == 0) {
+		if (setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) < 0)
+			_exit(4);
+		bottom = make_deep("own/deep", 2000);
+		if (bottom < 0)
+			_exit(3);
+		fchmod(bottom, 0);
+		close(bottom);
+		bottom = open(at("own"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		for (i = 0; bottom >= 0 && i < 1000; i++) {
+			int next = openat(bottom, i ? "d" : "deep",
+					  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+			if (i == 999)
+				fchmod(next, 0500);
+			close(bottom);
+			bottom = next;
+		}
+		if (bottom >= 0)
+			close(bottom);
+		bottom = open(at("own"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		_exit(nc_rmtree_at(bottom, "deep", err, sizeof(err)) == 0 ? 0
+									  : 1);
+	} else {
+		int status = -1;
+
+		wait(&status);
+		tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+			       !exists(at("own/deep")),
+		       "2000-level tree with 0500 and 0000 levels removed by "
+		       "its owner");
+	}
+	close(fd);
+}
+
+/* Root only, in a private mount namespace: a file system mounted deep in
+ * the tree stops the removal and keeps its files. */
+static void
+test_rmtree_mount(void)
+{
+	char err[NC_ERR_LEN];
+	int fd, bottom, i;
+
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		tap_ok(1, "# SKIP mount test needs root");
+		return;
+	}
+	bottom = make_deep("mnt", 1500);
+	if (bottom < 0 || mkdirat(bottom, "m", 0755) < 0) {
+		tap_ok(0, "1500-level tree with a mount point made");
+		return;
+	}
+	fd = openat(bottom, "m", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(bottom);
+	/* The path is too long for mount(2): go through /proc/self/fd. */
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if (mount("ddp-test", path, "tmpfs", 0, "size=1m") < 0) {
+			tap_ok(1, "# SKIP tmpfs mount: %s", strerror(errno));
+			close(fd);
+			return;
+		}
+	}
+	close(fd);
+	fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	tap_ok(nc_rmtree_at(fd, "mnt", err, sizeof(err)) < 0 &&
+		       strstr(err, "another file system is mounted"),
+	       "a mount point deep in the tree stops the removal");
+	tap_diag("%s", err);
+	tap_ok(exists(at("mnt")), "and the tree above it stays");
+	/* Unmount it (the walk down again ends on the tmpfs root). */
+	bottom = open(at("mnt"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (i = 0; bottom >= 0 && i <= 1500; i++) {
+		int next = openat(bottom, i < 1500 ? "d" : "m",
+				  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		close(bottom);
+		bottom = next;
+	}
+	if (bottom >= 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", bottom);
+		if (umount2(path, MNT_DETACH) < 0)
+			tap_diag("umount: %s", strerror(errno));
+		close(bottom);
+	}
+	tap_ok(nc_rmtree_at(fd, "mnt", err, sizeof(err)) == 0 &&
+		       !exists(at("mnt")),
+	       "unmounted, the tree goes");
+	tap_diag("%s", err);
+	close(fd);
+}
+
 static void
 test_shared_root(void)
 {
@@ -245,7 +407,7 @@ test_dirs(void)
 	struct ddp_conf c;
 	char err[NC_ERR_LEN], *path;
 	struct stat st;
-	int nf = 0;
+	int nf = 0, left = 0;
 
 	if (geteuid() != 0) {
 		tap_ok(1, "# SKIP directory ownership tests need root");
@@ -285,8 +447,9 @@ test_dirs(void)
 		       strstr(err, "owned by uid 0"),
 	       "user dir owned by someone else refused");
 
-	tap_ok(nc_make_scratch_dir(&c, NOBODY, NOBODY, 42, &nf, err,
-				   sizeof(err)) == 0,
+	tap_ok(nc_make_scratch_dir(&c, NOBODY, NOBODY, 42, &nf, &left, err,
+				   sizeof(err)) == 0 &&
+		       !left,
 	       "scratch made");
 	tap_ok(stat(at("scratch/root/42"), &st) == 0 && st.st_uid == NOBODY &&
 		       (st.st_mode & ALLPERMS) == 0700,
@@ -301,11 +464,107 @@ test_dirs(void)
 	       "scratch removed without following symlinks");
 	tap_ok(nc_remove_scratch_dir(&c, 42, err, sizeof(err)) == 0,
 	       "scratch removal idempotent");
-	(void)!chown(at("scratch/root"), NOBODY, NOBODY);
-	tap_ok(nc_make_scratch_dir(&c, NOBODY, NOBODY, 43, &nf, err,
+	/* An earlier job's directory under the same id, with its data and
+	 * a symlink out, is never handed to the next owner. */
+	mkdir(at("scratch/root/44"), 0700);
+	touch(at("scratch/root/44/old-data"));
+	link_to("/etc", at("scratch/root/44/etc"));
+	(void)!chown(at("scratch/root/44"), NOBODY, NOBODY);
+	tap_ok(nc_make_scratch_dir(&c, 1, 1, 44, &nf, &left, err,
+				   sizeof(err)) == 0 &&
+		       left == 1,
+	       "leftover job directory: reported");
+	tap_diag("%s", err);
+	tap_ok(stat(at("scratch/root/44"), &st) == 0 && st.st_uid == 1 &&
+		       (st.st_mode & ALLPERMS) == 0700 &&
+		       !exists(at("scratch/root/44/old-data")) &&
+		       !exists(at("scratch/root/44/etc")) &&
+		       exists("/etc/passwd"),
+	       "leftover removed as root, a new empty directory made");
+	nc_remove_scratch_dir(&c, 44, err, sizeof(err));
+	chmod(at("scratch/root"), 0775);
+	tap_ok(nc_make_scratch_dir(&c, NOBODY, NOBODY, 45, &nf, &left, err,
 				   sizeof(err)) < 0 &&
-		       nf == 1 && strstr(err, "not owned by root"),
-	       "scratch root owned by a user: a node fault");
+		       nf == 1 && strstr(err, "has mode 0775") &&
+		       !exists(at("scratch/root/45")),
+	       "scratch root writable by others: a node fault");
+	tap_diag("%s", err);
+	chmod(at("scratch/root"), 0755);
+	/* A user made the root first (under /var/tmp, say). */
+	(void)!chown(at("scratch/root"), NOBODY, NOBODY);
+	tap_ok(nc_make_scratch_dir(&c, NOBODY, NOBODY, 43, &nf, &left, err,
+				   sizeof(err)) < 0 &&
+		       nf == 0 && strstr(err, "owned by uid 65534, not root") &&
+		       strstr(err, "ddp-nodectl install") &&
+		       !exists(at("scratch/root/43")),
+	       "scratch root a user made: refused, not a node fault");
+	tap_diag("%s", err);
+}
+
+/* The issue's attack: another user (uid 1) owns <shared_root>/<victim>
+ * or a job directory in it. Nothing is made in it, nothing chowned. */
+static void
+test_shared_refusals(void)
+{
+	struct ddp_conf c;
+	char err[NC_ERR_LEN];
+	struct stat st;
+
+	if (geteuid() != 0) {
+		tap_ok(1, "# SKIP directory ownership tests need root");
+		return;
+	}
+	ddp_conf_defaults(&c);
+	mkdir(at("sq"), 01777);
+	chmod(at("sq"), 01777);
+	ddp_fmt(c.shared_root, sizeof(c.shared_root), "%s", at("sq"));
+
+	mkdir(at("sq/nobody"), 0755);
+	(void)!chown(at("sq/nobody"), 1, 1);
+	mkdir(at("sq/nobody/50"), 0755);
+	(void)!chown(at("sq/nobody/50"), 1, 1);
+	tap_ok(nc_make_shared_dir(&c, "nobody", NOBODY, NOBODY, 50, err,
+				  sizeof(err)) < 0 &&
+		       strstr(err, "nobody is owned by uid 1, not by nobody") &&
+		       strstr(err, "refused"),
+	       "user directory another user made: refused, named");
+	tap_diag("%s", err);
+	tap_ok(stat(at("sq/nobody/50"), &st) == 0 && st.st_uid == 1 &&
+		       stat(at("sq/nobody"), &st) == 0 && st.st_uid == 1,
+	       "and nothing was chowned to the job's user");
+	tap_ok(nc_make_shared_dir(&c, "nobody", NOBODY, NOBODY, 51, err,
+				  sizeof(err)) < 0 &&
+		       !exists(at("sq/nobody/51")),
+	       "nothing is made in it for a later job");
+
+	/* The user's own directory, open to others: a job directory in it
+	 * could be swapped. */
+	mkdir(at("sq/daemon"), 0700);
+	chmod(at("sq/daemon"), 0770);
+	(void)!chown(at("sq/daemon"), 1, 1);
+	tap_ok(nc_make_shared_dir(&c, "daemon", 1, 1, 52, err, sizeof(err)) <
+			       0 &&
+		       strstr(err, "has mode 0770, not 0700") &&
+		       strstr(err, "chmod 0700") && !exists(at("sq/daemon/52")),
+	       "user directory not 0700: refused, nothing made in it");
+	tap_diag("%s", err);
+
+	/* A private user directory holding a job directory someone else
+	 * owns (root planted it, or a job id came round again). */
+	chmod(at("sq/daemon"), 0700);
+	mkdir(at("sq/daemon/53"), 0700);
+	tap_ok(nc_make_shared_dir(&c, "daemon", 1, 1, 53, err, sizeof(err)) <
+			       0 &&
+		       strstr(err, "daemon/53 is owned by uid 0"),
+	       "job directory owned by someone else: refused");
+	tap_diag("%s", err);
+	mkdir(at("sq/daemon/54"), 0755);
+	(void)!chown(at("sq/daemon/54"), 1, 1);
+	tap_ok(nc_make_shared_dir(&c, "daemon", 1, 1, 54, err, sizeof(err)) ==
+			       0 &&
+		       stat(at("sq/daemon/54"), &st) == 0 &&
+		       (st.st_mode & ALLPERMS) == 0700,
+	       "the user's own job directory is closed up to 0700");
 	tap_diag("%s", err);
 }
 
@@ -361,9 +620,12 @@ main(void)
 	test_mount_lookup();
 	test_processes();
 	test_rmtree();
+	test_rmtree_deep();
 	test_shared_root();
 	test_dirs();
+	test_shared_refusals();
 	test_sweep();
+	test_rmtree_mount();
 	fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || nc_rmtree_at(fd, top + 5, err, sizeof(err)) < 0)
 		tap_diag("cleanup of %s failed: %s", top, err);
