@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The communicator: configuration from the environment, init, backend
- * choice (TCP built in, NCCL loaded at run time), dispatch and errors.
+ * choice (TCP built in, NCCL loaded at run time) and dispatch to the
+ * backend's ops table.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,124 +16,6 @@
 
 #include "ddp_util.h"
 #include "wk.h"
-
-static __thread char last_error[WK_ERR_LEN];
-
-static ddp_log_fn *log_fn;
-static void *log_arg;
-static int log_debug = -1;
-
-char *
-wk_errbuf(void)
-{
-	return last_error;
-}
-
-enum ddp_status
-wk_err(enum ddp_status st, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	/* A truncated explanation is better than none. */
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
-	va_end(ap);
-	return st;
-}
-
-const char *
-ddp_last_error(void)
-{
-	return last_error;
-}
-
-void
-ddp_set_log_fn(ddp_log_fn *fn, void *arg)
-{
-	log_fn = fn;
-	log_arg = arg;
-}
-
-void
-wk_log(int level, const char *fmt, ...)
-{
-	char msg[WK_ERR_LEN + 256];
-	va_list ap;
-
-	if (log_debug < 0) {
-		const char *e = getenv("DDP_DEBUG");
-
-		log_debug = e && *e && strcmp(e, "0") != 0;
-	}
-	if (level > 0 && !log_debug)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (log_fn)
-		log_fn(level, msg, log_arg);
-	else
-		fprintf(stderr, "ddp: %s%s\n", level == 0 ? "error: " : "",
-			msg);
-}
-
-double
-wk_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-const char *
-ddp_strerror(enum ddp_status status)
-{
-	switch (status) {
-	case DDP_OK:
-		return "success";
-	case DDP_ERR_INVALID:
-		return "invalid argument or state";
-	case DDP_ERR_ENV:
-		return "bad or missing environment variable";
-	case DDP_ERR_SYSTEM:
-		return "system call failed";
-	case DDP_ERR_NOMEM:
-		return "out of memory";
-	case DDP_ERR_TIMEOUT:
-		return "timed out";
-	case DDP_ERR_AUTH:
-		return "authentication failed";
-	case DDP_ERR_PEER:
-		return "peer died or aborted";
-	case DDP_ERR_MISMATCH:
-		return "mismatched collective calls across ranks";
-	case DDP_ERR_NO_GPU:
-		return "no usable GPU";
-	case DDP_ERR_BACKEND:
-		return "backend failure";
-	case DDP_ERR_ABORTED:
-		return "communicator failed earlier";
-	case DDP_ERR_RENDEZVOUS:
-		return "rendezvous failed";
-	}
-	return "unknown status";
-}
-
-size_t
-ddp_dtype_size(enum ddp_dtype dtype)
-{
-	switch (dtype) {
-	case DDP_FLOAT16:
-	case DDP_BFLOAT16:
-		return 2;
-	case DDP_FLOAT32:
-		return 4;
-	case DDP_FLOAT64:
-		return 8;
-	}
-	return 0;
-}
 
 static enum ddp_status
 env_long(const char *name, long min, long max, long dflt, int required,
@@ -266,6 +149,8 @@ tune_from_env(struct ddp_comm *comm)
 	v = getenv("DDP_TCP_SEGMENT");
 	if (v && ddp_parse_long(v, 64, 64L << 20, &n) == 0)
 		comm->seg_bytes = (size_t)n;
+	v = getenv("DDP_NCCL_CHECK");
+	comm->check_calls = !(v && strcmp(v, "0") == 0);
 }
 
 /* Loads libddp-nccl.so from beside libddp (or DDP_NCCL_PLUGIN). */
@@ -344,9 +229,12 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 	void *h = NULL;
 
 	comm->backend = DDP_BACKEND_TCP;
+	comm->bops = &wk_tcp_ops;
+	comm->bstate = comm;
 	if (want == DDP_BACKEND_TCP)
 		return DDP_OK;
 	host.comm = comm;
+	host.rank_host = comm->myhost;
 	h = open_nccl_plugin(why, sizeof(why));
 	if (h) {
 		*(void **)&probe = dlsym(h, WK_NCCL_PROBE);
@@ -558,6 +446,56 @@ leave(struct ddp_comm *comm, enum ddp_status st)
 	return st;
 }
 
+/*
+ * NCCL cannot tell two ranks' calls apart: a different count or op
+ * corrupts data or hangs until the timeout. Every data-plane call is
+ * agreed on the control plane first (one empty exchange, log2(P) rounds).
+ */
+static enum ddp_status
+agree(struct ddp_comm *comm, enum wk_coll coll, enum ddp_dtype dtype, int op,
+      size_t count, int root)
+{
+	struct wk_frame call;
+
+	/* The TCP backend's frames carry the header already. */
+	if (!comm->check_calls || !comm->bops->agree_first)
+		return DDP_OK;
+	memset(&call, 0, sizeof(call));
+	call.coll = (uint8_t)coll;
+	call.dtype = (uint8_t)dtype;
+	call.op = (uint8_t)op;
+	call.count = count;
+	call.aux = (uint32_t)root << 8 | WK_ALGO_NCCL;
+	return tcp_agree(comm, &call);
+}
+
+static enum ddp_status
+check_allreduce(const char *what, const void *sendbuf, const void *recvbuf,
+		size_t count, enum ddp_dtype dtype, enum ddp_op op)
+{
+	if (!wk_dtype_ok(dtype) || !wk_op_ok(op) ||
+	    (count && (!sendbuf || !recvbuf)))
+		return wk_err(DDP_ERR_INVALID,
+			      "%s: bad arguments (type %d, op %d, count %zu, "
+			      "buffers %p %p)",
+			      what, (int)dtype, (int)op, count, sendbuf,
+			      recvbuf);
+	return DDP_OK;
+}
+
+static enum ddp_status
+check_broadcast(const struct ddp_comm *comm, const char *what, const void *buf,
+		size_t count, enum ddp_dtype dtype, int root)
+{
+	if (!wk_dtype_ok(dtype) || root < 0 || root >= comm->size ||
+	    (count && !buf))
+		return wk_err(DDP_ERR_INVALID,
+			      "%s: bad arguments (type %d, root %d of %d, "
+			      "count %zu, buffer %p)",
+			      what, (int)dtype, root, comm->size, count, buf);
+	return DDP_OK;
+}
+
 enum ddp_status
 ddp_allreduce(struct ddp_comm *comm, const void *sendbuf, void *recvbuf,
 	      size_t count, enum ddp_dtype dtype, enum ddp_op op)
@@ -566,18 +504,13 @@ ddp_allreduce(struct ddp_comm *comm, const void *sendbuf, void *recvbuf,
 
 	if (st)
 		return st;
-	if (!wk_dtype_ok(dtype) || !wk_op_ok(op) ||
-	    (count && (!sendbuf || !recvbuf))) {
-		st = wk_err(DDP_ERR_INVALID,
-			    "ddp_allreduce: bad arguments (type %d, op %d, "
-			    "count %zu, buffers %p %p)",
-			    (int)dtype, (int)op, count, sendbuf, recvbuf);
-	} else if (comm->bops) {
+	st = check_allreduce("ddp_allreduce", sendbuf, recvbuf, count, dtype,
+			     op);
+	if (!st)
+		st = agree(comm, WK_C_ALLREDUCE, dtype, op, count, 0);
+	if (!st)
 		st = comm->bops->allreduce(comm->bstate, sendbuf, recvbuf,
 					   count, dtype, op);
-	} else {
-		st = tcp_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
-	}
 	return leave(comm, st);
 }
 
@@ -589,19 +522,60 @@ ddp_broadcast(struct ddp_comm *comm, void *buf, size_t count,
 
 	if (st)
 		return st;
-	if (!wk_dtype_ok(dtype) || root < 0 || root >= comm->size ||
-	    (count && !buf)) {
-		st = wk_err(DDP_ERR_INVALID,
-			    "ddp_broadcast: bad arguments (type %d, root %d "
-			    "of %d, count %zu, buffer %p)",
-			    (int)dtype, root, comm->size, count, buf);
-	} else if (comm->bops) {
+	st = check_broadcast(comm, "ddp_broadcast", buf, count, dtype, root);
+	if (!st)
+		st = agree(comm, WK_C_BCAST, dtype, 0, count, root);
+	if (!st)
 		st = comm->bops->broadcast(comm->bstate, buf, count, dtype,
 					   root);
-	} else {
-		st = tcp_broadcast(comm, buf, count, dtype, root);
-	}
 	return leave(comm, st);
+}
+
+enum ddp_status
+ddp_allreduce_async(struct ddp_comm *comm, const void *sendbuf, void *recvbuf,
+		    size_t count, enum ddp_dtype dtype, enum ddp_op op,
+		    void *stream)
+{
+	enum ddp_status st = enter(comm, "ddp_allreduce_async");
+
+	if (st)
+		return st;
+	st = check_allreduce("ddp_allreduce_async", sendbuf, recvbuf, count,
+			     dtype, op);
+	if (!st)
+		st = agree(comm, WK_C_ALLREDUCE, dtype, op, count, 0);
+	if (!st)
+		st = comm->bops->allreduce_on(comm->bstate, sendbuf, recvbuf,
+					      count, dtype, op, stream);
+	return leave(comm, st);
+}
+
+enum ddp_status
+ddp_broadcast_async(struct ddp_comm *comm, void *buf, size_t count,
+		    enum ddp_dtype dtype, int root, void *stream)
+{
+	enum ddp_status st = enter(comm, "ddp_broadcast_async");
+
+	if (st)
+		return st;
+	st = check_broadcast(comm, "ddp_broadcast_async", buf, count, dtype,
+			     root);
+	if (!st)
+		st = agree(comm, WK_C_BCAST, dtype, 0, count, root);
+	if (!st)
+		st = comm->bops->broadcast_on(comm->bstate, buf, count, dtype,
+					      root, stream);
+	return leave(comm, st);
+}
+
+enum ddp_status
+ddp_stream_wait(struct ddp_comm *comm, void *stream)
+{
+	enum ddp_status st = enter(comm, "ddp_stream_wait");
+
+	if (st)
+		return st;
+	return leave(comm, comm->bops->stream_wait(comm->bstate, stream));
 }
 
 enum ddp_status
@@ -614,6 +588,18 @@ ddp_barrier(struct ddp_comm *comm)
 	return leave(comm, tcp_barrier(comm));
 }
 
+enum ddp_status
+wk_ctl_allreduce(struct ddp_comm *comm, void *buf, size_t count,
+		 enum ddp_dtype dtype, enum ddp_op op)
+{
+	enum ddp_status st = enter(comm, "control allreduce");
+
+	if (st)
+		return st;
+	return leave(comm, tcp_allreduce(comm, buf, buf, count, dtype, op));
+}
+
+/* Without a communicator (or before init) buffers are host memory. */
 void *
 ddp_mem_alloc(struct ddp_comm *comm, size_t bytes)
 {
@@ -633,9 +619,11 @@ ddp_mem_free(struct ddp_comm *comm, void *ptr)
 
 enum ddp_status
 ddp_mem_copy(struct ddp_comm *comm, void *dst, const void *src, size_t bytes,
-	     int kind)
+	     enum ddp_copy_kind kind)
 {
-	if (kind < 0 || kind > 2 || (bytes && (!dst || !src)))
+	if ((kind != DDP_COPY_TO_BUFFER && kind != DDP_COPY_TO_HOST &&
+	     kind != DDP_COPY_BUFFER) ||
+	    (bytes && (!dst || !src)))
 		return wk_err(DDP_ERR_INVALID, "ddp_mem_copy: bad arguments");
 	if (comm && comm->bops)
 		return comm->bops->mem_copy(comm->bstate, dst, src, bytes,
@@ -645,22 +633,18 @@ ddp_mem_copy(struct ddp_comm *comm, void *dst, const void *src, size_t bytes,
 	return DDP_OK;
 }
 
-int
-wk_has_bucket_avg(const struct ddp_comm *comm)
-{
-	return comm->bops && comm->bops->bucket_avg;
-}
-
 enum ddp_status
 wk_fence_record(struct ddp_comm *comm, void **fence)
 {
+	if (!comm->bops->fence_record)
+		return DDP_OK;
 	return comm->bops->fence_record(comm->bstate, fence);
 }
 
 void
 wk_fence_free(struct ddp_comm *comm, void *fence)
 {
-	if (fence)
+	if (fence && comm->bops->fence_free)
 		comm->bops->fence_free(comm->bstate, fence);
 }
 
@@ -672,6 +656,19 @@ wk_bucket_avg(struct ddp_comm *comm, void *fence, void *flat, size_t count,
 
 	if (st)
 		return st;
-	return leave(comm, comm->bops->bucket_avg(comm->bstate, fence, flat,
-						  count, dtype, pieces, n));
+	st = agree(comm, WK_C_ALLREDUCE, dtype, DDP_AVG, count, 0);
+	if (!st)
+		st = comm->bops->bucket_avg(comm->bstate, fence, flat, count,
+					    dtype, pieces, n);
+	return leave(comm, st);
+}
+
+enum ddp_status
+wk_bucket_sync(struct ddp_comm *comm)
+{
+	enum ddp_status st = enter(comm, "gradient sync");
+
+	if (st)
+		return st;
+	return leave(comm, comm->bops->bucket_sync(comm->bstate));
 }

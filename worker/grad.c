@@ -191,30 +191,13 @@ build_buckets(struct ddp_grad_sync *gs)
 	return zero_buckets(gs);
 }
 
+/* Gather, average, scatter: the backend queues it (NCCL) or does it. */
 static enum ddp_status
 reduce_bucket(struct ddp_grad_sync *gs, struct gs_bucket *b)
 {
-	const struct wk_piece *p = b->pieces;
-	size_t count = b->bytes / ddp_dtype_size(b->dtype);
-	enum ddp_status st = DDP_OK;
-	int k;
-
-	/* A device backend queues the whole bucket at once: one wait
-	 * instead of one per copy. */
-	if (wk_has_bucket_avg(gs->comm))
-		return wk_bucket_avg(gs->comm, b->fence, b->flat, count,
-				     b->dtype, p, b->npieces);
-	for (k = 0; k < b->npieces && !st; k++)
-		st = ddp_mem_copy(gs->comm, (uint8_t *)b->flat + p[k].offset,
-				  p[k].grad, p[k].bytes, 2);
-	if (!st)
-		st = ddp_allreduce(gs->comm, b->flat, b->flat, count, b->dtype,
-				   DDP_AVG);
-	for (k = 0; k < b->npieces && !st; k++)
-		st = ddp_mem_copy(gs->comm, p[k].grad,
-				  (uint8_t *)b->flat + p[k].offset, p[k].bytes,
-				  2);
-	return st;
+	return wk_bucket_avg(gs->comm, b->fence, b->flat,
+			     b->bytes / ddp_dtype_size(b->dtype), b->dtype,
+			     b->pieces, b->npieces);
 }
 
 /* The communication thread: reduces buckets strictly in bucket order, so
@@ -237,6 +220,10 @@ comm_thread(void *arg)
 		gs->launched++;
 		pthread_mutex_unlock(&gs->m);
 		st = reduce_bucket(gs, &gs->b[i]);
+		/* A device backend only queued the bucket: the step is done
+		 * when the last one is. */
+		if (!st && i == gs->nb - 1)
+			st = wk_bucket_sync(gs->comm);
 		pthread_mutex_lock(&gs->m);
 		if (st) {
 			gs->err = st;
@@ -266,9 +253,10 @@ check_layout(struct ddp_grad_sync *gs)
 	mx[0] = mn[0] = gs->np;
 	mx[1] = mn[1] = (double)(h >> 32);
 	mx[2] = mn[2] = (double)(h & 0xffffffffu);
-	st = ddp_allreduce(gs->comm, mx, mx, 3, DDP_FLOAT64, DDP_MAX);
+	/* Host memory: the control plane, whatever the data plane is. */
+	st = wk_ctl_allreduce(gs->comm, mx, 3, DDP_FLOAT64, DDP_MAX);
 	if (!st)
-		st = ddp_allreduce(gs->comm, mn, mn, 3, DDP_FLOAT64, DDP_MIN);
+		st = wk_ctl_allreduce(gs->comm, mn, 3, DDP_FLOAT64, DDP_MIN);
 	if (st)
 		return st;
 	if (memcmp(mx, mn, sizeof(mx)) != 0)
@@ -336,7 +324,7 @@ ddp_grad_sync_ready(struct ddp_grad_sync *gs, int index)
 	} else {
 		gs->p[index].ready = 1;
 		b = &gs->b[gs->p[index].bucket];
-		if (--b->pending == 0 && wk_has_bucket_avg(gs->comm))
+		if (--b->pending == 0)
 			st = wk_fence_record(gs->comm, &b->fence);
 		if (st) {
 			gs->err = st;

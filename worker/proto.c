@@ -115,15 +115,21 @@ buf_u32(struct wk_buf *b, uint32_t v)
 
 /* Starts a message; returns the offset of its header for msg_end(). */
 static size_t
-msg_begin(struct wk_buf *b, enum rdv_type type)
+msg_begin_as(struct wk_buf *b, enum rdv_type type, uint16_t version)
 {
 	size_t off = b->len;
 
 	buf_u32(b, RDV_MAGIC);
-	buf_u16(b, RDV_VERSION);
+	buf_u16(b, version);
 	buf_u16(b, (uint16_t)type);
 	buf_u32(b, 0);
 	return off;
+}
+
+static size_t
+msg_begin(struct wk_buf *b, enum rdv_type type)
+{
+	return msg_begin_as(b, type, RDV_VERSION);
 }
 
 static int
@@ -140,6 +146,40 @@ msg_end(struct wk_buf *b, size_t off)
 	}
 	put32(b->p + off + 8, (uint32_t)body);
 	return 0;
+}
+
+/* A length-prefixed string of at most max bytes. */
+static void
+buf_str16(struct wk_buf *b, const char *str, size_t max)
+{
+	size_t n = strnlen(str, max);
+
+	buf_u16(b, (uint16_t)n);
+	buf_put(b, str, n);
+}
+
+int
+rdv_encode_open(struct wk_buf *b, const struct rdv_open *o)
+{
+	size_t off = msg_begin(b, RDV_OPEN);
+
+	buf_u32(b, o->rank);
+	buf_u32(b, o->world);
+	buf_str16(b, o->job, sizeof(o->job) - 1);
+	buf_str16(b, o->step, sizeof(o->step) - 1);
+	return msg_end(b, off);
+}
+
+int
+rdv_encode_proof(struct wk_buf *b, const struct rdv_proof *p)
+{
+	size_t off = msg_begin(b, RDV_PROOF);
+	size_t cl = strnlen(p->cred, sizeof(p->cred) - 1);
+
+	buf_put(b, p->nonce, RDV_NONCE_LEN);
+	buf_u32(b, (uint32_t)cl);
+	buf_put(b, p->cred, cl);
+	return msg_end(b, off);
 }
 
 int
@@ -163,6 +203,17 @@ int
 rdv_encode_text(struct wk_buf *b, enum rdv_type type, const char *text)
 {
 	size_t off = msg_begin(b, type);
+	size_t tl = strnlen(text, 4096);
+
+	buf_u32(b, (uint32_t)tl);
+	buf_put(b, text, tl);
+	return msg_end(b, off);
+}
+
+int
+rdv_encode_refuse_as(struct wk_buf *b, uint16_t version, const char *text)
+{
+	size_t off = msg_begin_as(b, RDV_REFUSE, version);
 	size_t tl = strnlen(text, 4096);
 
 	buf_u32(b, (uint32_t)tl);
@@ -221,13 +272,16 @@ rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
 		return -1;
 	}
 	if (get16(buf + 4) != RDV_VERSION) {
-		ddp_fmt(err, errlen, "protocol version %u, expected %u",
+		ddp_fmt(err, errlen,
+			"rendezvous protocol version %u, this libddp speaks "
+			"%u: every rank of a job must run the same slurm-ddp "
+			"release",
 			get16(buf + 4), RDV_VERSION);
 		return -1;
 	}
 	t = get16(buf + 6);
 	bl = get32(buf + 8);
-	if (t < RDV_HELLO || t > RDV_PEER) {
+	if (t < RDV_HELLO || t > RDV_TYPE_MAX) {
 		ddp_fmt(err, errlen, "unknown message type %u", t);
 		return -1;
 	}
@@ -239,6 +293,14 @@ rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
 	*type = t;
 	*body_len = bl;
 	return 0;
+}
+
+uint16_t
+rdv_header_version(const uint8_t *buf, size_t len)
+{
+	if (len < RDV_HDR_LEN || get32(buf) != RDV_MAGIC)
+		return 0;
+	return get16(buf + 4);
 }
 
 /* A bounds-checked reader over one message body. */
@@ -330,6 +392,47 @@ rd_done(struct rd *r, const char *what, char *err, size_t errlen)
 }
 
 int
+rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o, char *err,
+	       size_t errlen)
+{
+	struct rd r = {body, len, 0, 0};
+	size_t n;
+
+	memset(o, 0, sizeof(*o));
+	o->rank = rd_u32(&r);
+	o->world = rd_u32(&r);
+	n = rd_u16(&r);
+	rd_str(&r, n, o->job, sizeof(o->job));
+	n = rd_u16(&r);
+	rd_str(&r, n, o->step, sizeof(o->step));
+	if (rd_done(&r, "open", err, errlen) < 0)
+		return -1;
+	if (o->world < 1 || o->world > WK_MAX_WORLD || o->rank >= o->world) {
+		ddp_fmt(err, errlen, "open claims rank %u of world size %u",
+			o->rank, o->world);
+		return -1;
+	}
+	return 0;
+}
+
+int
+rdv_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p, char *err,
+		size_t errlen)
+{
+	struct rd r = {body, len, 0, 0};
+	const uint8_t *t;
+	size_t n;
+
+	memset(p, 0, sizeof(*p));
+	t = rd_take(&r, RDV_NONCE_LEN);
+	if (t)
+		memcpy(p->nonce, t, RDV_NONCE_LEN);
+	n = rd_u32(&r);
+	rd_str(&r, n, p->cred, sizeof(p->cred));
+	return rd_done(&r, "proof", err, errlen);
+}
+
+int
 rdv_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h, char *err,
 		size_t errlen)
 {
@@ -414,11 +517,22 @@ rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 
 int
 rdv_cred_payload(char *buf, size_t size, const char *kind, const char *job,
-		 const char *step, int rank, int world)
+		 const char *step, int rank, int world,
+		 const uint8_t nonce[RDV_NONCE_LEN], const char *addr)
 {
+	static const char hex[] = "0123456789abcdef";
+	char nx[2 * RDV_NONCE_LEN + 1];
+	int i;
+
+	for (i = 0; i < RDV_NONCE_LEN; i++) {
+		nx[2 * i] = hex[nonce[i] >> 4];
+		nx[2 * i + 1] = hex[nonce[i] & 15];
+	}
+	nx[2 * RDV_NONCE_LEN] = '\0';
 	return ddp_fmt(buf, size,
-		       "slurm-ddp/1 %s job=%s step=%s rank=%d world=%d", kind,
-		       job, step, rank, world);
+		       "slurm-ddp/%d %s job=%s step=%s rank=%d world=%d "
+		       "nonce=%s addr=%s",
+		       RDV_VERSION, kind, job, step, rank, world, nx, addr);
 }
 
 void
@@ -501,6 +615,8 @@ algo_name(uint32_t a)
 		return "tree";
 	case WK_ALGO_CHAIN:
 		return "chain";
+	case WK_ALGO_NCCL:
+		return "NCCL";
 	default:
 		return "unknown algorithm";
 	}

@@ -866,9 +866,9 @@ tcp_broadcast(struct ddp_comm *c, void *buf, size_t count, enum ddp_dtype dtype,
 }
 
 enum ddp_status
-tcp_barrier(struct ddp_comm *c)
+tcp_agree(struct ddp_comm *c, const struct wk_frame *call)
 {
-	struct wk_frame t;
+	struct wk_frame t = *call;
 	struct xop x[2];
 	enum ddp_status st;
 	double deadline = wk_now() + c->timeout_s;
@@ -877,12 +877,14 @@ tcp_barrier(struct ddp_comm *c)
 	c->seq++;
 	if (P == 1)
 		return DDP_OK;
-	memset(&t, 0, sizeof(t));
 	t.type = WK_F_DATA;
-	t.coll = WK_C_BARRIER;
 	t.seq = c->seq;
+	t.unit = 0;
+	t.len = 0;
 	op_start(c);
-	/* Dissemination barrier: log2(P) rounds of empty frames. */
+	/* Dissemination: log2(P) rounds of empty frames. Every rank compares
+	 * the header of rank - 1 with its own in the first round, so any
+	 * difference is seen, and reported naming both calls. */
 	for (k = 1; k < P; k <<= 1, step++) {
 		xop_init(&x[0], (c->rank + k) % P, &t, (uint32_t)step, NULL, 0);
 		xop_init(&x[1], (c->rank - k + P) % P, &t, (uint32_t)step, NULL,
@@ -892,6 +894,16 @@ tcp_barrier(struct ddp_comm *c)
 			return st;
 	}
 	return DDP_OK;
+}
+
+enum ddp_status
+tcp_barrier(struct ddp_comm *c)
+{
+	struct wk_frame t;
+
+	memset(&t, 0, sizeof(t));
+	t.coll = WK_C_BARRIER;
+	return tcp_agree(c, &t);
 }
 
 enum ddp_status
@@ -1002,3 +1014,126 @@ tcp_close_all(struct ddp_comm *c)
 		c->peers[i].fd = -1;
 	}
 }
+
+/* ---- the TCP backend: host buffers, state = the communicator ---- */
+
+static enum ddp_status
+t_allreduce(void *st, const void *s, void *r, size_t count,
+	    enum ddp_dtype dtype, enum ddp_op op)
+{
+	return tcp_allreduce(st, s, r, count, dtype, op);
+}
+
+static enum ddp_status
+t_broadcast(void *st, void *buf, size_t count, enum ddp_dtype dtype, int root)
+{
+	return tcp_broadcast(st, buf, count, dtype, root);
+}
+
+static enum ddp_status
+no_stream(void *stream, const char *what)
+{
+	if (!stream)
+		return DDP_OK;
+	return wk_err(DDP_ERR_INVALID,
+		      "%s: a CUDA stream was given, but the backend is TCP "
+		      "(host buffers, stream NULL)",
+		      what);
+}
+
+static enum ddp_status
+t_allreduce_on(void *st, const void *s, void *r, size_t count,
+	       enum ddp_dtype dtype, enum ddp_op op, void *stream)
+{
+	enum ddp_status rc = no_stream(stream, "ddp_allreduce_async");
+
+	return rc ? rc : tcp_allreduce(st, s, r, count, dtype, op);
+}
+
+static enum ddp_status
+t_broadcast_on(void *st, void *buf, size_t count, enum ddp_dtype dtype,
+	       int root, void *stream)
+{
+	enum ddp_status rc = no_stream(stream, "ddp_broadcast_async");
+
+	return rc ? rc : tcp_broadcast(st, buf, count, dtype, root);
+}
+
+static enum ddp_status
+t_stream_wait(void *st, void *stream)
+{
+	(void)st;
+	return no_stream(stream, "ddp_stream_wait");
+}
+
+static void *
+t_alloc(void *st, size_t bytes)
+{
+	(void)st;
+	return malloc(bytes ? bytes : 1);
+}
+
+static void
+t_free(void *st, void *p)
+{
+	(void)st;
+	free(p);
+}
+
+static enum ddp_status
+t_copy(void *st, void *dst, const void *src, size_t bytes,
+       enum ddp_copy_kind kind)
+{
+	(void)st;
+	(void)kind;
+	if (bytes)
+		memmove(dst, src, bytes);
+	return DDP_OK;
+}
+
+/* The bucket round trip on the host: gather, average, scatter. */
+static enum ddp_status
+t_bucket_avg(void *st, void *fence, void *flat, size_t count,
+	     enum ddp_dtype dtype, const struct wk_piece *p, int n)
+{
+	enum ddp_status rc;
+	int k;
+
+	(void)fence;
+	for (k = 0; k < n; k++)
+		memcpy((uint8_t *)flat + p[k].offset, p[k].grad, p[k].bytes);
+	rc = tcp_allreduce(st, flat, flat, count, dtype, DDP_AVG);
+	for (k = 0; k < n && !rc; k++)
+		memcpy(p[k].grad, (uint8_t *)flat + p[k].offset, p[k].bytes);
+	return rc;
+}
+
+static enum ddp_status
+t_done(void *st)
+{
+	(void)st;
+	return DDP_OK;
+}
+
+static void
+t_destroy(void *st)
+{
+	(void)st;
+}
+
+const struct wk_backend_ops wk_tcp_ops = {
+	.agree_first = 0,
+	.allreduce = t_allreduce,
+	.broadcast = t_broadcast,
+	.mem_alloc = t_alloc,
+	.mem_free = t_free,
+	.mem_copy = t_copy,
+	.fence_record = NULL,
+	.fence_free = NULL,
+	.bucket_avg = t_bucket_avg,
+	.bucket_sync = t_done,
+	.allreduce_on = t_allreduce_on,
+	.broadcast_on = t_broadcast_on,
+	.stream_wait = t_stream_wait,
+	.destroy = t_destroy,
+};

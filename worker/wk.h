@@ -19,9 +19,13 @@
 #define RDV_MAX_BODY 65536
 #define RDV_HDR_LEN 12
 #define RDV_MAGIC 0x52504444u /* "DDPR" little endian */
-#define RDV_VERSION 1
+/* 2: rank 0 proves itself first, credentials bind a nonce and the
+ * connection (1 sent the rank's credential first, unbound). */
+#define RDV_VERSION 2
 #define WK_MAX_WORLD 65536
 #define WK_MAX_CRED 8192
+/* Rank 0's fresh random nonce per rendezvous connection. */
+#define RDV_NONCE_LEN 16
 
 /* ---- errors and logging (comm.c) ---- */
 
@@ -36,12 +40,38 @@ double wk_now(void);
 
 /* ---- wire formats (proto.c): pure functions, fuzzed ---- */
 
+/*
+ * The rendezvous, one connection per rank to rank 0:
+ *   rank -> 0  OPEN    rank, world, job, step (a claim; nothing secret)
+ *   0 -> rank  PROOF   nonce + rank 0's credential for that nonce and the
+ *                      rank's socket address as rank 0 sees it
+ *   rank -> 0  HELLO   data port, host + the rank's credential for the
+ *                      same nonce and its own socket address
+ *   0 -> rank  WELCOME (empty), later ROSTER (addresses + mesh token)
+ * REFUSE (reason, then close) may come instead of any reply. Then every
+ * rank sends PEER (rank + token) to each lower rank's data listener.
+ */
 enum rdv_type {
 	RDV_HELLO = 1,	 /* rank -> rank 0: who I am + munge credential */
-	RDV_WELCOME = 2, /* rank 0 -> rank: rank 0's credential */
+	RDV_WELCOME = 2, /* rank 0 -> rank: joined (empty text) */
 	RDV_REFUSE = 3,	 /* rank 0 -> anyone: reason, then close */
 	RDV_ROSTER = 4,	 /* rank 0 -> rank: every rank's address + token */
 	RDV_PEER = 5,	 /* rank -> lower rank's data listener: rank+token */
+	RDV_OPEN = 6,	 /* rank -> rank 0, first: the rank it claims */
+	RDV_PROOF = 7,	 /* rank 0 -> rank: nonce + rank 0's credential */
+};
+#define RDV_TYPE_MAX RDV_PROOF
+
+struct rdv_open {
+	uint32_t rank;
+	uint32_t world;
+	char job[DDP_ID_MAX];
+	char step[DDP_ID_MAX];
+};
+
+struct rdv_proof {
+	uint8_t nonce[RDV_NONCE_LEN];
+	char cred[WK_MAX_CRED]; /* NUL-terminated munge credential */
 };
 
 struct rdv_hello {
@@ -76,8 +106,13 @@ void wk_buf_free(struct wk_buf *b);
  * Each rdv_encode_* appends one complete message (header + body) to b.
  * Returns 0 or -1 (too long or out of memory).
  */
+int rdv_encode_open(struct wk_buf *b, const struct rdv_open *o);
+int rdv_encode_proof(struct wk_buf *b, const struct rdv_proof *p);
 int rdv_encode_hello(struct wk_buf *b, const struct rdv_hello *h);
 int rdv_encode_text(struct wk_buf *b, enum rdv_type type, const char *text);
+/* A REFUSE under another protocol version's header, so that a rank of
+ * another slurm-ddp release can read why (text messages are unchanged). */
+int rdv_encode_refuse_as(struct wk_buf *b, uint16_t version, const char *text);
 int rdv_encode_roster(struct wk_buf *b, uint32_t world,
 		      const uint8_t token[WK_TOKEN_LEN],
 		      const struct rdv_roster_entry *ents);
@@ -89,7 +124,13 @@ int rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
  */
 int rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
 		     uint32_t *body_len, char *err, size_t errlen);
+/* The protocol version of a header with slurm-ddp's magic, else 0. */
+uint16_t rdv_header_version(const uint8_t *buf, size_t len);
 /* Body decoders: 0, or -1 with a reason in err. Never read past len. */
+int rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o,
+		   char *err, size_t errlen);
+int rdv_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p,
+		    char *err, size_t errlen);
 int rdv_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h,
 		    char *err, size_t errlen);
 int rdv_parse_text(const uint8_t *body, size_t len, char *text, size_t textlen,
@@ -101,9 +142,17 @@ int rdv_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
 int rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 		   char *err, size_t errlen);
 
-/* The payloads bound into munge credentials. 0 or -1 (too long). */
+/*
+ * The payload bound into a munge credential: kind ("rank0" for rank 0's
+ * proof to `rank`, "hello" for the rank's own), job, step, rank, world,
+ * rank 0's nonce for this connection and the rank's socket address
+ * ("ADDR:PORT", as rank_addr() in rdv.c writes it). Both sides build it
+ * from what they know and compare it with the decoded payload byte for
+ * byte. 0, or -1 when it does not fit in size.
+ */
 int rdv_cred_payload(char *buf, size_t size, const char *kind, const char *job,
-		     const char *step, int rank, int world);
+		     const char *step, int rank, int world,
+		     const uint8_t nonce[RDV_NONCE_LEN], const char *addr);
 
 /* Collective frame header, 32 bytes on the wire. */
 #define WK_FRAME_LEN 32
@@ -172,8 +221,16 @@ struct wk_piece {
 	size_t bytes;
 };
 
-/* A loadable data-plane backend (NCCL); TCP is built in. */
+/*
+ * A data-plane backend: TCP (built in, wk_tcp_ops, state = the
+ * communicator) or NCCL (libddp-nccl.so). comm.c dispatches every call
+ * through it; fence_record/fence_free may be NULL (no device work to wait
+ * for).
+ */
 struct wk_backend_ops {
+	/* 1: the backend cannot tell two ranks' calls apart, so every call
+	 * is agreed on the control plane first (tcp_agree). */
+	int agree_first;
 	enum ddp_status (*allreduce)(void *st, const void *s, void *r,
 				     size_t count, enum ddp_dtype dtype,
 				     enum ddp_op op);
@@ -182,20 +239,35 @@ struct wk_backend_ops {
 	void *(*mem_alloc)(void *st, size_t bytes);
 	void (*mem_free)(void *st, void *p);
 	enum ddp_status (*mem_copy)(void *st, void *dst, const void *src,
-				    size_t bytes, int kind);
+				    size_t bytes, enum ddp_copy_kind kind);
 	/*
 	 * fence_record (caller's thread, never blocks) marks the point in
 	 * the device's work after which a bucket's gradients are final;
 	 * *fence is created on first use and freed with fence_free.
 	 * bucket_avg orders its work after fence (NULL: none), gathers the
 	 * pieces into flat, averages flat over the ranks, scatters it back,
-	 * all queued on one stream, and returns when that is done.
+	 * all queued on one stream, and returns once it is queued;
+	 * bucket_sync waits for every bucket queued so far.
 	 */
 	enum ddp_status (*fence_record)(void *st, void **fence);
 	void (*fence_free)(void *st, void *fence);
 	enum ddp_status (*bucket_avg)(void *st, void *fence, void *flat,
 				      size_t count, enum ddp_dtype dtype,
 				      const struct wk_piece *pieces, int n);
+	enum ddp_status (*bucket_sync)(void *st);
+	/*
+	 * The stream forms: queue the collective on the caller's stream
+	 * (ordered after its earlier work there) and return without waiting;
+	 * stream_wait waits for that stream with the same deadline and peer
+	 * checks as the blocking calls.
+	 */
+	enum ddp_status (*allreduce_on)(void *st, const void *s, void *r,
+					size_t count, enum ddp_dtype dtype,
+					enum ddp_op op, void *stream);
+	enum ddp_status (*broadcast_on)(void *st, void *buf, size_t count,
+					enum ddp_dtype dtype, int root,
+					void *stream);
+	enum ddp_status (*stream_wait)(void *st, void *stream);
 	void (*destroy)(void *st);
 };
 
@@ -220,7 +292,8 @@ struct ddp_comm {
 	size_t ring_min;  /* bytes from which auto picks the ring */
 	size_t seg_bytes; /* ring/chain segment */
 	char myhost[DDP_HOST_MAX];
-	int in_grace; /* timed out; collecting STALL notices */
+	int check_calls; /* agree on every data-plane call (DDP_NCCL_CHECK) */
+	int in_grace;	 /* timed out; collecting STALL notices */
 	double grace_end;
 };
 
@@ -230,28 +303,44 @@ enum wk_algo {
 	WK_ALGO_RING = 2,
 	WK_ALGO_TREE = 3,
 	WK_ALGO_CHAIN = 4,
+	WK_ALGO_NCCL = 5, /* the call runs on the NCCL data plane */
 };
+
+/*
+ * In-place allreduce of host memory on the TCP control plane, whatever the
+ * data plane: for the library's own bookkeeping (layout checks), which
+ * must never hand host memory to NCCL. Takes the communicator's lock.
+ */
+enum ddp_status wk_ctl_allreduce(struct ddp_comm *comm, void *buf, size_t count,
+				 enum ddp_dtype dtype, enum ddp_op op);
 
 /* Puts comm in the failed state with the thread's last error, tells the
  * peers (ABORT frames) and returns st. */
 enum ddp_status wk_comm_fail(struct ddp_comm *comm, enum ddp_status st);
 
 /*
- * Whole-bucket reduction for the gradient sync, when the backend has it
- * (wk_has_bucket_avg; NCCL). wk_fence_record is called on the thread that
- * completes a bucket and does not block; wk_bucket_avg takes the
- * communicator's lock like a collective. See struct wk_backend_ops.
+ * Whole-bucket reduction for the gradient sync. wk_fence_record is called on
+ * the thread that completes a bucket and does not block; wk_bucket_avg takes
+ * the communicator's lock like a collective. See struct wk_backend_ops.
  */
-int wk_has_bucket_avg(const struct ddp_comm *comm);
 enum ddp_status wk_fence_record(struct ddp_comm *comm, void **fence);
 void wk_fence_free(struct ddp_comm *comm, void *fence);
 enum ddp_status wk_bucket_avg(struct ddp_comm *comm, void *fence, void *flat,
 			      size_t count, enum ddp_dtype dtype,
 			      const struct wk_piece *pieces, int n);
+/* Waits for every bucket wk_bucket_avg queued. */
+enum ddp_status wk_bucket_sync(struct ddp_comm *comm);
 
 /* ---- rendezvous (rdv.c) ---- */
 
-/* Fills comm->peers (fds connected, hosts known). */
+/*
+ * Fills comm->peers (fds connected, hosts known) within cfg->timeout_s:
+ * rank 0 waits for MASTER_PORT while another process holds it, the others
+ * connect again while what answers is not rank 0. Refusals are logged
+ * (the first few, then a summary per 10 s). With cfg->auth 0, logs one
+ * warning and refuses (DDP_ERR_ENV) a non-loopback MASTER_ADDR unless
+ * DDP_AUTH_NONE_NETWORK=1. Not thread-safe for one comm.
+ */
 enum ddp_status rdv_connect_all(struct ddp_comm *comm,
 				const struct ddp_config *cfg);
 
@@ -263,18 +352,32 @@ enum ddp_status tcp_allreduce(struct ddp_comm *comm, const void *s, void *r,
 enum ddp_status tcp_broadcast(struct ddp_comm *comm, void *buf, size_t count,
 			      enum ddp_dtype dtype, int root);
 enum ddp_status tcp_barrier(struct ddp_comm *comm);
+/*
+ * The control plane's agreement on one call of the data plane: every rank
+ * exchanges call's header (coll, dtype, op, count, aux) like a barrier;
+ * a rank whose neighbour called something else fails with
+ * DDP_ERR_MISMATCH naming both calls, a rank that does not come within
+ * the timeout is named. Carries no data.
+ */
+enum ddp_status tcp_agree(struct ddp_comm *comm, const struct wk_frame *call);
 /* Non-blocking look at every connection for deaths and aborts. */
 enum ddp_status tcp_check_peers(struct ddp_comm *comm);
 /* Best-effort ABORT frame with msg to every peer that can take one. */
 void tcp_send_abort(struct ddp_comm *comm, const char *msg);
 /* Goodbye to every peer, then close (for ddp_comm_destroy). */
 void tcp_close_all(struct ddp_comm *comm);
+/* The TCP backend's ops (host memory; state: the communicator). */
+extern const struct wk_backend_ops wk_tcp_ops;
 
 /* ---- NCCL backend entry point (nccl.c, in libddp-nccl.so) ---- */
 
-/* Host services the NCCL object uses: the TCP control plane. */
+/*
+ * Host services the NCCL object uses: the TCP control plane. comm is
+ * opaque to it (only passed back to these functions).
+ */
 struct wk_nccl_host {
 	struct ddp_comm *comm;
+	const char *rank_host; /* this rank's host name, lives as comm does */
 	enum ddp_status (*broadcast)(struct ddp_comm *comm, void *buf,
 				     size_t bytes, int root);
 	enum ddp_status (*err)(enum ddp_status st, const char *fmt, ...)
@@ -284,9 +387,9 @@ struct wk_nccl_host {
 };
 /* The version suffix changes with struct wk_backend_ops, so a stale
  * libddp-nccl.so is refused instead of misread. */
-#define WK_NCCL_ENTRY "ddp_nccl_backend_open_v2"
+#define WK_NCCL_ENTRY "ddp_nccl_backend_open_v4"
 /* Step 1: can this process use a GPU? DDP_OK or DDP_ERR_NO_GPU/BACKEND. */
-#define WK_NCCL_PROBE "ddp_nccl_backend_probe_v2"
+#define WK_NCCL_PROBE "ddp_nccl_backend_probe_v4"
 typedef enum ddp_status wk_nccl_probe_fn(const struct wk_nccl_host *host,
 					 int local_rank);
 typedef enum ddp_status wk_nccl_open_fn(const struct wk_nccl_host *host,

@@ -1,9 +1,11 @@
 #!/usr/bin/env bats
 # libddp on the minicluster: examples/train converges with equal checksums
 # under srun --ddp (TCP backend, no GPU), a SIGKILLed rank ends the step
-# within the timeout, and another user's process is refused by a root job's
-# rendezvous while the job completes.
-load common
+# within the timeout, and another user (ddptest) cannot join a root job:
+# not as a rank, not by squatting MASTER_PORT and relaying, and a flood of
+# connections only costs rank 0 a few lines of stderr; the job completes.
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
 
 setup_file() {
 	mc_up --nodes 3 --gpus-per-node 4
@@ -67,29 +69,205 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 	[ "$(printf '%s\n' "$output" | grep -c 'params_crc=')" -eq 0 ]
 }
 
-@test "a non-root user's process is refused by a root job's rendezvous while the job completes" {
-	local port=29577 out
+# job_step: "JOB STEP" of the running srun --ddp step (what squeue shows
+# anyone), waiting for it to appear.
+job_step() {
+	local id _
+	for _ in $(seq 1 50); do
+		id=$(mc_run -- squeue -h -s -o %i | grep -E '^[0-9]+\.[0-9]+$' | head -n 1 || true)
+		if [ -n "$id" ]; then
+			echo "${id%.*} ${id#*.}"
+			return 0
+		fi
+		sleep 0.2
+	done
+	return 1
+}
+
+@test "a non-root user's process claiming the job's rank 1 never gets to send a credential; the job completes" {
+	local port=29577 out job step
 	out=$(mktemp)
 	# The root job's ranks 1-3 join late, so rank 0 is waiting when the
-	# intruder (user ddptest, on one of the job's nodes) knocks.
+	# intruder (user ddptest, on one of the job's nodes) knocks, naming the
+	# job and step it read from squeue.
 	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun --nodes=2 --gpus-per-node=2 --ddp \
-		bash -c '[ "$RANK" = 0 ] || sleep 4; exec "$0" --synthetic 512 --epochs 2' "$train" \
+		bash -c '[ "$RANK" = 0 ] || sleep 6; exec "$0" --synthetic 512 --epochs 2' "$train" \
 		>"$out" 2>&1 &
-	local job=$!
-	sleep 1.5
+	local pid=$!
+	read -r job step < <(job_step)
+	[ -n "$job" ]
+	sleep 1
 	run mc_exec node2 --user ddptest -- env RANK=1 WORLD_SIZE=4 MASTER_ADDR=node1 \
-		MASTER_PORT=$port DDP_TIMEOUT=5 "$train" --synthetic 64 --epochs 1
+		MASTER_PORT=$port SLURM_JOB_ID="$job" SLURM_STEP_ID="$step" DDP_TIMEOUT=3 \
+		"$train" --synthetic 64 --epochs 1
 	show
 	[ "$status" -ne 0 ]
-	[[ $output == *"refused rank 1: credential of uid"* ]]
+	[[ $output == *"did not prove it is rank 0 of this job (credential of uid 0, but this job runs as uid "* ]]
 	local rc=0
-	wait "$job" || rc=$?
+	wait "$pid" || rc=$?
 	output=$(cat "$out")
 	rm -f "$out"
 	status=$rc
 	show
 	[ "$status" -eq 0 ]
-	[[ $output == *"rank 0 refused connection from "*"this job runs as uid 0"* ]]
+	[[ $output == *"rank 0 refused connection from "*"closed after rank 0's proof, without a hello"* ]]
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+}
+
+# The squatter of issue 10 (F1), as user ddptest on rank 0's node: binds
+# MASTER_PORT before the job, captures what the first rank sends, lets the
+# port go (keeping that rank's connection), replays the capture to the real
+# rank 0 and relays both ways. Prints the message types rank 0 sent it and
+# SECRET 1 when they include a welcome or the roster.
+squatter_py='
+import select, socket, struct, sys, time
+port = int(sys.argv[1])
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", port))
+l.listen(64)
+print("SQUATTING", flush=True)
+l.settimeout(60)
+w, _ = l.accept()
+w.settimeout(1.0)
+cap = b""
+try:
+    while True:
+        d = w.recv(65536)
+        if not d:
+            break
+        cap += d
+except socket.timeout:
+    pass
+print("CAPTURED", len(cap), flush=True)
+l.close()
+r = None
+for _ in range(200):
+    try:
+        r = socket.create_connection(("127.0.0.1", port), timeout=2)
+        break
+    except OSError:
+        time.sleep(0.05)
+r.sendall(cap)
+print("REPLAYED", flush=True)
+w.settimeout(None)
+seen = b""
+end = time.time() + 20
+done = False
+while time.time() < end and not done:
+    rd, _, _ = select.select([r, w], [], [], 0.5)
+    for s in rd:
+        try:
+            d = s.recv(65536)
+        except OSError:
+            d = b""
+        if not d:
+            done = True
+            break
+        if s is r:
+            seen += d
+        try:
+            (w if s is r else r).sendall(d)
+        except OSError:
+            done = True
+types, off = [], 0
+while len(seen) - off >= 12 and struct.unpack_from("<I", seen, off)[0] == 0x52504444:
+    types.append(struct.unpack_from("<H", seen, off + 6)[0])
+    off += 12 + struct.unpack_from("<I", seen, off + 8)[0]
+print("FROM_RANK0", types, flush=True)
+print("SECRET", int(2 in types or 4 in types), flush=True)
+'
+
+@test "another user squatting MASTER_PORT captures, replays and relays a rank's first message: no roster for it, the job completes" {
+	local port=29578 out sq
+	out=$(mktemp)
+	sq=$(mktemp)
+	mc_exec node1 --user ddptest -- python3 -c "$squatter_py" "$port" >"$sq" 2>&1 &
+	local spid=$!
+	sleep 1
+	run mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun --nodes=2 --gpus-per-node=2 --ddp \
+		"$train" --synthetic 512 --epochs 2
+	show
+	local job_status=$status job_output=$output
+	wait "$spid" || true
+	output=$(cat "$sq")
+	rm -f "$sq" "$out"
+	status=0
+	show
+	echo "# squatter: $(printf '%s\n' "$output" | grep -E '^(CAPTURED|FROM_RANK0)' | tr '\n' ' ')" >&3
+	[[ $output == *"REPLAYED"* ]]
+	[[ $output == *"SECRET 0"* ]]
+	status=$job_status output=$job_output
+	[ "$status" -eq 0 ]
+	[[ $output == *"rank 0: port $port (MASTER_PORT) is held by another process"* ]]
+	[[ $output == *"did not prove it is rank 0 of this job"* ]]
+	[ "$(crcs | wc -l)" -eq 4 ]
+	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+}
+
+# A flood of connections to 127.0.0.1:PORT for SECONDS, as fast as Python
+# goes, holding the latest 256, every fourth sending garbage; resets, so no
+# TIME_WAIT runs the ports out.
+flood_py='
+import socket, struct, sys, time
+port, secs = int(sys.argv[1]), float(sys.argv[2])
+ring, made = [], 0
+end = time.time() + secs
+while time.time() < end:
+    s = socket.socket()
+    s.setblocking(False)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    try:
+        s.connect(("127.0.0.1", port))
+    except BlockingIOError:
+        pass
+    except OSError:
+        s.close()
+        time.sleep(0.001)
+        continue
+    made += 1
+    if made % 4 == 0:
+        try:
+            s.send(b"GARBAGEgarbage!!")
+        except OSError:
+            pass
+    ring.append(s)
+    if len(ring) > 256:
+        ring.pop(0).close()
+print("FLOOD", made, flush=True)
+'
+
+@test "another user flooding MASTER_PORT while the ranks join: the job completes, rank 0 logs a few lines" {
+	local port=29579 out fl
+	out=$(mktemp)
+	fl=$(mktemp)
+	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun --nodes=2 --gpus-per-node=2 --ddp \
+		bash -c '[ "$RANK" = 0 ] || sleep 4; exec "$0" --synthetic 512 --epochs 2' "$train" \
+		>"$out" 2>&1 &
+	local pid=$!
+	sleep 1
+	mc_exec node1 --user ddptest -- python3 -c "$flood_py" "$port" 8 >"$fl" 2>&1
+	local rc=0
+	wait "$pid" || rc=$?
+	output=$(cat "$fl")
+	status=0
+	show
+	local made
+	made=$(printf '%s\n' "$output" | awk '/^FLOOD /{print $2}')
+	echo "# $made connections in 8 s" >&3
+	[ "${made:-0}" -ge 1000 ]
+	output=$(cat "$out")
+	rm -f "$out" "$fl"
+	status=$rc
+	show
+	[ "$status" -eq 0 ]
+	[ "$(crcs | wc -l)" -eq 4 ]
+	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+	local lines
+	lines=$(printf '%s\n' "$output" | grep -c 'refused' || true)
+	echo "# rank 0 wrote $lines lines about refusals, ${#output} bytes in all" >&3
+	[ "$lines" -le 12 ]
+	[[ $output == *"rank 0 refused "*" more connections in the last "* ]]
+	[ "${#output}" -lt 65536 ]
 }

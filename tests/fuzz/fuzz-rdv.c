@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libFuzzer target for libddp's wire formats: rendezvous messages (header,
- * hello, text, roster, peer hello) and collective frame headers.
+ * open, proof, hello, text, roster, peer hello), the credential payloads
+ * built from what they carry, and collective frame headers.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,11 +36,63 @@ roundtrip_hello(const struct rdv_hello *h)
 	free(h2);
 }
 
+static void
+roundtrip_open(const struct rdv_open *o)
+{
+	struct rdv_open o2;
+	struct wk_buf b = {0};
+	uint16_t type;
+	uint32_t blen;
+	char err[256], payload[512];
+
+	if (rdv_encode_open(&b, o) == 0 &&
+	    rdv_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) == 0) {
+		if (type != RDV_OPEN ||
+		    rdv_parse_open(b.p + RDV_HDR_LEN, blen, &o2, err,
+				   sizeof(err)) != 0 ||
+		    o2.rank != o->rank || o2.world != o->world ||
+		    strcmp(o2.job, o->job) != 0 ||
+		    strcmp(o2.step, o->step) != 0)
+			abort();
+	}
+	/* The payload built from peer-supplied ids fits or says so. */
+	(void)rdv_cred_payload(payload, sizeof(payload), "hello", o->job,
+			       o->step, (int)o->rank, (int)o->world,
+			       (const uint8_t *)o->job, "127.0.0.1:1");
+	wk_buf_free(&b);
+}
+
+static void
+roundtrip_proof(const struct rdv_proof *p)
+{
+	struct rdv_proof *p2 = malloc(sizeof(*p2));
+	struct wk_buf b = {0};
+	uint16_t type;
+	uint32_t blen;
+	char err[256];
+
+	if (!p2)
+		return;
+	if (rdv_encode_proof(&b, p) == 0 &&
+	    rdv_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) == 0) {
+		if (type != RDV_PROOF ||
+		    rdv_parse_proof(b.p + RDV_HDR_LEN, blen, p2, err,
+				    sizeof(err)) != 0 ||
+		    memcmp(p2->nonce, p->nonce, RDV_NONCE_LEN) != 0 ||
+		    strcmp(p2->cred, p->cred) != 0)
+			abort();
+	}
+	wk_buf_free(&b);
+	free(p2);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct rdv_roster_entry ents[64];
 	struct rdv_hello *h;
+	struct rdv_proof *pr;
+	struct rdv_open o;
 	struct rdv_peer_hello ph;
 	struct wk_frame f;
 	uint8_t token[WK_TOKEN_LEN], hdr[WK_FRAME_LEN];
@@ -54,15 +107,30 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (memcmp(hdr, data, WK_FRAME_LEN) != 0)
 			abort();
 	}
-	if (rdv_parse_header(data, size, &type, &blen, err, sizeof(err)) < 0)
+	if (rdv_parse_header(data, size, &type, &blen, err, sizeof(err)) < 0) {
+		/* Another version of the protocol: answered in its own. */
+		(void)rdv_header_version(data, size);
 		return 0;
+	}
 	body = data + RDV_HDR_LEN;
 	if (blen > size - RDV_HDR_LEN)
 		blen = (uint32_t)(size - RDV_HDR_LEN);
 	h = malloc(sizeof(*h));
-	if (!h)
+	pr = malloc(sizeof(*pr));
+	if (!h || !pr) {
+		free(h);
+		free(pr);
 		return 0;
+	}
 	switch (type) {
+	case RDV_OPEN:
+		if (rdv_parse_open(body, blen, &o, err, sizeof(err)) == 0)
+			roundtrip_open(&o);
+		break;
+	case RDV_PROOF:
+		if (rdv_parse_proof(body, blen, pr, err, sizeof(err)) == 0)
+			roundtrip_proof(pr);
+		break;
 	case RDV_HELLO:
 		if (rdv_parse_hello(body, blen, h, err, sizeof(err)) == 0)
 			roundtrip_hello(h);
@@ -80,6 +148,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)rdv_parse_peer(body, blen, &ph, err, sizeof(err));
 		break;
 	}
+	free(pr);
 	free(h);
 	return 0;
 }

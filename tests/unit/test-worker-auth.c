@@ -1,81 +1,225 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The munge-authenticated rendezvous against a real (private) munged:
- * garbage, forged credentials, another uid, another job and a silent
- * connection are refused and logged while the job still starts; a rank
- * refuses a rank 0 of another uid; a missing munged is a clear error.
+ * garbage, forged credentials, another uid (as a rank and as rank 0),
+ * another job, a credential made for another connection, another protocol
+ * version and a silent connection are refused and logged while the job
+ * still starts; a missing munged is a clear error.
  */
-#include <errno.h>
 #include <munge.h>
 #include <pwd.h>
 #include <sys/stat.h>
 
-#include "tap.h"
-#include "test-worker-util.h"
+#include "test-worker-rdv.h"
 #include "wk.h"
-
-#define NOBODY_UID 65534
 
 static char munge_sock[200];
 
 static void
-log_to_file(int level, const char *msg, void *arg)
-{
-	fprintf((FILE *)arg, "LOG %d %s\n", level, msg);
-}
-
-static void
 auth_cfg(struct ddp_config *cfg, int rank, int port, const char *job)
 {
-	tw_cfg(cfg, rank, 2, port, 20);
-	cfg->auth = 1;
-	snprintf(cfg->job_id, sizeof(cfg->job_id), "%s", job);
-	snprintf(cfg->munge_socket, sizeof(cfg->munge_socket), "%s",
-		 munge_sock);
+	tr_cfg(cfg, rank, 2, port, 20, job, munge_sock);
 }
 
-/* Connects to the loopback port, retrying while rank 0 starts. */
-static int
-dial(int port)
+/* Reads what comes back until the close; prints CLOSED and the text of
+ * the last refusal (or "(nothing)"). */
+static void
+report_close(int fd, FILE *out)
 {
-	struct sockaddr_in sa;
-	double end = tw_now() + 10;
-	int fd;
+	static uint8_t raw[70000];
+	char text[1024] = "(nothing)";
+	size_t len;
+	int type;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sa.sin_port = htons((uint16_t)port);
-	while (tw_now() < end) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (fd < 0)
-			return -1;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-			return fd;
-		close(fd);
-		usleep(50000);
-	}
-	return -1;
+	while ((type = tr_read_msg(fd, 5, raw, sizeof(raw), &len)) > 0)
+		if (type == TR_REFUSE)
+			tr_msg_text(raw, len, text, sizeof(text));
+	fprintf(out, "CLOSED %s\n", text);
 }
 
 /* Sends bytes, then reports what came back before the close. */
 static int
 send_and_listen(int port, const void *buf, size_t len, FILE *out)
 {
-	char reply[2048];
-	ssize_t n, total = 0;
-	int fd = dial(port);
+	int fd = tr_dial("127.0.0.1", port, 10);
 
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len)
+		return 1;
+	report_close(fd, out);
+	close(fd);
+	return 0;
+}
+
+/* "ADDR:PORT" of this end of fd, as libddp writes it. */
+static void
+local_addr(int fd, char *buf, size_t size)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	char a[64] = "?";
+
+	if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+		inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
+	snprintf(buf, size, "%s:%d", a, ntohs(sa.sin_port));
+}
+
+static char *
+encode_cred(const char *payload)
+{
+	munge_ctx_t ctx = munge_ctx_create();
+	char *cred = NULL;
+
+	if (!ctx)
+		return NULL;
+	munge_ctx_set(ctx, MUNGE_OPT_SOCKET, munge_sock);
+	if (munge_encode(&cred, ctx, payload, (int)strlen(payload)) !=
+	    EMUNGE_SUCCESS)
+		cred = NULL;
+	munge_ctx_destroy(ctx);
+	return cred;
+}
+
+/*
+ * A hand-made rank 1 of job 777: connects, sends its open and reads rank
+ * 0's proof into *pr. Returns the fd, or -1.
+ */
+static int
+open_as_rank1(int port, struct rdv_proof *pr, FILE *out)
+{
+	static uint8_t raw[70000];
+	struct rdv_open o = {.rank = 1, .world = 2};
+	struct wk_buf b = {0};
+	char err[256];
+	size_t len;
+	int fd = tr_dial("127.0.0.1", port, 10);
+
+	snprintf(o.job, sizeof(o.job), "777");
+	snprintf(o.step, sizeof(o.step), "0");
+	if (fd < 0 || rdv_encode_open(&b, &o) < 0 ||
+	    write(fd, b.p, b.len) != (ssize_t)b.len ||
+	    tr_read_msg(fd, 5, raw, sizeof(raw), &len) != RDV_PROOF ||
+	    rdv_parse_proof(raw + RDV_HDR_LEN, len - RDV_HDR_LEN, pr, err,
+			    sizeof(err)) < 0) {
+		fprintf(out, "E no proof from rank 0\n");
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	wk_buf_free(&b);
+	return fd;
+}
+
+/* Sends rank 1's hello with cred over fd. */
+static int
+send_hello(int fd, const char *cred)
+{
+	struct rdv_hello *h = calloc(1, sizeof(*h));
+	struct wk_buf b = {0};
+	int rc = -1;
+
+	if (!h)
+		return -1;
+	h->rank = 1;
+	h->world = 2;
+	snprintf(h->host, sizeof(h->host), "crafted");
+	snprintf(h->cred, sizeof(h->cred), "%s", cred);
+	if (rdv_encode_hello(&b, h) == 0 &&
+	    write(fd, b.p, b.len) == (ssize_t)b.len)
+		rc = 0;
+	wk_buf_free(&b);
+	free(h);
+	return rc;
+}
+
+/*
+ * The hello credential an attacker would like to use on connection fd:
+ * made by this process's uid for the nonce of proof pr and the address
+ * `addr` (NULL: fd's own).
+ */
+static char *
+hello_cred(int fd, const struct rdv_proof *pr, const char *addr)
+{
+	char payload[512], mine[80];
+
+	local_addr(fd, mine, sizeof(mine));
+	if (rdv_cred_payload(payload, sizeof(payload), "hello", "777", "0", 1,
+			     2, pr->nonce, addr ? addr : mine) < 0)
+		return NULL;
+	return encode_cred(payload);
+}
+
+/* Two connections; a credential made for the first is sent on the second
+ * (what a relay of another rank's hello amounts to). */
+static int
+cross_connection(int port, FILE *out)
+{
+	struct rdv_proof *pa = malloc(sizeof(*pa)), *pb = malloc(sizeof(*pb));
+	char *cred = NULL;
+	int a = -1, b = -1, rc = 1;
+
+	if (!pa || !pb)
+		goto out;
+	a = open_as_rank1(port, pa, out);
+	b = open_as_rank1(port, pb, out);
+	if (a < 0 || b < 0)
+		goto out;
+	cred = hello_cred(a, pa, NULL);
+	if (!cred || send_hello(b, cred) < 0)
+		goto out;
+	report_close(b, out);
+	rc = 0;
+out:
+	free(cred);
+	free(pa);
+	free(pb);
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	return rc;
+}
+
+/* nobody answers rank 0's proof with its own valid credential. */
+static int
+other_uid_hello(int port, FILE *out)
+{
+	struct rdv_proof *pr = malloc(sizeof(*pr));
+	char *cred = NULL;
+	int fd = -1, rc = 1;
+
+	if (!pr || tr_become_nobody(out) < 0)
+		goto out;
+	fd = open_as_rank1(port, pr, out);
 	if (fd < 0)
+		goto out;
+	cred = hello_cred(fd, pr, NULL);
+	if (!cred || send_hello(fd, cred) < 0)
+		goto out;
+	report_close(fd, out);
+	rc = 0;
+out:
+	free(cred);
+	free(pr);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* A rank of the previous protocol (version 1): its hello first. */
+static int
+old_version(int port, FILE *out)
+{
+	static uint8_t raw[70000];
+	uint8_t hello[] = {0x44, 0x44, 0x50, 0x52, 1, 0, 1, 0, 0, 0, 0, 0};
+	char text[512] = "";
+	size_t len;
+	int fd = tr_dial("127.0.0.1", port, 10);
+
+	if (fd < 0 || write(fd, hello, sizeof(hello)) != sizeof(hello))
 		return 1;
-	if (write(fd, buf, len) != (ssize_t)len)
-		return 1;
-	while ((n = read(fd, reply + total,
-			 sizeof(reply) - 1 - (size_t)total)) > 0)
-		total += n;
-	reply[total > 0 ? total : 0] = '\0';
-	/* The refusal message follows a 12-byte header + 4-byte length. */
-	fprintf(out, "CLOSED %s\n", total > 16 ? reply + 16 : "(nothing)");
+	if (tr_read_msg(fd, 5, raw, sizeof(raw), &len) == TR_REFUSE)
+		tr_msg_text(raw, len, text, sizeof(text));
+	fprintf(out, "REFUSE v%d %s\n", len ? raw[4] : -1, text);
 	close(fd);
 	return 0;
 }
@@ -84,18 +228,14 @@ static int
 role(int i, int size, int port, FILE *out, void *arg)
 {
 	struct ddp_config cfg;
-	struct ddp_comm *c = NULL;
-	struct rdv_hello *h;
-	struct wk_buf b = {0};
-	enum ddp_status st;
-	float v[3];
+	struct rdv_proof *pr;
 	int fd;
 
 	(void)size;
 	(void)arg;
 	switch (i) {
 	case 0: /* rank 0 */
-		ddp_set_log_fn(log_to_file, out);
+		ddp_set_log_fn(tr_log_to_file, out);
 		auth_cfg(&cfg, 0, port, "777");
 		break;
 	case 1: /* garbage bytes */
@@ -104,26 +244,24 @@ role(int i, int size, int port, FILE *out, void *arg)
 				       "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 				       "\x01\x02\x03garbage-garbage",
 				       44, out);
-	case 2: /* a well-formed hello with a forged credential */
+	case 2: /* an open, then a hello with a forged credential */
 		usleep(300000);
-		h = calloc(1, sizeof(*h));
-		if (!h)
+		pr = malloc(sizeof(*pr));
+		fd = pr ? open_as_rank1(port, pr, out) : -1;
+		free(pr);
+		if (fd < 0 || send_hello(fd, "MUNGE:AwQFAABforgedforgedforged"
+					     "forgedforged=:") < 0)
 			return 1;
-		h->rank = 1;
-		h->world = 2;
-		snprintf(h->host, sizeof(h->host), "forger");
-		snprintf(h->cred, sizeof(h->cred),
-			 "MUNGE:AwQFAABforgedforgedforgedforgedforged=:");
-		if (rdv_encode_hello(&b, h) < 0)
-			return 1;
-		return send_and_listen(port, b.p, b.len, out);
-	case 3: /* another user */
+		report_close(fd, out);
+		close(fd);
+		return 0;
+	case 3: /* another user, as a rank: rank 0's proof is not its uid */
 		usleep(400000);
-		if (setgid(65534) < 0 || setuid(NOBODY_UID) < 0) {
-			fprintf(out, "E setuid: %s\n", strerror(errno));
+		if (tr_become_nobody(out) < 0)
 			return 1;
-		}
+		ddp_set_log_fn(tr_log_to_file, out);
 		auth_cfg(&cfg, 1, port, "777");
+		cfg.timeout_s = 2;
 		break;
 	case 4: /* same user, another job */
 		usleep(500000);
@@ -131,87 +269,180 @@ role(int i, int size, int port, FILE *out, void *arg)
 		break;
 	case 5: /* connects and says nothing */
 		usleep(100000);
-		fd = dial(port);
+		fd = tr_dial("127.0.0.1", port, 10);
 		sleep(3);
 		if (fd >= 0)
 			close(fd);
 		return 0;
+	case 6: /* another user answering the proof with its own credential */
+		usleep(600000);
+		return other_uid_hello(port, out);
+	case 7: /* a hello credential made for another connection */
+		usleep(700000);
+		return cross_connection(port, out);
+	case 8: /* a rank of slurm-ddp's previous protocol */
+		usleep(800000);
+		return old_version(port, out);
 	default: /* the real rank 1, after the intruders */
-		usleep(1500000);
+		usleep(2500000);
 		auth_cfg(&cfg, 1, port, "777");
 		break;
 	}
-	st = ddp_comm_init(&cfg, &c);
-	if (st) {
-		fprintf(out, "INIT %d %s\n", (int)st, ddp_last_error());
-		return 3;
-	}
-	v[0] = 1;
-	v[1] = (float)ddp_comm_rank(c);
-	v[2] = 5;
-	st = ddp_allreduce(c, v, v, 3, DDP_FLOAT32, DDP_SUM);
-	fprintf(out, "ALLREDUCE %d %g %g %g\n", (int)st, v[0], v[1], v[2]);
-	ddp_comm_destroy(c);
-	return st ? 4 : 0;
+	return tr_rank_job(&cfg, out);
 }
 
-static int
-has(const struct tw_rank *r, const char *s)
-{
-	return strstr(r->out, s) != NULL;
-}
-
-/* A rank 0 impostor of another uid answering with its own credential. */
+/*
+ * A rank 0 impostor of another uid (nobody) that holds MASTER_PORT and
+ * answers the open with a proof made with its own credential.
+ */
 static int
 impostor(int i, int size, int port, FILE *out, void *arg)
 {
+	static uint8_t raw[70000];
 	struct ddp_config cfg;
-	struct ddp_comm *c = NULL;
+	struct rdv_proof *pr = NULL;
 	struct sockaddr_in sa;
 	struct wk_buf b = {0};
-	munge_ctx_t ctx;
-	char payload[256], junk[4096], *cred = NULL;
-	enum ddp_status st;
-	int lfd, fd, one = 1;
+	socklen_t sl = sizeof(sa);
+	char payload[512], peer[80], a[64] = "?", *cred = NULL;
+	size_t len;
+	int lfd, fd, n = 0;
 
 	(void)size;
 	(void)arg;
 	if (i == 1) {
 		usleep(300000);
 		auth_cfg(&cfg, 1, port, "777");
-		st = ddp_comm_init(&cfg, &c);
-		fprintf(out, "INIT %d %s\n", (int)st, ddp_last_error());
-		ddp_comm_destroy(c);
-		return st ? 3 : 0;
+		cfg.timeout_s = 3;
+		return tr_rank_job(&cfg, out);
 	}
-	if (setgid(65534) < 0 || setuid(NOBODY_UID) < 0)
+	if (tr_become_nobody(out) < 0)
 		return 1;
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sa.sin_port = htons((uint16_t)port);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(lfd, 4) < 0)
+	pr = calloc(1, sizeof(*pr));
+	lfd = tr_listen(port);
+	if (!pr || lfd < 0)
+		return 1;
+	/* Every attempt of the rank gets a proof of the wrong uid. */
+	while (tr_wait_in(lfd, 4) > 0) {
+		fd = accept(lfd, (struct sockaddr *)&sa, &sl);
+		if (fd < 0 ||
+		    tr_read_msg(fd, 2, raw, sizeof(raw), &len) != RDV_OPEN)
+			return 1;
+		inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
+		snprintf(peer, sizeof(peer), "%s:%d", a, ntohs(sa.sin_port));
+		rdv_cred_payload(payload, sizeof(payload), "rank0", "777", "0",
+				 1, 2, pr->nonce, peer);
+		free(cred);
+		cred = encode_cred(payload);
+		snprintf(pr->cred, sizeof(pr->cred), "%s", cred ? cred : "");
+		b.len = 0;
+		if (!cred || rdv_encode_proof(&b, pr) < 0 ||
+		    write(fd, b.p, b.len) != (ssize_t)b.len)
+			return 1;
+		n++;
+		/* Wait for the rank to hang up. */
+		while (tr_wait_in(fd, 5) > 0 && read(fd, raw, sizeof(raw)) > 0)
+			;
+		close(fd);
+		sl = sizeof(sa);
+	}
+	fprintf(out, "PROOFS %d\n", n);
+	free(cred);
+	free(pr);
+	wk_buf_free(&b);
+	return 0;
+}
+
+/* A rank 0 of the previous protocol: refuses the open in version 1. */
+static int
+old_master(int i, int size, int port, FILE *out, void *arg)
+{
+	static uint8_t raw[70000];
+	struct ddp_config cfg;
+	struct wk_buf b = {0};
+	double t0;
+	size_t len;
+	int lfd, fd, rc;
+
+	(void)size;
+	(void)arg;
+	if (i == 1) {
+		usleep(300000);
+		auth_cfg(&cfg, 1, port, "777");
+		t0 = tw_now();
+		rc = tr_rank_job(&cfg, out);
+		fprintf(out, "AFTER %.1f s\n", tw_now() - t0);
+		return rc;
+	}
+	lfd = tr_listen(port);
+	if (lfd < 0 || tr_wait_in(lfd, 5) <= 0)
 		return 1;
 	fd = accept(lfd, NULL, NULL);
-	if (fd < 0 || read(fd, junk, sizeof(junk)) <= 0)
+	if (fd < 0 || tr_read_msg(fd, 2, raw, sizeof(raw), &len) == 0)
 		return 1;
-	ctx = munge_ctx_create();
-	munge_ctx_set(ctx, MUNGE_OPT_SOCKET, munge_sock);
-	rdv_cred_payload(payload, sizeof(payload), "welcome", "777", "0", 1, 2);
-	if (munge_encode(&cred, ctx, payload, (int)strlen(payload)) !=
-		    EMUNGE_SUCCESS ||
-	    rdv_encode_text(&b, RDV_WELCOME, cred) < 0 ||
+	if (rdv_encode_refuse_as(&b, 1, "protocol version 2, expected 1") < 0 ||
 	    write(fd, b.p, b.len) != (ssize_t)b.len)
 		return 1;
-	/* Wait for the rank to hang up. */
-	while (read(fd, junk, sizeof(junk)) > 0)
+	while (tr_wait_in(fd, 5) > 0 && read(fd, raw, sizeof(raw)) > 0)
 		;
-	free(cred);
-	munge_ctx_destroy(ctx);
+	wk_buf_free(&b);
+	close(fd);
+	close(lfd);
 	return 0;
+}
+
+static void
+test_intruders(void)
+{
+	struct tw_rank rk[10];
+	int failed = tap_failed;
+
+	/* Intruders while rank 0 waits; the real rank 1 joins last. */
+	if (tw_run_job(10, role, NULL, 60, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tw_exit(&rk[0]) == 0 && tr_has(&rk[0], "ALLREDUCE 0 2 1 10") &&
+		       tw_exit(&rk[9]) == 0 &&
+		       tr_has(&rk[9], "ALLREDUCE 0 2 1 10"),
+	       "rendezvous completes and the job computes despite intruders");
+	tap_ok(tr_has(&rk[0], "refused connection from 127.0.0.1") &&
+		       tr_has(&rk[0], "bad magic") && tr_has(&rk[1], "CLOSED"),
+	       "garbage bytes are refused and logged");
+	tap_ok(tr_has(&rk[0], "invalid munge credential") &&
+		       tr_has(&rk[2], "CLOSED invalid munge credential"),
+	       "a forged credential after rank 0's proof is refused and "
+	       "logged");
+	tap_ok(tw_exit(&rk[3]) == 3 && tr_has(&rk[3], "INIT 6") &&
+		       tr_has(&rk[3], "did not prove it is rank 0") &&
+		       tr_has(&rk[3], "credential of uid 0, but this job runs "
+				      "as uid 65534"),
+	       "a rank of another user (nobody) finds that rank 0 is not its "
+	       "uid and never sends a credential: DDP_ERR_AUTH");
+	tap_ok(tr_has(&rk[6], "CLOSED credential of uid 65534, but this job "
+			      "runs as uid 0"),
+	       "a hello credential of another user (nobody), bound to rank 0's "
+	       "nonce and its connection, is refused");
+	tap_ok(tw_exit(&rk[4]) == 3 && tr_has(&rk[4], "INIT 6") &&
+		       tr_has(&rk[4],
+			      "claims job=778 step=0, this is job=777") &&
+		       tr_has(&rk[0], "job=778"),
+	       "a rank of another job of the same user is refused before any "
+	       "credential, naming both jobs");
+	tap_ok(tr_has(&rk[7], "CLOSED credential is for 'slurm-ddp/2 hello "
+			      "job=777 step=0 rank=1 world=2 nonce="),
+	       "a hello credential made for another connection (another nonce "
+	       "and address) is refused");
+	tap_ok(tr_has(&rk[8], "REFUSE v1 rendezvous protocol version 1, this "
+			      "libddp speaks 2"),
+	       "a rank of the previous protocol gets a refusal it can read "
+	       "(version 1 header) naming both versions");
+	tap_ok(tw_exit(&rk[5]) == 0, "a silent connection does not stall "
+				     "the rendezvous");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		for (int i = 0; i < 10; i++)
+			tw_diag_output(i, &rk[i]);
+	tw_free_job(10, rk);
 }
 
 int
@@ -223,7 +454,7 @@ main(void)
 	struct ddp_comm *c = NULL;
 	enum ddp_status st;
 	FILE *p;
-	int rc, i;
+	int rc, i, failed;
 
 	signal(SIGPIPE, SIG_IGN);
 	if (!mkdtemp(dir)) {
@@ -247,38 +478,37 @@ main(void)
 	munge_sock[strcspn(munge_sock, "\n")] = '\0';
 	tap_ok(1, "private munged at %s", munge_sock);
 
-	/* Intruders while rank 0 waits; the real rank 1 joins last. */
-	if (tw_run_job(7, role, NULL, 60, rk) < 0)
-		return tap_ok(0, "fork"), tap_done();
-	tap_ok(tw_exit(&rk[0]) == 0 && has(&rk[0], "ALLREDUCE 0 2 1 10") &&
-		       tw_exit(&rk[6]) == 0 &&
-		       has(&rk[6], "ALLREDUCE 0 2 1 10"),
-	       "rendezvous completes and the job computes despite intruders");
-	tap_ok(has(&rk[0], "refused connection from 127.0.0.1") &&
-		       has(&rk[0], "bad magic") && has(&rk[1], "CLOSED"),
-	       "garbage bytes are refused and logged");
-	tap_ok(has(&rk[0], "invalid munge credential") &&
-		       has(&rk[2], "CLOSED invalid munge credential"),
-	       "a forged credential is refused and logged");
-	tap_ok(tw_exit(&rk[3]) == 3 && has(&rk[3], "INIT 6") &&
-		       has(&rk[3], "refused") && has(&rk[0], "uid 65534"),
-	       "a process of another user (nobody) is refused: DDP_ERR_AUTH");
-	tap_ok(tw_exit(&rk[4]) == 3 && has(&rk[4], "INIT 6") &&
-		       has(&rk[0], "job=778"),
-	       "a process of another job of the same user is refused");
-	tap_ok(tw_exit(&rk[5]) == 0, "a silent connection does not stall "
-				     "the rendezvous");
-	if (tap_failed)
-		for (i = 0; i < 7; i++)
-			tw_diag_output(i, &rk[i]);
-	tw_free_job(7, rk);
+	test_intruders();
 
 	/* A rank 0 impostor of another uid is detected by the rank. */
+	failed = tap_failed;
 	if (tw_run_job(2, impostor, NULL, 30, rk) < 0)
 		return tap_ok(0, "fork"), tap_done();
-	if (!tap_ok(tw_exit(&rk[1]) == 3 && has(&rk[1], "INIT 6") &&
-			    has(&rk[1], "is not rank 0 of this job"),
-		    "a rank refuses a rank 0 of another uid (port squatter)"))
+	tap_ok(tw_exit(&rk[1]) == 3 && tr_has(&rk[1], "INIT 6") &&
+		       tr_has(&rk[1],
+			      "did not prove it is rank 0 of this job") &&
+		       tr_has(&rk[1], "credential of uid 65534") &&
+		       tr_has(&rk[1], "until the timeout"),
+	       "a rank refuses a rank 0 of another uid (port squatter), "
+	       "connecting again until the timeout, and never sends its "
+	       "credential");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		for (i = 0; i < 2; i++)
+			tw_diag_output(i, &rk[i]);
+	tw_free_job(2, rk);
+
+	/* A rank 0 of the previous protocol: a clear error at once. */
+	failed = tap_failed;
+	if (tw_run_job(2, old_master, NULL, 30, rk) < 0)
+		return tap_ok(0, "fork"), tap_done();
+	tap_ok(tw_exit(&rk[1]) == 3 &&
+		       tr_has(&rk[1], "rendezvous protocol version 1, this "
+				      "libddp speaks 2: every rank of a job "
+				      "must run the same slurm-ddp release") &&
+		       tr_has(&rk[1], "AFTER 0."),
+	       "a rank meeting a rank 0 of the previous protocol fails at once "
+	       "naming both versions");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
 		for (i = 0; i < 2; i++)
 			tw_diag_output(i, &rk[i]);
 	tw_free_job(2, rk);

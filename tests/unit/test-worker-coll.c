@@ -27,18 +27,6 @@ struct round {
 	int big;	     /* 64 MiB fp32 sum */
 };
 
-static uint64_t
-fnv(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
 /* Small integers: every partial sum is exact in every type. */
 static double
 input(int rank, size_t i, int salt)
@@ -139,7 +127,7 @@ check_allreduce(struct ddp_comm *c, FILE *out, const char *tag,
 		: op == DDP_MAX ? "max"
 				: "min",
 		n, inplace ? "" : "/oop", bad == 0,
-		(unsigned long long)fnv(r, n * es));
+		(unsigned long long)tw_fnv(r, n * es));
 	if (r != s)
 		free(r);
 	free(s);
@@ -177,7 +165,7 @@ check_random(struct ddp_comm *c, FILE *out, const char *tag, size_t n)
 			bad++;
 	}
 	fprintf(out, "R %s/random-f32/n=%zu %d %016llx\n", tag, n, bad == 0,
-		(unsigned long long)fnv(b, n * sizeof(float)));
+		(unsigned long long)tw_fnv(b, n * sizeof(float)));
 	free(b);
 	return 0;
 }
@@ -203,7 +191,7 @@ check_bcast(struct ddp_comm *c, FILE *out, const char *tag, enum ddp_dtype t,
 			bad++;
 	fprintf(out, "R %s/bcast-%s/n=%zu/root=%d %d %016llx\n", tag,
 		t == DDP_FLOAT32 ? "f32" : "f16", n, root, bad == 0,
-		(unsigned long long)fnv(b, n * es));
+		(unsigned long long)tw_fnv(b, n * es));
 	free(b);
 	return 0;
 }

@@ -117,7 +117,9 @@ struct ddp_config {
 	char job_id[DDP_ID_MAX];
 	char step_id[DDP_ID_MAX];
 	/* 1 (default): munge authentication; 0: none (DDP_AUTH=none), only
-	 * for single-machine experiments. */
+	 * for single-machine experiments: every rank warns, and a world whose
+	 * MASTER_ADDR is not a loopback address is refused unless
+	 * DDP_AUTH_NONE_NETWORK=1. */
 	int auth;
 	/* DDP_MUNGE_SOCKET: munged socket path, "" for munge's default. */
 	char munge_socket[DDP_HOST_MAX];
@@ -212,6 +214,45 @@ DDP_EXPORT enum ddp_status ddp_broadcast(struct ddp_comm *comm, void *buf,
 					 size_t count, enum ddp_dtype dtype,
 					 int root);
 
+/*
+ * Stream forms of ddp_allreduce() and ddp_broadcast() for CUDA programs
+ * (NCCL backend): the collective is queued on the caller's CUDA stream
+ * (stream is a cudaStream_t; NULL is the default stream), ordered after
+ * the work queued there before it, and the call returns as soon as it is
+ * queued: no device-wide synchronisation, no wait. Later work on the
+ * stream sees the result; ddp_stream_wait() (or the program's own
+ * cudaStreamSynchronize) waits for it. The buffers must stay valid and
+ * untouched until then.
+ *
+ * Same collective rules as the blocking calls: the call is checked against
+ * the other ranks' calls on the control plane before it is queued (a
+ * mismatch or a missing rank is an error naming the rank, as for
+ * ddp_allreduce; DDP_NCCL_CHECK=0 turns the check off). A failure of the
+ * queued work itself (a peer dying in the middle) is reported by
+ * ddp_stream_wait() or by the next call on comm.
+ *
+ * With the TCP backend the buffers are host memory, stream must be NULL,
+ * and the call completes before it returns.
+ */
+DDP_EXPORT enum ddp_status ddp_allreduce_async(struct ddp_comm *comm,
+					       const void *sendbuf,
+					       void *recvbuf, size_t count,
+					       enum ddp_dtype dtype,
+					       enum ddp_op op, void *stream);
+DDP_EXPORT enum ddp_status ddp_broadcast_async(struct ddp_comm *comm, void *buf,
+					       size_t count,
+					       enum ddp_dtype dtype, int root,
+					       void *stream);
+
+/*
+ * Waits until everything queued on stream is done, bounded by the
+ * communicator's timeout and watching the peers: a dead peer or a timeout
+ * is an error naming the rank and host, and the communicator fails (a
+ * plain cudaStreamSynchronize would wait forever for a dead peer). DDP_OK
+ * at once with the TCP backend.
+ */
+DDP_EXPORT enum ddp_status ddp_stream_wait(struct ddp_comm *comm, void *stream);
+
 /* Returns when every rank has entered it. Same rules as ddp_allreduce(). */
 DDP_EXPORT enum ddp_status ddp_barrier(struct ddp_comm *comm);
 
@@ -230,8 +271,9 @@ DDP_EXPORT const char *ddp_strerror(enum ddp_status status);
 DDP_EXPORT size_t ddp_dtype_size(enum ddp_dtype dtype);
 
 /*
- * Log sink for the library's few messages (level 0 error, 3 debug; msg has
- * no prefix and no newline). NULL restores the stderr default. Set it
+ * Log sink for the library's few messages (level 0 error, 1 warning, 3
+ * debug; msg has no prefix and no newline). NULL restores the stderr
+ * default (debug only with DDP_DEBUG=1). Set it
  * before creating communicators; the callback may be called from the
  * library's threads and must be thread-safe.
  */
@@ -357,15 +399,20 @@ DDP_EXPORT void ddp_grad_sync_destroy(struct ddp_grad_sync *gs);
 
 /*
  * Device memory helpers for the NCCL backend (so programs need not link
- * CUDA themselves); with the TCP backend they are malloc/free/memcpy.
- * ddp_mem_alloc returns NULL on failure. ddp_mem_copy kind: 0 host to
- * buffer, 1 buffer to host, 2 buffer to buffer.
+ * CUDA themselves); with the TCP backend they are malloc/free/memmove.
+ * ddp_mem_alloc returns NULL on failure. ddp_mem_copy waits until the copy
+ * is done.
  */
+enum ddp_copy_kind {
+	DDP_COPY_TO_BUFFER = 0, /* host memory to a libddp buffer */
+	DDP_COPY_TO_HOST = 1,	/* a libddp buffer to host memory */
+	DDP_COPY_BUFFER = 2,	/* between libddp buffers */
+};
 DDP_EXPORT void *ddp_mem_alloc(struct ddp_comm *comm, size_t bytes);
 DDP_EXPORT void ddp_mem_free(struct ddp_comm *comm, void *ptr);
 DDP_EXPORT enum ddp_status ddp_mem_copy(struct ddp_comm *comm, void *dst,
 					const void *src, size_t bytes,
-					int kind);
+					enum ddp_copy_kind kind);
 
 #ifdef __cplusplus
 }

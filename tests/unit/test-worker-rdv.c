@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Attacks on the rendezvous by another local user (nobody), against a
+ * private munged: a squatter that captures what a rank sends to MASTER_PORT
+ * and replays and relays it to the real rank 0 gets nothing (issue 10, F1);
+ * a squatted MASTER_PORT only delays rank 0 (F4); credentials are made per
+ * connection, so a rank that waits longer than munge's time to live still
+ * joins (F10); DDP_AUTH=none says so on every rank and keeps to one host
+ * unless told otherwise (F12). Every job still completes.
+ */
+#include <ifaddrs.h>
+
+#include "test-worker-rdv.h"
+
+static char munge_sock[200];
+
+/* Adds one line per rendezvous message type in stream (what rank 0 sent
+ * the attacker), stopping at the first byte that is not one. */
+static int
+note_types(const uint8_t *p, size_t len, FILE *out)
+{
+	size_t off = 0, n;
+	int secret = 0, type;
+
+	while (len - off >= TR_HDR && tr_get32(p + off) == TR_MAGIC) {
+		type = p[off + 6] | p[off + 7] << 8;
+		n = TR_HDR + tr_get32(p + off + 8);
+		fprintf(out, "FROM_RANK0 type %d (%zu bytes)\n", type, n);
+		secret |= type == TR_WELCOME || type == TR_ROSTER;
+		if (n > len - off)
+			break;
+		off += n;
+	}
+	return secret;
+}
+
+/*
+ * The attacker, as nobody: binds MASTER_PORT before rank 0, captures what
+ * rank 1 sends, lets the port go (keeping rank 1's connection), replays
+ * the capture to the real rank 0 and relays both ways, as the audit did.
+ */
+static int
+squatter(int port, FILE *out)
+{
+	static uint8_t cap[65536], seen[262144], chunk[65536];
+	struct pollfd p[2];
+	size_t caplen = 0, seenlen = 0;
+	double end;
+	ssize_t n;
+	int lfd, wfd, rfd, i, secret;
+
+	if (tr_become_nobody(out) < 0)
+		return 1;
+	lfd = tr_listen(port);
+	if (lfd < 0 || tr_wait_in(lfd, 5) <= 0) {
+		fprintf(out, "E squat: %s\n", strerror(errno));
+		return 1;
+	}
+	wfd = accept(lfd, NULL, NULL);
+	while (wfd >= 0 && caplen < sizeof(cap) && tr_wait_in(wfd, 1.0) > 0 &&
+	       (n = read(wfd, cap + caplen, sizeof(cap) - caplen)) > 0)
+		caplen += (size_t)n;
+	fprintf(out, "CAPTURED %zu bytes\n", caplen);
+	close(lfd);
+	rfd = tr_dial("127.0.0.1", port, 5);
+	if (wfd < 0 || rfd < 0 || caplen == 0 ||
+	    write(rfd, cap, caplen) != (ssize_t)caplen) {
+		fprintf(out, "E replay failed\n");
+		return 1;
+	}
+	fprintf(out, "REPLAYED\n");
+	/* Relay until either side hangs up. */
+	end = tw_now() + 10;
+	while (tw_now() < end) {
+		p[0].fd = rfd;
+		p[1].fd = wfd;
+		p[0].events = p[1].events = POLLIN;
+		if (poll(p, 2, 200) <= 0)
+			continue;
+		for (i = 0; i < 2; i++) {
+			if (!p[i].revents)
+				continue;
+			n = read(p[i].fd, chunk, sizeof(chunk));
+			if (n <= 0)
+				goto done;
+			if (i == 0 && seenlen + (size_t)n <= sizeof(seen)) {
+				memcpy(seen + seenlen, chunk, (size_t)n);
+				seenlen += (size_t)n;
+			}
+			if (write(p[1 - i].fd, chunk, (size_t)n) != n)
+				goto done;
+		}
+	}
+done:
+	secret = note_types(seen, seenlen, out);
+	fprintf(out, "SECRET %d\n", secret);
+	close(rfd);
+	close(wfd);
+	return 0;
+}
+
+static int
+squat_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	(void)size;
+	(void)arg;
+	if (i == 0)
+		return squatter(port, out);
+	/* Rank 1 meets the squatter; rank 0 starts once the port is free. */
+	usleep(i == 1 ? 1600000 : 300000);
+	ddp_set_log_fn(tr_log_to_file, out);
+	tr_cfg(&cfg, i == 1 ? 0 : 1, 2, port, 15, "777", munge_sock);
+	return tr_rank_job(&cfg, out);
+}
+
+/* F10: rank 1 waits longer than the credentials' time to live. */
+static int
+ttl_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	(void)size;
+	ddp_set_log_fn(tr_log_to_file, out);
+	if (i == 0)
+		usleep(4000000);
+	tr_cfg(&cfg, i, 2, port, 20, "777", (const char *)arg);
+	return tr_rank_job(&cfg, out);
+}
+
+/* F4: nobody holds MASTER_PORT for 2.5 s, answering nothing. */
+static int
+held_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+	int lfd, fds[16], n = 0;
+	double end;
+
+	(void)size;
+	(void)arg;
+	if (i == 2) {
+		if (tr_become_nobody(out) < 0)
+			return 1;
+		lfd = tr_listen(port);
+		if (lfd < 0)
+			return 1;
+		end = tw_now() + 2.5;
+		while (tw_now() < end)
+			if (tr_wait_in(lfd, end - tw_now()) > 0 && n < 16)
+				fds[n++] = accept(lfd, NULL, NULL);
+		fprintf(out, "HELD %d connections\n", n);
+		close(lfd);
+		while (n > 0)
+			close(fds[--n]);
+		return 0;
+	}
+	usleep(i == 0 ? 300000 : 500000);
+	ddp_set_log_fn(tr_log_to_file, out);
+	tr_cfg(&cfg, i, 2, port, 15, "777", munge_sock);
+	return tr_rank_job(&cfg, out);
+}
+
+/* A non-loopback IPv4 address of this host, or "" when it has none. */
+static void
+host_ipv4(char *buf, size_t size)
+{
+	struct ifaddrs *ifa, *a;
+	struct sockaddr_in *s4;
+
+	buf[0] = '\0';
+	if (getifaddrs(&ifa) < 0)
+		return;
+	for (a = ifa; a && !buf[0]; a = a->ifa_next) {
+		if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET)
+			continue;
+		s4 = (struct sockaddr_in *)a->ifa_addr;
+		if ((ntohl(s4->sin_addr.s_addr) >> 24) == 127)
+			continue;
+		inet_ntop(AF_INET, &s4->sin_addr, buf, (socklen_t)size);
+	}
+	freeifaddrs(ifa);
+}
+
+struct none_arg {
+	const char *master; /* MASTER_ADDR */
+	int network;	    /* DDP_AUTH_NONE_NETWORK=1 */
+	const char *knock;  /* connect to rank 0 at this address first */
+};
+
+/* F12: DDP_AUTH=none jobs. */
+static int
+none_role(int i, int size, int port, FILE *out, void *arg)
+{
+	const struct none_arg *a = arg;
+	struct ddp_config cfg;
+	int fd;
+
+	(void)size;
+	if (i == 2) { /* someone on another host (here: this host's IP) */
+		usleep(300000);
+		fd = tr_dial(a->knock, port, 3);
+		fprintf(out, "KNOCK %s\n", fd < 0 ? "unanswered" : "connected");
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	if (a->network)
+		setenv("DDP_AUTH_NONE_NETWORK", "1", 1);
+	if (i == 1 && a->knock)
+		usleep(1500000);
+	ddp_set_log_fn(tr_log_to_file, out);
+	tw_cfg(&cfg, i, 2, port, 10);
+	snprintf(cfg.master_addr, sizeof(cfg.master_addr), "%s", a->master);
+	return tr_rank_job(&cfg, out);
+}
+
+static int
+count(const struct tw_rank *r, const char *s)
+{
+	const char *p = r->out;
+	int n = 0;
+
+	while ((p = strstr(p, s)) != NULL) {
+		n++;
+		p += strlen(s);
+	}
+	return n;
+}
+
+static int
+completed(const struct tw_rank *r)
+{
+	return tw_exit(r) == 0 && tr_has(r, "ALLREDUCE 0 2 1 10");
+}
+
+static void
+diag_job(int n, const struct tw_rank *rk)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		tw_diag_output(i, &rk[i]);
+}
+
+static void
+test_squat_replay(void)
+{
+	struct tw_rank rk[3];
+	int failed = tap_failed;
+
+	if (tw_run_job(3, squat_role, NULL, 60, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tr_has(&rk[0], "REPLAYED") && tr_has(&rk[0], "SECRET 0"),
+	       "F1: a squatter (nobody) that captured rank 1's first message "
+	       "and replayed and relayed it to rank 0 got no welcome and no "
+	       "roster");
+	tap_ok(tr_has(&rk[2], "did not prove it is rank 0 of this job") &&
+		       tr_has(&rk[2], "relayed"),
+	       "F1: rank 1 refuses rank 0's proof relayed through the squatter "
+	       "and logs it");
+	tap_ok(tr_has(&rk[1], "refused connection from 127.0.0.1"),
+	       "F1: rank 0 logs the squatter's replayed connection as refused");
+	tap_ok(completed(&rk[1]) && completed(&rk[2]) &&
+		       tr_has(&rk[2], "rank 1 joined rank 0 at attempt 2"),
+	       "F1: the job still completes, rank 1 connecting again straight "
+	       "to rank 0");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(3, rk);
+	tw_free_job(3, rk);
+}
+
+static void
+test_ttl(void)
+{
+	char dir[] = "/tmp/ddp-test-ttl-XXXXXX", sock[200];
+	struct tw_rank rk[2];
+	int rc, failed = tap_failed;
+
+	if (!mkdtemp(dir)) {
+		tap_ok(0, "mkdtemp");
+		return;
+	}
+	rc = tr_munged_start(dir, "--max-ttl=2", sock, sizeof(sock));
+	if (rc != 0) {
+		tap_ok(0, "munged with a 2 s credential lifetime started");
+		rmdir(dir);
+		return;
+	}
+	if (tw_run_job(2, ttl_role, sock, 60, rk) < 0) {
+		tap_ok(0, "fork");
+		tr_munged_stop(dir);
+		return;
+	}
+	tap_ok(completed(&rk[0]) && completed(&rk[1]),
+	       "F10: with credentials that live 2 s, a rank that waits 4 s for "
+	       "rank 0 still joins (a fresh credential per connection)");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(2, rk);
+	tw_free_job(2, rk);
+	tr_munged_stop(dir);
+}
+
+static void
+test_held_port(void)
+{
+	struct tw_rank rk[3];
+	int failed = tap_failed;
+
+	if (tw_run_job(3, held_role, NULL, 60, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(completed(&rk[0]) && completed(&rk[1]) &&
+		       tr_has(&rk[0], "port ") &&
+		       tr_has(&rk[0], "is held by another process"),
+	       "F4: rank 0 waits while another user holds MASTER_PORT, says "
+	       "so, and the job completes once it is free");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(3, rk);
+	tw_free_job(3, rk);
+}
+
+static void
+test_auth_none(void)
+{
+	struct none_arg a = {"127.0.0.1", 0, NULL};
+	struct tw_rank rk[3];
+	char ip[64];
+	int failed = tap_failed;
+
+	if (tw_run_job(2, none_role, &a, 30, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(completed(&rk[0]) && completed(&rk[1]) &&
+		       count(&rk[0], "DDP_AUTH=none: the rendezvous is not "
+				     "authenticated") == 1 &&
+		       count(&rk[1], "DDP_AUTH=none: the rendezvous is not "
+				     "authenticated") == 1,
+	       "F12: DDP_AUTH=none on loopback: one warning line on every "
+	       "rank, the job runs");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(2, rk);
+	tw_free_job(2, rk);
+
+	host_ipv4(ip, sizeof(ip));
+	if (!ip[0]) {
+		printf("ok %d # SKIP no non-loopback IPv4 address here\n",
+		       ++tap_count);
+		return;
+	}
+	failed = tap_failed;
+	a.master = ip;
+	if (tw_run_job(2, none_role, &a, 30, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tw_exit(&rk[0]) == 3 && tw_exit(&rk[1]) == 3 &&
+		       tr_has(&rk[0], "INIT 2 ") && tr_has(&rk[1], "INIT 2 ") &&
+		       tr_has(&rk[0], "is not a loopback address") &&
+		       tr_has(&rk[0], "DDP_AUTH_NONE_NETWORK=1"),
+	       "F12: DDP_AUTH=none with MASTER_ADDR %s (not loopback) is "
+	       "refused on every rank: DDP_ERR_ENV naming the opt-in",
+	       ip);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(2, rk);
+	tw_free_job(2, rk);
+
+	failed = tap_failed;
+	a.network = 1;
+	if (tw_run_job(2, none_role, &a, 30, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(completed(&rk[0]) && completed(&rk[1]) &&
+		       tr_has(&rk[1],
+			      "from any host (DDP_AUTH_NONE_NETWORK=1)"),
+	       "F12: ... and runs, warning, with DDP_AUTH_NONE_NETWORK=1");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(2, rk);
+	tw_free_job(2, rk);
+
+	failed = tap_failed;
+	a.master = "127.0.0.1";
+	a.network = 0;
+	a.knock = ip;
+	if (tw_run_job(3, none_role, &a, 30, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(completed(&rk[0]) && completed(&rk[1]) &&
+		       tr_has(&rk[0], "refused connection from ") &&
+		       tr_has(&rk[0], "not from this host"),
+	       "F12: DDP_AUTH=none on loopback refuses a connection from a "
+	       "non-loopback address (%s)",
+	       ip);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(3, rk);
+	tw_free_job(3, rk);
+}
+
+int
+main(void)
+{
+	char dir[] = "/tmp/ddp-test-rdv-XXXXXX";
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (!mkdtemp(dir)) {
+		tap_ok(0, "mkdtemp");
+		return tap_done();
+	}
+	rc = tr_munged_start(dir, "", munge_sock, sizeof(munge_sock));
+	if (rc == 2) {
+		rmdir(dir);
+		printf("ok 1 # SKIP private munged unavailable (needs root and "
+		       "the munge package)\n1..1\n");
+		return 0;
+	}
+	if (!tap_ok(rc == 0, "private munged at %s", munge_sock))
+		return tap_done();
+	test_squat_replay();
+	test_held_port();
+	test_ttl();
+	test_auth_none();
+	tr_munged_stop(dir);
+	return tap_done();
+}
