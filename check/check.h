@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ddp-check's internals: the options, the link test's sockets (links.c)
+ * and the judgement and report (report.c), which are pure functions over
+ * the numbers the ranks gathered, so the unit tests can drive them.
+ * Nothing here is thread-safe unless it says so.
+ */
+#ifndef DDP_CHECK_H
+#define DDP_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CHK_TOKEN_LEN 32
+#define CHK_HOST_MAX 256
+#define CHK_TEXT_LEN 1024
+
+/* ---- options (report.c) ---- */
+
+enum chk_mode {
+	CHK_MODE_FAIL = 0, /* problems: exit 1 on every rank */
+	CHK_MODE_WARN = 1, /* problems are printed, exit 0 */
+	CHK_MODE_OFF = 2,  /* do nothing, exit 0 */
+};
+
+enum chk_gpu_mode {
+	CHK_GPU_AUTO = 0, /* when a rank has a GPU, a driver and the backend */
+	CHK_GPU_ON = 1,	  /* required: its absence is a problem */
+	CHK_GPU_OFF = 2,
+};
+
+struct chk_opts {
+	enum chk_mode mode;
+	double min_fraction; /* links below this x the reference are slow */
+	long time_limit_s;   /* hard limit of the whole check */
+	enum chk_gpu_mode gpu;
+	long link_ms; /* each direction's stream */
+	int verbose;
+};
+
+/*
+ * Parses argv (getopt_long; long options also as --name=value) into o,
+ * starting from the defaults. Returns 0 to run, 1 for --help, or -1 with
+ * err naming the option, the value and what is accepted.
+ */
+int chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
+		   size_t errlen);
+void chk_usage(FILE *f);
+const char *chk_mode_name(enum chk_mode m);
+
+/* ---- a growable text (report.c) ---- */
+
+struct chk_buf {
+	char *s;
+	size_t len;
+	size_t cap;
+	int bad; /* out of memory: the text is cut short */
+};
+
+void chk_buf_printf(struct chk_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void chk_buf_free(struct chk_buf *b);
+
+/* ---- the link test (links.c) ---- */
+
+/* Outcome of one link-test connection; also sent between ranks. */
+enum chk_conn {
+	CHK_CONN_NONE = 0, /* not attempted */
+	CHK_CONN_OK = 1,
+	CHK_CONN_REFUSED = 2,
+	CHK_CONN_TIMEOUT = 3,
+	CHK_CONN_UNRESOLVED = 4,
+	CHK_CONN_ERROR = 5,
+};
+
+/* "refused", "timed out", ... */
+const char *chk_conn_name(int code);
+
+/*
+ * Directions of the ring: [0] to the next node, [1] to the previous, and
+ * a warm-up connection to the next node whose stream is not counted: on
+ * the minicluster the first stream of a process runs at about two thirds
+ * of the speed of later ones, whichever direction it takes.
+ */
+#define CHK_FWD 0
+#define CHK_REV 1
+#define CHK_WARM 2
+#define CHK_NDIRS 3
+
+struct chk_target {
+	const char *host; /* borrowed */
+	int port;
+	int node; /* its index in the ring */
+};
+
+/* Called for a connection the listener refused (not the check's token). */
+typedef void chk_refuse_fn(void *arg, const char *from, const char *why);
+
+struct chk_ring {
+	int lfd;
+	int lport;
+	int out[CHK_NDIRS];  /* connected to the targets, this node sends */
+	int in[CHK_NDIRS];   /* accepted from the sources, this node receives */
+	int conn[CHK_NDIRS]; /* enum chk_conn of out[d] */
+	int conn_errno[CHK_NDIRS];
+	chk_refuse_fn *refused;
+	void *refused_arg;
+};
+
+/* Sets every descriptor to -1. */
+void chk_ring_init(struct chk_ring *r);
+
+/*
+ * Opens the listener on an ephemeral port (IPv6 dual-stack where it can,
+ * else IPv4). Returns 0, or -1 with err.
+ */
+int chk_ring_listen(struct chk_ring *r, char *err, size_t errlen);
+
+/*
+ * Connects out[d] to to[d] and accepts in[d] from from[d], d < ndir, and
+ * the warm-up pair (CHK_WARM, to and from as CHK_FWD), until every one is
+ * there or deadline (CLOCK_MONOTONIC seconds) passes. Each connection
+ * opens with token and this node's index and direction; an accepted one
+ * that does not is refused (r->refused is told) and waiting goes on.
+ * Returns 0 when all are up, else -1 (the outcome of each connect in
+ * r->conn).
+ */
+int chk_ring_connect(struct chk_ring *r, int me, int ndir,
+		     const struct chk_target to[2],
+		     const struct chk_target from[2],
+		     const uint8_t token[CHK_TOKEN_LEN], double deadline);
+
+/*
+ * Streams on out[d] until the far receiver ends it, and receives on in[d]:
+ * from the first byte for window_s seconds, then ends that stream. So
+ * both directions are timed where the bytes arrive, whenever each sender
+ * starts. *gbps: bytes received / the time from the first byte. A stream
+ * that broke, or that brought nothing before deadline, leaves its errno
+ * in *recv_err (ETIMEDOUT for the latter). Returns 0, or -1 then. Closes
+ * both connections of d.
+ */
+int chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
+		    double *gbps, int *recv_err);
+
+/* Closes everything; safe to call twice. */
+void chk_ring_close(struct chk_ring *r);
+
+/* CLOCK_MONOTONIC in seconds. */
+double chk_now(void);
+
+/* ---- judgement and report (report.c) ---- */
+
+/* Problem flags of a node. */
+#define CHK_F_SLOW_SEND 0x01u
+#define CHK_F_SLOW_RECV 0x02u
+#define CHK_F_SLOW_LINK 0x04u
+#define CHK_F_UNREACHABLE 0x08u
+#define CHK_F_CONNECT 0x10u /* one link-test connection failed */
+#define CHK_F_BROKEN 0x20u  /* a stream broke during the test */
+#define CHK_F_GPU 0x40u
+#define CHK_F_COMM 0x80u /* a collective over the ranks failed */
+
+/* What rank 0 knows about one node. */
+struct chk_node {
+	char host[CHK_HOST_MAX];
+	int leader; /* its lowest rank: the one that tests its links */
+	int nranks;
+	char ranks[96]; /* "0-3" */
+	char gpus[160]; /* the ranks' GPU PCI bus ids, compact */
+	int port;	/* the leader's link-test listener */
+	int conn[2];	/* enum chk_conn of its connection to next, prev */
+	double gbps[2]; /* this node -> next, -> prev; < 0: not measured */
+	int broke[2];	/* errno of a stream that broke (send side) */
+	unsigned flags;
+};
+
+struct chk_net {
+	int n; /* nodes, in ring order */
+	struct chk_node *node;
+	int ndir;	 /* 1 for two nodes (both ways at once), else 2 */
+	int measured;	 /* the streams ran */
+	double fraction; /* of the reference, below which a link is slow */
+	/* The reference (chk_judge): the median over the nodes of each
+	 * node's fastest link, GB/s. */
+	double median;
+	int nlinks;	 /* measured links */
+	double window_s; /* each stream's length */
+};
+
+/* The ring's neighbours of node i. */
+int chk_next(int n, int i);
+int chk_prev(int n, int i);
+
+/*
+ * Judges the links: sets each node's flags and appends one line per
+ * problem to problems ("rank R on NODE cannot reach NODE2:PORT (timed
+ * out)", "node2: slow sending: 0.006 GB/s to node3, 0.006 GB/s to node1
+ * (below 0.50 x 1.55 GB/s)", ...). A link is slow below fraction x the
+ * median over the nodes of each node's fastest link; a node whose two
+ * outgoing (or incoming) links are both slow is the one to blame, other
+ * slow links name both ends. Returns the number of problems found.
+ */
+int chk_judge(struct chk_net *net, struct chk_buf *problems);
+
+/* The table (one row per node), with a header line. */
+void chk_print_table(FILE *f, const struct chk_net *net);
+
+/* "ok", or the node's problems as short words ("slow-send,gpu"). */
+void chk_status_words(unsigned flags, char *buf, size_t len);
+
+/*
+ * Ranks as ranges ("0-3,8"); ranks must be ascending. Returns 0, or -1
+ * when buf is too small (it then ends with "...").
+ */
+int chk_ranges(const int *ranks, int n, char *buf, size_t len);
+
+/*
+ * Appends busid to a node's GPU list unless it is there already; "-" and
+ * "" are skipped. Ids of the form 0000:BB:00.0 are shown as BB when every
+ * id of the list has that form (chk_gpus_finish). Returns 0 or -1 (full).
+ */
+int chk_gpus_add(char *list, size_t len, const char *busid);
+void chk_gpus_finish(char *list, size_t len);
+
+/*
+ * Recognises libddp's rendezvous failures in msg (also when another rank
+ * reported them: "rank 2 (node3) aborted: ...") and writes the check's
+ * form into out: "rank R on NODE cannot reach NODE2:PORT (timed out)".
+ * host_of maps a rank to its node name or NULL. Returns 1 when msg was
+ * recognised, else 0 with out unchanged.
+ */
+typedef const char *chk_host_fn(void *arg, int rank);
+int chk_explain_rdv(const char *msg, chk_host_fn *host_of, void *arg, char *out,
+		    size_t outlen);
+
+#endif

@@ -1,0 +1,1023 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ddp-check: proves the nodes of a step before its program starts, and
+ * names the bad one.
+ *
+ *   srun --ddp ddp-check [--mode fail|warn|off] [--min-fraction F]
+ *                        [--time-limit S] [--gpu auto|on|off]
+ *
+ * Every rank joins with libddp (munge-authenticated, on MASTER_PORT): a
+ * rank that cannot reach another is named. Then the lowest rank of each
+ * node times each link of a ring over the nodes, in both directions, on
+ * plain TCP connections whose ports and token go over libddp's control
+ * plane; links below a fraction of the median are slow, and the node
+ * they share is named. A short allreduce over all ranks follows. Where
+ * the ranks have GPUs, each rank's device initialises with libddp's NCCL
+ * backend and a device allreduce over all ranks gives its bus bandwidth.
+ * Rank 0 prints one table; the exit status is the same on every rank.
+ * The whole check ends within --time-limit, whatever happens.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ddp.h>
+
+#include "check.h"
+#include "ddp_util.h"
+
+#define AR_MAX_ELEMS (1u << 20) /* 4 MiB of float32 */
+#define AR_MIN_ELEMS (1u << 14)
+#define AR_ITERS 3
+#define GPU_ELEMS (8u << 20) /* 32 MiB of float32 */
+#define GPU_ITERS 5
+#define BUSID_LEN 16
+/* The warm-up stream before the timed ones (see CHK_WARM). */
+#define WARM_S 0.05
+
+/* What each rank tells everyone (float64, so an allreduce gathers it). */
+#define REC_BUSID 0		 /* DDP_GPU_BUSID, one character each */
+#define REC_GPU BUSID_LEN	 /* enum gpu_state */
+#define REC_AR_BAD (REC_GPU + 1) /* its allreduce result was wrong */
+#define REC_LEN (REC_GPU + 2)
+
+enum gpu_state {
+	GPU_NONE = 0,	   /* no GPU visible to the rank */
+	GPU_NODRIVER = 1,  /* libcuda.so.1 does not load */
+	GPU_NOBACKEND = 2, /* libddp-nccl.so does not load */
+	GPU_READY = 3,
+	GPU_OK = 4,
+	GPU_FAILED = 5,
+};
+
+struct check {
+	struct chk_opts o;
+	struct ddp_config cfg;
+	struct ddp_comm *comm;
+	int rank;
+	int world;
+	char host[CHK_HOST_MAX];
+	double t0;
+	double deadline;
+	/* The nodes in the order of their lowest rank, the same everywhere. */
+	struct chk_net net;
+	int *node_of;
+	int me;
+	int leader;
+	double *rec; /* world x REC_LEN */
+	double ar_s; /* one allreduce over all ranks (rank 0's clock) */
+	size_t ar_bytes;
+	double net_s; /* the network part, rank 0's clock */
+	/* Rank 0's findings. */
+	struct chk_buf problems;
+	int nproblems;
+	char gpu_line[CHK_TEXT_LEN];
+};
+
+/* ---- the hard time limit ---- */
+
+static const char *phase = "starting";
+static struct {
+	int rank;
+	char host[CHK_HOST_MAX];
+	long limit;
+	int code;
+	struct timespec at;
+} wd;
+
+static void
+set_phase(const char *p)
+{
+	__atomic_store_n(&phase, p, __ATOMIC_RELAXED);
+}
+
+static void *
+watchdog(void *arg)
+{
+	char line[512];
+	int n;
+
+	(void)arg;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wd.at, NULL))
+		;
+	n = snprintf(line, sizeof(line),
+		     "ddp-check: rank %d on %s: time limit of %ld s reached "
+		     "while %s\n",
+		     wd.rank, wd.host, wd.limit,
+		     __atomic_load_n(&phase, __ATOMIC_RELAXED));
+	if (n > 0)
+		(void)!write(STDERR_FILENO, line,
+			     (size_t)n < sizeof(line) ? (size_t)n
+						      : sizeof(line) - 1);
+	_exit(wd.code);
+}
+
+static int
+start_watchdog(struct check *ck)
+{
+	pthread_t t;
+	double at = ck->t0 + (double)ck->o.time_limit_s;
+
+	wd.rank = ck->rank;
+	ddp_fmt(wd.host, sizeof(wd.host), "%s", ck->host);
+	wd.limit = ck->o.time_limit_s;
+	wd.code = ck->o.mode == CHK_MODE_WARN ? 0 : 1;
+	wd.at.tv_sec = (time_t)at;
+	wd.at.tv_nsec = (long)((at - (double)wd.at.tv_sec) * 1e9);
+	if (pthread_create(&t, NULL, watchdog, NULL) != 0) {
+		fprintf(stderr, "ddp-check: cannot start the time limit's "
+				"thread\n");
+		return -1;
+	}
+	pthread_detach(t);
+	return 0;
+}
+
+/* libddp waits at most this long for a peer; the rendezvous twice. */
+static double
+comm_timeout(const struct check *ck)
+{
+	double t = (double)ck->o.time_limit_s / 4;
+
+	return t < 1 ? 1 : t;
+}
+
+static double
+left(const struct check *ck)
+{
+	return ck->deadline - chk_now();
+}
+
+/* ---- problems ---- */
+
+static const char *
+host_of(void *arg, int rank)
+{
+	struct check *ck = arg;
+
+	if (ck->comm)
+		return ddp_comm_host(ck->comm, rank);
+	if (rank == ck->rank)
+		return ck->host;
+	/* Before the communicator exists, rank 0 is where MASTER_ADDR is. */
+	return rank == 0 ? ck->cfg.master_addr : NULL;
+}
+
+/*
+ * A libddp call failed on this rank: says so on stderr, in the check's
+ * form where the failure is one of the rendezvous's, and returns -1.
+ */
+static int
+comm_failed(struct check *ck, const char *what)
+{
+	const char *msg = ddp_last_error();
+	char line[CHK_TEXT_LEN];
+
+	if (!chk_explain_rdv(msg, host_of, ck, line, sizeof(line)))
+		ddp_fmt(line, sizeof(line), "rank %d on %s: %s: %s", ck->rank,
+			ck->host, what, msg);
+	else if (ck->o.verbose)
+		fprintf(stderr, "ddp-check: rank %d on %s: %s: %s\n", ck->rank,
+			ck->host, what, msg);
+	/* Rank 0's line ends its report; the others' go to their stderr. */
+	if (ck->rank == 0)
+		printf("ddp-check: %s: %s\n",
+		       ck->o.mode == CHK_MODE_WARN ? "WARN" : "FAIL", line);
+	else
+		fprintf(stderr, "ddp-check: %s\n", line);
+	return -1;
+}
+
+__attribute__((format(printf, 2, 3))) static void
+problem(struct check *ck, const char *fmt, ...)
+{
+	char line[CHK_TEXT_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	chk_buf_printf(&ck->problems, "%s\n", line);
+	ck->nproblems++;
+}
+
+/* ---- the nodes ---- */
+
+static int
+find_nodes(struct check *ck)
+{
+	struct chk_net *net = &ck->net;
+	const char *h;
+	int r, j;
+
+	net->node = calloc((size_t)ck->world, sizeof(*net->node));
+	ck->node_of = calloc((size_t)ck->world, sizeof(*ck->node_of));
+	if (!net->node || !ck->node_of) {
+		fprintf(stderr, "ddp-check: out of memory for %d ranks\n",
+			ck->world);
+		return -1;
+	}
+	for (r = 0; r < ck->world; r++) {
+		h = ddp_comm_host(ck->comm, r);
+		for (j = 0; j < net->n; j++)
+			if (strcmp(net->node[j].host, h) == 0)
+				break;
+		if (j == net->n) {
+			ddp_fmt(net->node[j].host, sizeof(net->node[j].host),
+				"%s", h);
+			net->node[j].leader = r;
+			net->node[j].gbps[0] = net->node[j].gbps[1] = -1;
+			net->n++;
+		}
+		net->node[j].nranks++;
+		ck->node_of[r] = j;
+	}
+	net->ndir = net->n >= 3 ? 2 : 1;
+	net->fraction = ck->o.min_fraction;
+	net->window_s = (double)ck->o.link_ms / 1000;
+	ck->me = ck->node_of[ck->rank];
+	ck->leader = net->node[ck->me].leader == ck->rank;
+	return 0;
+}
+
+/* ---- the links ---- */
+
+static void
+refused(void *arg, const char *from, const char *why)
+{
+	struct check *ck = arg;
+
+	fprintf(stderr,
+		"ddp-check: rank %d on %s refused a link-test connection "
+		"from %s: %s\n",
+		ck->rank, ck->host, from, why);
+}
+
+static int
+sum(struct check *ck, double *v, size_t n, const char *what)
+{
+	if (ddp_allreduce(ck->comm, v, v, n, DDP_FLOAT64, DDP_SUM) != DDP_OK)
+		return comm_failed(ck, what);
+	return 0;
+}
+
+/*
+ * Connects the ring and times its links. Every rank takes part in the
+ * same collectives; only the leaders touch sockets.
+ */
+static int
+links(struct check *ck)
+{
+	struct chk_net *net = &ck->net;
+	struct chk_node *nd = net->node;
+	struct chk_target to[2], from[2];
+	struct chk_ring ring;
+	uint8_t token[CHK_TOKEN_LEN];
+	double *v = NULL, wait, g;
+	char err[256];
+	int n = net->n, i, d, s, ok, e, rc = -1;
+
+	chk_ring_init(&ring);
+	ring.refused = refused;
+	ring.refused_arg = ck;
+	if (n < 2)
+		return 0;
+	set_phase("exchanging the link-test ports");
+	v = calloc((size_t)n * 4, sizeof(*v));
+	if (!v) {
+		fprintf(stderr, "ddp-check: out of memory\n");
+		goto out;
+	}
+	memset(token, 0, sizeof(token));
+	if (ck->rank == 0 &&
+	    getrandom(token, sizeof(token), 0) != (ssize_t)sizeof(token)) {
+		fprintf(stderr, "ddp-check: getrandom: %s\n", strerror(errno));
+		goto out;
+	}
+	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN / 2, DDP_FLOAT16, 0) !=
+	    DDP_OK) {
+		comm_failed(ck, "sending the link-test token");
+		goto out;
+	}
+	if (ck->leader) {
+		if (chk_ring_listen(&ring, err, sizeof(err)) < 0)
+			fprintf(stderr, "ddp-check: rank %d on %s: %s\n",
+				ck->rank, ck->host, err);
+		v[ck->me] = ring.lport;
+	}
+	if (sum(ck, v, (size_t)n, "exchanging the link-test ports") < 0)
+		goto out;
+	for (i = 0; i < n; i++)
+		nd[i].port = (int)v[i];
+	memset(v, 0, (size_t)n * 4 * sizeof(*v));
+	set_phase("connecting the link test");
+	if (ck->leader) {
+		i = ck->me;
+		to[CHK_FWD] = (struct chk_target){nd[chk_next(n, i)].host,
+						  nd[chk_next(n, i)].port,
+						  chk_next(n, i)};
+		to[CHK_REV] = (struct chk_target){nd[chk_prev(n, i)].host,
+						  nd[chk_prev(n, i)].port,
+						  chk_prev(n, i)};
+		from[CHK_FWD] = to[CHK_REV];
+		from[CHK_REV] = to[CHK_FWD];
+		wait = (double)ck->o.time_limit_s / 8;
+		wait = wait < 0.5 ? 0.5 : wait > 5 ? 5 : wait;
+		chk_ring_connect(&ring, i, net->ndir, to, from, token,
+				 chk_now() + wait);
+		for (d = 0; d < net->ndir; d++) {
+			v[i * 2 + d] = ring.conn[d];
+			v[2 * n + i * 2 + d] = ring.in[d] >= 0;
+		}
+		/* The warm-up pair takes the forward path: its failure is the
+		 * forward link's. */
+		if (ring.conn[CHK_FWD] == CHK_CONN_OK)
+			v[i * 2 + CHK_FWD] = ring.conn[CHK_WARM];
+		if (ring.in[CHK_WARM] < 0)
+			v[2 * n + i * 2 + CHK_FWD] = 0;
+	}
+	if (sum(ck, v, (size_t)n * 4, "gathering the link-test connections") <
+	    0)
+		goto out;
+	/* A connection its receiver never adopted failed, too. */
+	ok = 1;
+	for (i = 0; i < n; i++) {
+		for (d = 0; d < net->ndir; d++) {
+			nd[i].conn[d] = (int)v[i * 2 + d];
+			s = d == CHK_FWD ? chk_next(n, i) : chk_prev(n, i);
+			if (nd[i].conn[d] == CHK_CONN_OK &&
+			    !v[2 * n + s * 2 + d])
+				nd[i].conn[d] = CHK_CONN_ERROR;
+			ok &= nd[i].conn[d] == CHK_CONN_OK;
+		}
+	}
+	if (!ok) {
+		rc = 0;
+		goto out;
+	}
+	memset(v, 0, (size_t)n * 4 * sizeof(*v));
+	set_phase("warming up the links");
+	if (ddp_barrier(ck->comm) != DDP_OK) {
+		comm_failed(ck, "starting the link test");
+		goto out;
+	}
+	if (ck->leader)
+		chk_ring_stream(&ring, CHK_WARM, WARM_S, chk_now() + WARM_S + 2,
+				&g, &e);
+	for (d = 0; d < net->ndir; d++) {
+		set_phase(d == CHK_FWD ? "timing the links to the next node"
+				       : "timing the links to the previous "
+					 "node");
+		if (ddp_barrier(ck->comm) != DDP_OK) {
+			comm_failed(ck, "starting the link test");
+			goto out;
+		}
+		if (!ck->leader)
+			continue;
+		/* What arrives here was sent by from[d], in direction d. */
+		s = d == CHK_FWD ? chk_prev(n, ck->me) : chk_next(n, ck->me);
+		wait = net->window_s + 2;
+		if (wait > left(ck) - 1)
+			wait = left(ck) - 1;
+		chk_ring_stream(&ring, d, net->window_s, chk_now() + wait, &g,
+				&e);
+		v[s * 2 + d] = g;
+		v[2 * n + s * 2 + d] = e;
+	}
+	if (sum(ck, v, (size_t)n * 4, "gathering the link speeds") < 0)
+		goto out;
+	for (i = 0; i < n; i++) {
+		for (d = 0; d < net->ndir; d++) {
+			nd[i].gbps[d] = v[i * 2 + d];
+			nd[i].broke[d] = (int)v[2 * n + i * 2 + d];
+		}
+	}
+	net->measured = 1;
+	rc = 0;
+out:
+	chk_ring_close(&ring);
+	free(v);
+	return rc;
+}
+
+/* ---- the allreduce over all ranks ---- */
+
+/*
+ * Short enough to take about 50 ms on the slowest measured link, so that
+ * a throttled node does not spend the time limit here. The same size on
+ * every rank: all of them know the link speeds.
+ */
+static size_t
+allreduce_elems(const struct check *ck)
+{
+	const struct chk_net *net = &ck->net;
+	double slowest = -1, bytes;
+	size_t n = AR_MAX_ELEMS;
+	int i, d;
+
+	for (i = 0; net->measured && i < net->n; i++)
+		for (d = 0; d < net->ndir; d++)
+			if (net->node[i].gbps[d] >= 0 &&
+			    (slowest < 0 || net->node[i].gbps[d] < slowest))
+				slowest = net->node[i].gbps[d];
+	if (slowest < 0)
+		return n;
+	bytes = slowest * 1e9 * 0.05;
+	while (n > AR_MIN_ELEMS && (double)n * 4 > bytes)
+		n /= 2;
+	return n;
+}
+
+static int
+allreduce_all(struct check *ck, int *wrong)
+{
+	size_t n = allreduce_elems(ck), i;
+	float *buf = NULL, want;
+	double t;
+	int it, rc = -1;
+
+	set_phase("running an allreduce over all ranks");
+	*wrong = 0;
+	buf = malloc(n * sizeof(*buf));
+	if (!buf) {
+		fprintf(stderr, "ddp-check: out of memory\n");
+		goto out;
+	}
+	t = chk_now();
+	for (it = 0; it <= AR_ITERS; it++) {
+		/* The first call warms up and is not timed. */
+		if (it == 1)
+			t = chk_now();
+		for (i = 0; i < n; i++)
+			buf[i] = (float)(ck->rank + 1);
+		if (ddp_allreduce(ck->comm, buf, buf, n, DDP_FLOAT32,
+				  DDP_SUM) != DDP_OK) {
+			comm_failed(ck, "allreduce over all ranks");
+			goto out;
+		}
+	}
+	ck->ar_s = (chk_now() - t) / AR_ITERS;
+	ck->ar_bytes = n * sizeof(*buf);
+	want = (float)((double)ck->world * (ck->world + 1) / 2);
+	for (i = 0; i < n; i++)
+		if (buf[i] != want)
+			*wrong = 1;
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
+/* ---- GPUs ---- */
+
+static int
+gpu_visible(void)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	const char *b = getenv("DDP_GPU_BUSID");
+
+	return (v && *v && strcmp(v, "NoDevFiles") != 0) ||
+	       (b && *b && strcmp(b, "-") != 0);
+}
+
+/* libddp finds its NCCL backend the same way: DDP_NCCL_PLUGIN, the
+ * installation's library folder, then the library path. */
+static void *
+open_backend(void)
+{
+	const char *env = getenv("DDP_NCCL_PLUGIN");
+	void *h = NULL;
+
+	if (env && *env)
+		return dlopen(env, RTLD_NOW | RTLD_LOCAL);
+#ifdef DDP_PLUGIN_DIR
+	h = dlopen(DDP_PLUGIN_DIR "/libddp-nccl.so", RTLD_NOW | RTLD_LOCAL);
+#endif
+	if (!h)
+		h = dlopen("libddp-nccl.so", RTLD_NOW | RTLD_LOCAL);
+	return h;
+}
+
+static enum gpu_state
+gpu_probe(void)
+{
+	void *h;
+
+	if (!gpu_visible())
+		return GPU_NONE;
+	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return GPU_NODRIVER;
+	dlclose(h);
+	h = open_backend();
+	if (!h)
+		return GPU_NOBACKEND;
+	dlclose(h);
+	return GPU_READY;
+}
+
+static void
+rank_gpu(const struct check *ck, int r, char *buf, size_t len)
+{
+	const double *rec = ck->rec + (size_t)r * REC_LEN;
+	char id[BUSID_LEN];
+	int k;
+
+	for (k = 0; k < BUSID_LEN - 1 && rec[REC_BUSID + k] > 0; k++)
+		id[k] = (char)rec[REC_BUSID + k];
+	id[k] = '\0';
+	ddp_fmt(buf, len, "%s", k ? id : "-");
+}
+
+/* Everyone's GPU bus id, GPU state and allreduce verdict. */
+static int
+gather_records(struct check *ck, int ar_wrong)
+{
+	double *mine;
+	const char *b = getenv("DDP_GPU_BUSID");
+	int k;
+
+	set_phase("gathering the ranks' GPUs");
+	ck->rec = calloc((size_t)ck->world * REC_LEN, sizeof(*ck->rec));
+	if (!ck->rec) {
+		fprintf(stderr, "ddp-check: out of memory\n");
+		return -1;
+	}
+	mine = ck->rec + (size_t)ck->rank * REC_LEN;
+	for (k = 0; b && b[k] && k < BUSID_LEN - 1; k++)
+		mine[REC_BUSID + k] = (unsigned char)b[k];
+	mine[REC_GPU] = ck->o.gpu == CHK_GPU_OFF ? GPU_NONE : gpu_probe();
+	mine[REC_AR_BAD] = ar_wrong;
+	return sum(ck, ck->rec, (size_t)ck->world * REC_LEN,
+		   "gathering the ranks' GPUs");
+}
+
+/* Rank 0 learns the explanation of every rank whose state is bad. */
+static int
+gather_texts(struct check *ck, const double *state, double bad,
+	     const char *mine, const char *what)
+{
+	char buf[CHK_TEXT_LEN], gpu[64];
+	int r;
+
+	for (r = 0; r < ck->world; r++) {
+		if (state[r] != bad)
+			continue;
+		memset(buf, 0, sizeof(buf));
+		if (r == ck->rank)
+			ddp_fmt(buf, sizeof(buf), "%s", mine);
+		if (ddp_broadcast(ck->comm, buf, sizeof(buf) / 2, DDP_FLOAT16,
+				  r) != DDP_OK)
+			return comm_failed(ck, "gathering the GPU errors");
+		buf[sizeof(buf) - 1] = '\0';
+		if (ck->rank != 0)
+			continue;
+		rank_gpu(ck, r, gpu, sizeof(gpu));
+		problem(ck, "rank %d on %s (GPU %s): %s: %s", r,
+			ck->net.node[ck->node_of[r]].host, gpu, what, buf);
+		ck->net.node[ck->node_of[r]].flags |= CHK_F_GPU;
+	}
+	return 0;
+}
+
+/* This rank's device alone: a one-rank NCCL communicator, memory, a
+ * reduction. */
+static int
+gpu_local(struct check *ck, char *why, size_t len, double *ms)
+{
+	struct ddp_config cfg = ck->cfg;
+	struct ddp_comm *g = NULL;
+	const char *msg, *p;
+	float h[256];
+	void *buf = NULL;
+	double t = chk_now();
+	int i, rc = -1;
+
+	cfg.rank = 0;
+	cfg.world_size = 1;
+	cfg.backend = DDP_BACKEND_NCCL;
+	cfg.timeout_s = comm_timeout(ck);
+	if (ddp_comm_init(&cfg, &g) != DDP_OK) {
+		/* "rank 0" there is the one-rank communicator's: drop it. */
+		msg = ddp_last_error();
+		p = strstr(msg, "DDP_BACKEND=nccl on rank 0 (");
+		p = p ? strstr(p, "): ") : NULL;
+		ddp_fmt(why, len, "%s", p ? p + 3 : msg);
+		goto out;
+	}
+	for (i = 0; i < 256; i++)
+		h[i] = (float)i;
+	buf = ddp_mem_alloc(g, sizeof(h));
+	if (!buf ||
+	    ddp_mem_copy(g, buf, h, sizeof(h), DDP_COPY_TO_BUFFER) != DDP_OK ||
+	    ddp_allreduce(g, buf, buf, 256, DDP_FLOAT32, DDP_SUM) != DDP_OK ||
+	    ddp_mem_copy(g, h, buf, sizeof(h), DDP_COPY_TO_HOST) != DDP_OK) {
+		ddp_fmt(why, len, "%s",
+			buf ? ddp_last_error()
+			    : "cannot allocate device memory");
+		goto out;
+	}
+	for (i = 0; i < 256; i++) {
+		if (h[i] != (float)i) {
+			ddp_fmt(why, len,
+				"a one-rank allreduce changed element %d: %g, "
+				"want %d",
+				i, (double)h[i], i);
+			goto out;
+		}
+	}
+	*ms = (chk_now() - t) * 1000;
+	rc = 0;
+out:
+	ddp_mem_free(g, buf);
+	ddp_comm_destroy(g);
+	return rc;
+}
+
+/* All ranks' devices together, on MASTER_PORT again. */
+static int
+gpu_world(struct check *ck, char *why, size_t len, double *sec)
+{
+	struct ddp_config cfg = ck->cfg;
+	struct ddp_comm *g = NULL;
+	void *s = NULL, *r = NULL;
+	float *h = NULL, want = (float)ck->world;
+	size_t i, bytes = GPU_ELEMS * sizeof(*h);
+	double t = 0;
+	int it, rc = -1;
+
+	cfg.backend = DDP_BACKEND_NCCL;
+	cfg.timeout_s = comm_timeout(ck);
+	if (ddp_comm_init(&cfg, &g) != DDP_OK) {
+		ddp_fmt(why, len, "%s", ddp_last_error());
+		goto out;
+	}
+	h = malloc(bytes);
+	s = ddp_mem_alloc(g, bytes);
+	r = ddp_mem_alloc(g, bytes);
+	if (!h || !s || !r) {
+		ddp_fmt(why, len,
+			"cannot allocate 2 x %zu MiB of device memory",
+			bytes >> 20);
+		goto out;
+	}
+	for (i = 0; i < GPU_ELEMS; i++)
+		h[i] = 1;
+	/* The first allreduce warms up and is not timed. */
+	if (ddp_mem_copy(g, s, h, bytes, DDP_COPY_TO_BUFFER) != DDP_OK ||
+	    ddp_allreduce(g, s, r, GPU_ELEMS, DDP_FLOAT32, DDP_SUM) != DDP_OK) {
+		ddp_fmt(why, len, "%s", ddp_last_error());
+		goto out;
+	}
+	t = chk_now();
+	for (it = 0; it < GPU_ITERS; it++) {
+		if (ddp_allreduce(g, s, r, GPU_ELEMS, DDP_FLOAT32, DDP_SUM) !=
+		    DDP_OK) {
+			ddp_fmt(why, len, "%s", ddp_last_error());
+			goto out;
+		}
+	}
+	*sec = (chk_now() - t) / GPU_ITERS;
+	if (ddp_mem_copy(g, h, r, bytes, DDP_COPY_TO_HOST) != DDP_OK) {
+		ddp_fmt(why, len, "%s", ddp_last_error());
+		goto out;
+	}
+	for (i = 0; i < GPU_ELEMS; i++) {
+		if (h[i] != want) {
+			ddp_fmt(why, len,
+				"the device allreduce gave %g at element %zu, "
+				"want %g",
+				(double)h[i], i, (double)want);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	ddp_mem_free(g, s);
+	ddp_mem_free(g, r);
+	ddp_comm_destroy(g);
+	free(h);
+	return rc;
+}
+
+static const char *
+skip_reason(const int *count)
+{
+	if (count[GPU_NOBACKEND])
+		return "libddp's NCCL backend (libddp-nccl.so) is not "
+		       "installed";
+	if (count[GPU_NODRIVER])
+		return "no CUDA driver (libcuda.so.1) on the step's nodes";
+	return "no rank has a GPU (CUDA_VISIBLE_DEVICES and DDP_GPU_BUSID "
+	       "unset)";
+}
+
+static const char *
+state_why(int st)
+{
+	switch (st) {
+	case GPU_NONE:
+		return "no GPU visible (CUDA_VISIBLE_DEVICES unset) while "
+		       "other ranks have one";
+	case GPU_NODRIVER:
+		return "the CUDA driver (libcuda.so.1) does not load";
+	default:
+		return "libddp's NCCL backend (libddp-nccl.so) does not load";
+	}
+}
+
+/*
+ * Every rank decides the same from the gathered records: skip, or each
+ * device on its own, then all together.
+ */
+static int
+gpus(struct check *ck)
+{
+	char why[CHK_TEXT_LEN] = "", gpu[64];
+	double *state = NULL, ms = 0, sec = 0, busbw;
+	int count[GPU_FAILED + 1] = {0}, r, st, rc = -1;
+
+	for (r = 0; r < ck->world; r++)
+		count[(int)ck->rec[(size_t)r * REC_LEN + REC_GPU]]++;
+	if (ck->o.gpu == CHK_GPU_OFF) {
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: skipped: --gpu off");
+		return 0;
+	}
+	if (!count[GPU_READY]) {
+		if (ck->o.gpu == CHK_GPU_ON && ck->rank == 0)
+			problem(ck, "gpu: --gpu on, but %s",
+				skip_reason(count));
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line), "gpu: skipped: %s",
+			skip_reason(count));
+		return 0;
+	}
+	/* [0, world): each rank's state; [world, 2 world): its init ms. */
+	state = calloc((size_t)ck->world * 2, sizeof(*state));
+	if (!state) {
+		fprintf(stderr, "ddp-check: out of memory\n");
+		goto out;
+	}
+	for (r = 0; ck->rank == 0 && r < ck->world; r++) {
+		st = (int)ck->rec[(size_t)r * REC_LEN + REC_GPU];
+		if (st == GPU_READY)
+			continue;
+		rank_gpu(ck, r, gpu, sizeof(gpu));
+		problem(ck, "rank %d on %s (GPU %s): %s", r,
+			ck->net.node[ck->node_of[r]].host, gpu, state_why(st));
+		ck->net.node[ck->node_of[r]].flags |= CHK_F_GPU;
+	}
+	set_phase("initialising the GPU");
+	st = (int)ck->rec[(size_t)ck->rank * REC_LEN + REC_GPU];
+	if (st == GPU_READY)
+		state[ck->rank] = gpu_local(ck, why, sizeof(why), &ms) == 0
+					  ? GPU_OK
+					  : GPU_FAILED;
+	state[ck->world + ck->rank] = ms;
+	if (sum(ck, state, (size_t)ck->world * 2, "gathering the GPU states") <
+	    0)
+		goto out;
+	for (r = 0; r < ck->world; r++)
+		if (state[ck->world + r] > ms)
+			ms = state[ck->world + r];
+	if (gather_texts(ck, state, GPU_FAILED, why,
+			 "device initialisation failed") < 0)
+		goto out;
+	for (r = 0; r < ck->world; r++) {
+		if (state[r] != GPU_OK) {
+			ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+				"gpu: the device allreduce did not run (not "
+				"every rank's GPU initialised)");
+			rc = 0;
+			goto out;
+		}
+	}
+	set_phase("running an allreduce over all GPUs");
+	/* Rank 0 listens on MASTER_PORT again: let it start first. */
+	if (ddp_barrier(ck->comm) != DDP_OK) {
+		comm_failed(ck, "starting the device allreduce");
+		goto out;
+	}
+	memset(state, 0, (size_t)ck->world * 2 * sizeof(*state));
+	why[0] = '\0';
+	state[ck->rank] = gpu_world(ck, why, sizeof(why), &sec) == 0
+				  ? GPU_OK
+				  : GPU_FAILED;
+	if (sum(ck, state, (size_t)ck->world, "gathering the GPU results") < 0)
+		goto out;
+	if (gather_texts(ck, state, GPU_FAILED, why,
+			 "device allreduce failed") < 0)
+		goto out;
+	for (r = 0; r < ck->world; r++)
+		if (state[r] != GPU_OK)
+			break;
+	busbw = ck->world > 1 && sec > 0 ? 2.0 * (ck->world - 1) / ck->world *
+						   GPU_ELEMS * 4 / sec / 1e9
+					 : 0;
+	if (r < ck->world)
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: the device allreduce failed");
+	else if (ck->world > 1)
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: %d ranks' devices initialised (slowest %.0f "
+			"ms); allreduce %u MiB: %.2f ms, busbw %.3g GB/s",
+			ck->world, ms, (unsigned)(GPU_ELEMS * 4 >> 20),
+			sec * 1000, busbw);
+	else
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: the device initialised (%.0f ms); allreduce %u "
+			"MiB: %.2f ms",
+			ms, (unsigned)(GPU_ELEMS * 4 >> 20), sec * 1000);
+	rc = 0;
+out:
+	free(state);
+	return rc;
+}
+
+/* ---- the report ---- */
+
+static void
+fill_rows(struct check *ck)
+{
+	struct chk_node *nd;
+	int *ranks = NULL, j, r, k;
+	char gpu[64];
+
+	ranks = calloc((size_t)ck->world, sizeof(*ranks));
+	for (j = 0; j < ck->net.n; j++) {
+		nd = &ck->net.node[j];
+		k = 0;
+		nd->gpus[0] = '\0';
+		for (r = 0; r < ck->world; r++) {
+			if (ck->node_of[r] != j)
+				continue;
+			if (ranks)
+				ranks[k++] = r;
+			rank_gpu(ck, r, gpu, sizeof(gpu));
+			chk_gpus_add(nd->gpus, sizeof(nd->gpus), gpu);
+		}
+		chk_gpus_finish(nd->gpus, sizeof(nd->gpus));
+		if (!ranks ||
+		    chk_ranges(ranks, k, nd->ranks, sizeof(nd->ranks)) < 0)
+			ddp_fmt(nd->ranks, sizeof(nd->ranks), "%d ranks",
+				nd->nranks);
+	}
+	free(ranks);
+}
+
+static void
+report(struct check *ck)
+{
+	struct chk_net *net = &ck->net;
+	struct chk_buf faulty = {0};
+	char words[128];
+	const char *sep = "";
+	double busbw;
+	int r, j, k;
+
+	fill_rows(ck);
+	for (r = 0; r < ck->world; r++) {
+		if (!ck->rec[(size_t)r * REC_LEN + REC_AR_BAD])
+			continue;
+		problem(ck,
+			"rank %d on %s: the allreduce over all ranks gave "
+			"wrong values",
+			r, net->node[ck->node_of[r]].host);
+		net->node[ck->node_of[r]].flags |= CHK_F_COMM;
+	}
+	printf("ddp-check: job %s step %s: %d node%s, %d rank%s joined %s:%d "
+	       "(%s)\n",
+	       ck->cfg.job_id, ck->cfg.step_id, net->n, net->n == 1 ? "" : "s",
+	       ck->world, ck->world == 1 ? "" : "s", ck->cfg.master_addr,
+	       ck->cfg.master_port,
+	       ck->cfg.auth ? "munge" : "no authentication: DDP_AUTH=none");
+	chk_print_table(stdout, net);
+	if (net->n < 2)
+		printf("links: one node, none to time\n");
+	else if (!net->measured)
+		printf("links: not timed (the ring did not connect)\n");
+	else
+		printf("links: %d timed for %.2f s each; typical %.3g GB/s "
+		       "(the "
+		       "median node's fastest link), slow below %.2f x\n",
+		       net->nlinks, net->window_s, net->median, net->fraction);
+	busbw = ck->world > 1 && ck->ar_s > 0
+			? 2.0 * (ck->world - 1) / ck->world *
+				  (double)ck->ar_bytes / ck->ar_s / 1e9
+			: 0;
+	printf("allreduce: %d rank%s, %zu KiB: %.2f ms", ck->world,
+	       ck->world == 1 ? "" : "s", ck->ar_bytes >> 10, ck->ar_s * 1000);
+	if (busbw > 0)
+		printf(", busbw %.3g GB/s", busbw);
+	printf("\n");
+	printf("%s\n", ck->gpu_line);
+	if (ck->nproblems) {
+		printf("problems:\n");
+		for (k = 0; ck->problems.s && ck->problems.s[k];) {
+			j = k;
+			while (ck->problems.s[k] && ck->problems.s[k] != '\n')
+				k++;
+			printf("  %.*s\n", k - j, ck->problems.s + j);
+			if (ck->problems.s[k])
+				k++;
+		}
+	}
+	for (j = 0; j < net->n; j++) {
+		if (!net->node[j].flags)
+			continue;
+		chk_status_words(net->node[j].flags, words, sizeof(words));
+		chk_buf_printf(&faulty, "%s%s (%s)", sep, net->node[j].host,
+			       words);
+		sep = ", ";
+	}
+	if (!ck->nproblems)
+		printf("ddp-check: ok (network %.2f s, total %.2f s)\n",
+		       ck->net_s, chk_now() - ck->t0);
+	else
+		printf("ddp-check: %s: %s%s\n",
+		       ck->o.mode == CHK_MODE_WARN ? "WARN" : "FAIL",
+		       faulty.len ? faulty.s : "see the problems above",
+		       ck->o.mode == CHK_MODE_WARN ? "; going on (--mode warn)"
+						   : "");
+	chk_buf_free(&faulty);
+}
+
+static int
+run(struct check *ck)
+{
+	struct ddp_config cfg = ck->cfg;
+	double verdict[1] = {0};
+	int ar_wrong = 0;
+
+	set_phase("joining the rendezvous");
+	cfg.backend = DDP_BACKEND_TCP;
+	cfg.timeout_s = comm_timeout(ck);
+	if (ddp_comm_init(&cfg, &ck->comm) != DDP_OK)
+		return comm_failed(ck, "rendezvous");
+	if (find_nodes(ck) < 0 || links(ck) < 0 ||
+	    allreduce_all(ck, &ar_wrong) < 0)
+		return -1;
+	ck->net_s = chk_now() - ck->t0;
+	if (gather_records(ck, ar_wrong) < 0 || gpus(ck) < 0)
+		return -1;
+	if (ck->rank == 0) {
+		ck->nproblems += chk_judge(&ck->net, &ck->problems);
+		report(ck);
+		verdict[0] = ck->nproblems > 0;
+	}
+	set_phase("agreeing on the verdict");
+	if (ddp_allreduce(ck->comm, verdict, verdict, 1, DDP_FLOAT64,
+			  DDP_MAX) != DDP_OK)
+		return comm_failed(ck, "agreeing on the verdict");
+	return verdict[0] > 0 ? -1 : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct check ck;
+	char err[512];
+	int rc;
+
+	memset(&ck, 0, sizeof(ck));
+	rc = chk_parse_opts(argc, argv, &ck.o, err, sizeof(err));
+	if (rc == 1) {
+		chk_usage(stdout);
+		return 0;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "ddp-check: %s\n", err);
+		return 2;
+	}
+	if (ck.o.mode == CHK_MODE_OFF)
+		return 0;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	ck.t0 = chk_now();
+	ck.deadline = ck.t0 + (double)ck.o.time_limit_s;
+	if (gethostname(ck.host, sizeof(ck.host) - 1) < 0)
+		ddp_fmt(ck.host, sizeof(ck.host), "unknown-host");
+	if (ddp_config_from_env(&ck.cfg) != DDP_OK) {
+		fprintf(stderr, "ddp-check: %s\n", ddp_last_error());
+		return 2;
+	}
+	ck.rank = ck.cfg.rank;
+	ck.world = ck.cfg.world_size;
+	if (start_watchdog(&ck) < 0)
+		return 2;
+	rc = run(&ck);
+	ddp_comm_destroy(ck.comm);
+	free(ck.net.node);
+	free(ck.node_of);
+	free(ck.rec);
+	chk_buf_free(&ck.problems);
+	return rc == 0 || ck.o.mode == CHK_MODE_WARN ? 0 : 1;
+}

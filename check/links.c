@@ -1,0 +1,529 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The link test's sockets: plain TCP between one rank per node, outside
+ * libddp, so that every node's inbound ports are tried from both of its
+ * ring neighbours and each direction of each link is timed on its own
+ * connection. The ports and the token travel over libddp's authenticated
+ * control plane; a connection that does not open with the token is
+ * refused.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ddp_util.h"
+
+/* token, node index (4 bytes, big endian), direction (1 byte) */
+#define HELLO_LEN (CHK_TOKEN_LEN + 5)
+#define MAX_PENDING 16
+#define CHUNK (1u << 20)
+
+double
+chk_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *
+chk_conn_name(int code)
+{
+	switch (code) {
+	case CHK_CONN_OK:
+		return "ok";
+	case CHK_CONN_REFUSED:
+		return "refused";
+	case CHK_CONN_TIMEOUT:
+		return "timed out";
+	case CHK_CONN_UNRESOLVED:
+		return "name not resolved";
+	case CHK_CONN_ERROR:
+		return "failed";
+	default:
+		return "not tried";
+	}
+}
+
+static void
+xclose(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Closes without lingering: unread data or a busy sender is no reason to
+ * wait, and the reset tells the far end at once. */
+static void
+abort_close(int *fd)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+	if (*fd >= 0)
+		setsockopt(*fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	xclose(fd);
+}
+
+void
+chk_ring_init(struct chk_ring *r)
+{
+	int d;
+
+	memset(r, 0, sizeof(*r));
+	r->lfd = -1;
+	for (d = 0; d < CHK_NDIRS; d++)
+		r->out[d] = r->in[d] = -1;
+}
+
+void
+chk_ring_close(struct chk_ring *r)
+{
+	int d;
+
+	xclose(&r->lfd);
+	for (d = 0; d < CHK_NDIRS; d++) {
+		abort_close(&r->out[d]);
+		abort_close(&r->in[d]);
+	}
+}
+
+int
+chk_ring_listen(struct chk_ring *r, char *err, size_t errlen)
+{
+	struct sockaddr_in6 s6;
+	struct sockaddr_in s4;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int fd, zero = 0, rc = -1;
+
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd >= 0) {
+		memset(&s6, 0, sizeof(s6));
+		s6.sin6_family = AF_INET6;
+		s6.sin6_addr = in6addr_any;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		if (bind(fd, (struct sockaddr *)&s6, sizeof(s6)) < 0)
+			xclose(&fd);
+	}
+	if (fd < 0) {
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    0);
+		memset(&s4, 0, sizeof(s4));
+		s4.sin_family = AF_INET;
+		s4.sin_addr.s_addr = htonl(INADDR_ANY);
+		if (fd < 0 ||
+		    bind(fd, (struct sockaddr *)&s4, sizeof(s4)) < 0) {
+			ddp_fmt(err, errlen,
+				"link test: cannot open a listening socket: "
+				"%s",
+				strerror(errno));
+			goto out;
+		}
+	}
+	if (listen(fd, MAX_PENDING) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		ddp_fmt(err, errlen, "link test: listen: %s", strerror(errno));
+		goto out;
+	}
+	r->lport = ss.ss_family == AF_INET6
+			   ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+			   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	r->lfd = fd;
+	fd = -1;
+	rc = 0;
+out:
+	xclose(&fd);
+	return rc;
+}
+
+/* One outgoing connection being made. */
+struct dial {
+	struct addrinfo *res;
+	struct addrinfo *ai; /* the address being tried */
+	int fd;
+	int done;
+};
+
+/* One accepted connection whose hello is still being read. */
+struct pend {
+	int fd;
+	size_t have;
+	uint8_t buf[HELLO_LEN];
+	char from[INET6_ADDRSTRLEN + 8];
+};
+
+static int
+conn_code(int err)
+{
+	if (err == ECONNREFUSED)
+		return CHK_CONN_REFUSED;
+	if (err == ETIMEDOUT)
+		return CHK_CONN_TIMEOUT;
+	return CHK_CONN_ERROR;
+}
+
+static void
+hello_encode(uint8_t out[HELLO_LEN], const uint8_t token[CHK_TOKEN_LEN], int me,
+	     int d)
+{
+	memcpy(out, token, CHK_TOKEN_LEN);
+	out[CHK_TOKEN_LEN] = (uint8_t)((unsigned)me >> 24);
+	out[CHK_TOKEN_LEN + 1] = (uint8_t)((unsigned)me >> 16);
+	out[CHK_TOKEN_LEN + 2] = (uint8_t)((unsigned)me >> 8);
+	out[CHK_TOKEN_LEN + 3] = (uint8_t)me;
+	out[CHK_TOKEN_LEN + 4] = (uint8_t)d;
+}
+
+/* Tries the addresses from dl->ai on until one connects or is in
+ * progress; records the last failure. */
+static void dial_step(struct chk_ring *r, struct dial *dl, int d, int err,
+		      const uint8_t hello[HELLO_LEN]);
+
+static void
+dial_next(struct chk_ring *r, struct dial *dl, int d,
+	  const uint8_t hello[HELLO_LEN])
+{
+	for (; dl->ai; dl->ai = dl->ai->ai_next) {
+		dl->fd = socket(dl->ai->ai_family,
+				SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (dl->fd < 0) {
+			r->conn[d] = CHK_CONN_ERROR;
+			r->conn_errno[d] = errno;
+			continue;
+		}
+		if (connect(dl->fd, dl->ai->ai_addr, dl->ai->ai_addrlen) == 0) {
+			dial_step(r, dl, d, 0, hello);
+			return;
+		}
+		if (errno == EINPROGRESS)
+			return;
+		r->conn[d] = conn_code(errno);
+		r->conn_errno[d] = errno;
+		xclose(&dl->fd);
+	}
+	dl->done = 1;
+}
+
+/* The connection attempt on dl->fd ended with err (0: connected): sends
+ * the hello, or moves on to the next address. */
+static void
+dial_step(struct chk_ring *r, struct dial *dl, int d, int err,
+	  const uint8_t hello[HELLO_LEN])
+{
+	ssize_t n;
+
+	if (!err) {
+		n = send(dl->fd, hello, HELLO_LEN, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n == HELLO_LEN) {
+			r->out[d] = dl->fd;
+			dl->fd = -1;
+			r->conn[d] = CHK_CONN_OK;
+			r->conn_errno[d] = 0;
+			dl->done = 1;
+			return;
+		}
+		err = n < 0 ? errno : EPROTO;
+	}
+	xclose(&dl->fd);
+	r->conn[d] = conn_code(err);
+	r->conn_errno[d] = err;
+	dl->ai = dl->ai->ai_next;
+	dial_next(r, dl, d, hello);
+}
+
+static void
+dial_start(struct chk_ring *r, struct dial *dl, int d,
+	   const struct chk_target *to, const uint8_t hello[HELLO_LEN])
+{
+	struct addrinfo hints;
+	char service[16];
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	ddp_fmt(service, sizeof(service), "%d", to->port);
+	if (getaddrinfo(to->host, service, &hints, &dl->res) != 0) {
+		dl->res = NULL;
+		r->conn[d] = CHK_CONN_UNRESOLVED;
+		dl->done = 1;
+		return;
+	}
+	dl->ai = dl->res;
+	dial_next(r, dl, d, hello);
+}
+
+/* The directions in use: ndir of the ring's, and the warm-up. */
+static int
+active(int ndir, int d)
+{
+	return d < ndir || d == CHK_WARM;
+}
+
+static void
+pend_drop(struct chk_ring *r, struct pend *p, int *np, int i, const char *why)
+{
+	if (why && r->refused)
+		r->refused(r->refused_arg, p[i].from, why);
+	xclose(&p[i].fd);
+	p[i] = p[--*np];
+}
+
+/* Reads a pending connection's hello; adopts it as in[d] when it is the
+ * expected source's, with the token. */
+static void
+pend_read(struct chk_ring *r, struct pend *p, int *np, int i, int ndir,
+	  const struct chk_target from[2], const uint8_t token[CHK_TOKEN_LEN])
+{
+	uint8_t diff = 0;
+	unsigned node;
+	ssize_t n;
+	int k, d;
+
+	n = recv(p[i].fd, p[i].buf + p[i].have, HELLO_LEN - p[i].have,
+		 MSG_DONTWAIT);
+	if (n == 0)
+		return pend_drop(r, p, np, i, "closed before its hello");
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			pend_drop(r, p, np, i, strerror(errno));
+		return;
+	}
+	p[i].have += (size_t)n;
+	if (p[i].have < HELLO_LEN)
+		return;
+	for (k = 0; k < CHK_TOKEN_LEN; k++)
+		diff |= (uint8_t)(p[i].buf[k] ^ token[k]);
+	if (diff)
+		return pend_drop(r, p, np, i,
+				 "wrong token (not a rank of this check)");
+	node = (unsigned)p[i].buf[CHK_TOKEN_LEN] << 24 |
+	       (unsigned)p[i].buf[CHK_TOKEN_LEN + 1] << 16 |
+	       (unsigned)p[i].buf[CHK_TOKEN_LEN + 2] << 8 |
+	       (unsigned)p[i].buf[CHK_TOKEN_LEN + 3];
+	d = p[i].buf[CHK_TOKEN_LEN + 4];
+	if (!active(ndir, d) || r->in[d] >= 0 ||
+	    node != (unsigned)from[d == CHK_WARM ? CHK_FWD : d].node)
+		return pend_drop(r, p, np, i, "unexpected node or direction");
+	r->in[d] = p[i].fd;
+	p[i].fd = -1;
+	pend_drop(r, p, np, i, NULL);
+}
+
+static void
+accept_new(struct chk_ring *r, struct pend *p, int *np)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	char addr[INET6_ADDRSTRLEN];
+	int fd, port = 0;
+
+	for (;;) {
+		sl = sizeof(ss);
+		fd = accept4(r->lfd, (struct sockaddr *)&ss, &sl,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (*np == MAX_PENDING)
+			pend_drop(r, p, np, 0, "too many pending connections");
+		memset(&p[*np], 0, sizeof(p[*np]));
+		p[*np].fd = fd;
+		ddp_fmt(addr, sizeof(addr), "?");
+		if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+			if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+				inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12],
+					  addr, sizeof(addr));
+			else
+				inet_ntop(AF_INET6, &s6->sin6_addr, addr,
+					  sizeof(addr));
+			port = ntohs(s6->sin6_port);
+		} else if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &s4->sin_addr, addr, sizeof(addr));
+			port = ntohs(s4->sin_port);
+		}
+		ddp_fmt(p[*np].from, sizeof(p[*np].from), "%s:%d", addr, port);
+		(*np)++;
+	}
+}
+
+int
+chk_ring_connect(struct chk_ring *r, int me, int ndir,
+		 const struct chk_target to[2], const struct chk_target from[2],
+		 const uint8_t token[CHK_TOKEN_LEN], double deadline)
+{
+	struct pollfd pfd[1 + CHK_NDIRS + MAX_PENDING];
+	int who[1 + CHK_NDIRS + MAX_PENDING];
+	struct dial dl[CHK_NDIRS];
+	struct pend p[MAX_PENDING];
+	uint8_t hello[CHK_NDIRS][HELLO_LEN];
+	int np = 0, n, i, d, err, left, rc = -1;
+	socklen_t sl;
+	double now;
+
+	memset(dl, 0, sizeof(dl));
+	for (d = 0; d < CHK_NDIRS; d++) {
+		dl[d].fd = -1;
+		dl[d].done = !active(ndir, d);
+		r->conn[d] = CHK_CONN_NONE;
+	}
+	for (d = 0; d < CHK_NDIRS; d++) {
+		if (!active(ndir, d))
+			continue;
+		hello_encode(hello[d], token, me, d);
+		dial_start(r, &dl[d], d, &to[d == CHK_WARM ? CHK_FWD : d],
+			   hello[d]);
+	}
+	for (;;) {
+		left = 0;
+		for (d = 0; d < CHK_NDIRS; d++)
+			if (active(ndir, d))
+				left += !dl[d].done + (r->in[d] < 0);
+		now = chk_now();
+		if (!left || now >= deadline)
+			break;
+		n = 0;
+		pfd[n].fd = r->lfd;
+		pfd[n].events = POLLIN;
+		who[n++] = -1;
+		for (d = 0; d < CHK_NDIRS; d++) {
+			if (dl[d].done || dl[d].fd < 0)
+				continue;
+			pfd[n].fd = dl[d].fd;
+			pfd[n].events = POLLOUT;
+			who[n++] = 100 + d;
+		}
+		for (i = 0; i < np; i++) {
+			pfd[n].fd = p[i].fd;
+			pfd[n].events = POLLIN;
+			who[n++] = i;
+		}
+		if (poll(pfd, (nfds_t)n, (int)((deadline - now) * 1000) + 1) <
+			    0 &&
+		    errno != EINTR)
+			break;
+		/* Pending slots backwards: dropping one moves the last. */
+		for (i = n - 1; i >= 1; i--) {
+			if (!pfd[i].revents)
+				continue;
+			if (who[i] >= 100) {
+				d = who[i] - 100;
+				err = 0;
+				sl = sizeof(err);
+				if (getsockopt(dl[d].fd, SOL_SOCKET, SO_ERROR,
+					       &err, &sl) < 0)
+					err = errno;
+				dial_step(r, &dl[d], d, err, hello[d]);
+			} else if (who[i] < np && p[who[i]].fd == pfd[i].fd) {
+				pend_read(r, p, &np, who[i], ndir, from, token);
+			}
+		}
+		if (pfd[0].revents & POLLIN)
+			accept_new(r, p, &np);
+	}
+	rc = 0;
+	for (d = 0; d < CHK_NDIRS; d++) {
+		if (!active(ndir, d))
+			continue;
+		if (!dl[d].done) {
+			r->conn[d] = CHK_CONN_TIMEOUT;
+			r->conn_errno[d] = ETIMEDOUT;
+		}
+		if (r->conn[d] != CHK_CONN_OK || r->in[d] < 0)
+			rc = -1;
+		xclose(&dl[d].fd);
+		if (dl[d].res)
+			freeaddrinfo(dl[d].res);
+	}
+	while (np > 0)
+		pend_drop(r, p, &np, np - 1, NULL);
+	return rc;
+}
+
+int
+chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
+		double *gbps, int *recv_err)
+{
+	struct pollfd pfd[2];
+	double t_first = 0, now;
+	uint64_t bytes = 0;
+	uint8_t *buf = NULL;
+	int sending = 1, receiving = 1, n, is, ir, rc = -1;
+	ssize_t k;
+
+	*gbps = 0;
+	*recv_err = 0;
+	buf = calloc(1, CHUNK);
+	if (!buf) {
+		*recv_err = ENOMEM;
+		goto out;
+	}
+	while ((sending || receiving) && (now = chk_now()) < deadline) {
+		n = 0;
+		is = ir = -1;
+		if (sending) {
+			pfd[n].fd = r->out[d];
+			pfd[n].events = POLLOUT;
+			is = n++;
+		}
+		if (receiving) {
+			pfd[n].fd = r->in[d];
+			pfd[n].events = POLLIN;
+			ir = n++;
+		}
+		if (poll(pfd, (nfds_t)n, (int)((deadline - now) * 1000) + 1) <
+			    0 &&
+		    errno != EINTR)
+			break;
+		now = chk_now();
+		/* The receiver ends the stream (a reset), which is how the
+		 * sender learns that the far window is over. */
+		if (is >= 0 && pfd[is].revents) {
+			k = send(r->out[d], buf, CHUNK,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+			    errno != EINTR)
+				sending = 0;
+		}
+		if (ir < 0 || !pfd[ir].revents)
+			continue;
+		k = recv(r->in[d], buf, CHUNK, MSG_DONTWAIT);
+		if (k > 0) {
+			if (!t_first)
+				t_first = now;
+			bytes += (uint64_t)k;
+		} else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
+				      errno != EINTR)) {
+			*recv_err = k == 0 ? ECONNRESET : errno;
+			receiving = 0;
+		}
+		if (receiving && t_first && now - t_first >= window_s) {
+			*gbps = (double)bytes / (now - t_first) / 1e9;
+			receiving = 0;
+			abort_close(&r->in[d]);
+		}
+	}
+	/* Out of time: a stream that started is measured as far as it got. */
+	if (receiving && !*recv_err && t_first && chk_now() > t_first)
+		*gbps = (double)bytes / (chk_now() - t_first) / 1e9;
+	else if (receiving && !*recv_err)
+		*recv_err = ETIMEDOUT;
+	rc = *recv_err ? -1 : 0;
+out:
+	abort_close(&r->out[d]);
+	abort_close(&r->in[d]);
+	free(buf);
+	return rc;
+}

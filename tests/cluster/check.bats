@@ -1,0 +1,307 @@
+#!/usr/bin/env bats
+# ddp-check on the minicluster (srun --ddp ddp-check): a healthy step passes
+# with its table; a node whose link is throttled with tbf is named as slow;
+# a node whose job ports are dropped by nftables is named as unreachable
+# (by the link test, or by libddp's rendezvous when the mesh needs it);
+# --mode warn prints the problem and lets the program start; bad options
+# fail with a message; a wedged munged ends at the time limit. Then the
+# same through the plugin: srun --ddp-check runs it from every task before
+# the program (fail ends the step, warn starts the program, a bad mode fails
+# in srun, ddp.conf's check is the default). Each test undoes its tc/nft
+# and ddp.conf changes, so later suites find the cluster as it was.
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
+
+# Links below this fraction of the typical one are slow (see setup_file).
+fraction=0.2
+
+setup_file() {
+	mc_up --nodes 3 --gpus-per-node 4
+	# The plugin runs the staged ddp-check, not the build's BINDIR.
+	local stage=${MINICLUSTER_STAGE:-$repo_root/build/stage} conf
+	conf=$(mc_state)/etc/ddp.conf
+	cp "$conf" "$BATS_FILE_TMPDIR/ddp.conf.orig"
+	printf '%s\n' "check_path = $stage/usr/local/bin/ddp-check" >>"$conf"
+	# The minicluster's nodes share two cores: healthy links here differ
+	# by 2x from run to run, a throttled one is 100x slower.
+	printf '%s\n' "check_min_fraction = $fraction" >>"$conf"
+}
+
+teardown_file() {
+	cp "$BATS_FILE_TMPDIR/ddp.conf.orig" "$(mc_state)/etc/ddp.conf"
+}
+
+setup() {
+	require_plugin
+	local stage=${MINICLUSTER_STAGE:-$repo_root/build/stage}
+	check=$stage/usr/local/bin/ddp-check
+	[ -x "$check" ] || skip "ddp-check is not in the staged install (run: make stage)"
+}
+
+teardown() {
+	local node
+	[ -z "${conf_saved:-}" ] || cp "$conf_saved" "$(mc_state)/etc/ddp.conf"
+	conf_saved=
+	for node in node1 node2 node3; do
+		mc_exec "$node" -- tc qdisc del dev "$(iface "$node")" root 2>/dev/null || true
+		mc_exec "$node" -- nft delete table inet ddpcheck 2>/dev/null || true
+	done
+}
+
+# iface NODE: the node's interface on the cluster bridge (not lo).
+iface() {
+	mc_exec "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'
+}
+
+# block_job_ports NODE: drops new TCP connections from other hosts to the
+# ports a job uses there (ddp.conf's port_range and the ephemeral range),
+# as a wrong firewall would.
+block_job_ports() {
+	local range eph
+	range=$(awk -F' *= *' '$1 == "port_range" { print $2 }' "$(mc_state)/etc/ddp.conf")
+	eph=$(mc_exec "$1" -- sysctl -n net.ipv4.ip_local_port_range | awk '{ print $1 "-" $2 }')
+	[ -n "$range" ] && [ -n "$eph" ]
+	mc_exec "$1" -- nft -f - <<-EOF
+		table inet ddpcheck {
+			chain input {
+				type filter hook input priority filter - 20; policy accept;
+				iif != "lo" tcp dport { $range, $eph } ct state new drop
+			}
+		}
+	EOF
+}
+
+# elapsed START: seconds since START (date +%s.%N), two decimals.
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'; }
+
+@test "a healthy 3-node step passes and prints one row per node with both directions of its link" {
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction"
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp-check: job "*": 3 nodes, 6 ranks joined node1:"*" (munge)"* ]]
+	[[ $output == *"node   ranks  gpus  next   out GB/s  back GB/s  status"* ]]
+	# node, ranks, gpus, next, GB/s out, GB/s back, ok
+	local node ranks next
+	while read -r node ranks next; do
+		printf '%s\n' "$output" | grep -qE "^$node +$ranks +- +$next +[0-9.e-]+ +[0-9.e-]+ +ok$"
+	done <<-EOF
+		node1 0-1 node2
+		node2 2-3 node3
+		node3 4-5 node1
+	EOF
+	[[ $output == *"links: 6 timed for 0.20 s each; typical "* ]]
+	[[ $output == *"allreduce: 6 ranks, 4096 KiB: "* ]]
+	[[ $output == *"ddp-check: ok (network "* ]]
+	[[ $output != *"problems:"* ]]
+}
+
+@test "2 nodes x 2 ranks: the network part takes at most 2 s; the fake GPUs are skipped with one line" {
+	local start net
+	start=$(date +%s.%N)
+	run mc_run -- srun --nodes=2 --gpus-per-node=2 --ddp "$check" --min-fraction "$fraction"
+	echo "# srun --nodes=2 --gpus-per-node=2 --ddp ddp-check: $(elapsed "$start") s" >&3
+	show
+	[ "$status" -eq 0 ]
+	net=$(printf '%s\n' "$output" | sed -nE 's/^ddp-check: ok \(network ([0-9.]+) s, total ([0-9.]+) s\)$/\1/p')
+	[ -n "$net" ]
+	echo "# network part: $net s" >&3
+	awk -v t="$net" 'BEGIN { exit !(t <= 2.0) }'
+	[ "$(printf '%s\n' "$output" | grep -c '^gpu: ')" -eq 1 ]
+	[[ $output == *"gpu: skipped: no CUDA driver (libcuda.so.1) on the step's nodes"* ]]
+}
+
+@test "node2's link throttled to 50 Mbit/s with tbf: node2 is named as slow, the others are ok" {
+	mc_exec node2 -- tc qdisc add dev "$(iface node2)" root tbf rate 50mbit burst 32kbit latency 400ms
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction" --time-limit 20
+	show
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" | grep -qE '^node2 +2-3 +- +node3 +[0-9.e-]+ +[0-9.e-]+ +slow-send'
+	printf '%s\n' "$output" | grep -qE '^node1 +0-1 +- +node2 .* ok$'
+	printf '%s\n' "$output" | grep -qE '^node3 +4-5 +- +node1 .* ok$'
+	[[ $output == *"node2: slow sending: "*" GB/s to node3, "*" GB/s to node1 (below 0.20 x "* ]]
+	[[ $output == *"ddp-check: FAIL: node2 (slow-send"* ]]
+	# Every rank ends with the same status.
+	[ "$(printf '%s\n' "$output" | grep -c 'Exited with exit code 1')" -eq 3 ]
+}
+
+@test "node3's job ports dropped: the link test names node3 unreachable from both neighbours" {
+	block_job_ports node3
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction" --time-limit 10
+	show
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" | grep -qE '^  rank 0 on node1 cannot reach node3:[0-9]+ \(timed out\)$'
+	printf '%s\n' "$output" | grep -qE '^  rank 2 on node2 cannot reach node3:[0-9]+ \(timed out\)$'
+	printf '%s\n' "$output" | grep -qE '^node3 +4-5 .* unreachable$'
+	[[ $output == *"ddp-check: FAIL: node3 (unreachable)"* ]]
+}
+
+@test "node2's job ports dropped: libddp's mesh cannot form, and the ranks name node2" {
+	local start
+	block_job_ports node2
+	start=$(date +%s.%N)
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction" --time-limit 10
+	echo "# failed after $(elapsed "$start") s (time limit 10 s)" >&3
+	show
+	[ "$status" -eq 1 ]
+	# Ranks 4 and 5 connect to ranks 2 and 3 on node2 and time out.
+	printf '%s\n' "$output" | grep -qE '^ddp-check: rank [45] on node3 cannot reach node2:[0-9]+ \(timed out\)$'
+	printf '%s\n' "$output" | grep -qE '^ddp-check: FAIL: .*cannot reach node2:[0-9]+ \(timed out\)$'
+	awk -v t="$(elapsed "$start")" 'BEGIN { exit !(t < 10) }'
+}
+
+@test "--mode warn: the problem is printed, every rank exits 0 and the program starts" {
+	block_job_ports node3
+	run mc_run -- srun --nodes=3 --ntasks-per-node=1 --ddp \
+		bash -c '"$0" --mode warn --time-limit 10 && echo "rank $RANK: program started"' "$check"
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"rank 0 on node1 cannot reach node3:"*"(timed out)"* ]]
+	[[ $output == *"ddp-check: WARN: node3 (unreachable); going on (--mode warn)"* ]]
+	[ "$(printf '%s\n' "$output" | grep -c '^rank [0-2]: program started$')" -eq 3 ]
+}
+
+@test "bad option values fail at once with a message naming the option and what works" {
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp "$check" --min-fraction 1.5
+	show
+	[ "$status" -eq 2 ]
+	[ "$(printf '%s\n' "$output" | grep -c "^ddp-check: --min-fraction: invalid value '1.5' (use a number in (0, 1\], e.g. 0.5)$")" -eq 2 ]
+	run "$check" --mode maybe
+	[ "$status" -eq 2 ]
+	[ "$output" = "ddp-check: --mode: invalid value 'maybe' (use fail, warn or off)" ]
+	run "$check" --time-limit 0
+	[ "$status" -eq 2 ]
+	[[ $output == *"--time-limit: invalid value '0' (use whole seconds from 1 to 3600"* ]]
+	run "$check" --gpu maybe
+	[ "$status" -eq 2 ]
+	run "$check" --link-ms=
+	[ "$status" -eq 2 ]
+	run "$check" --mode off
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
+
+@test "a wedged munged: rank 0 hangs inside munge, and the time limit ends it" {
+	local sock start took holder port=$((40000 + RANDOM % 20000)) r1
+	sock=$(mktemp -u "$BATS_TEST_TMPDIR/munge.XXXXXX")
+	r1=$BATS_TEST_TMPDIR/rank1
+	# A socket that accepts and never answers, as a hung munged does.
+	python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(64)
+c = []
+while True: c.append(s.accept()[0])' "$sock" &
+	holder=$!
+	for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+	# Two ranks on this host: rank 1 joins, rank 0 asks munge for the
+	# proof of itself it owes rank 1, and munge never answers.
+	export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port DDP_MUNGE_SOCKET=$sock
+	RANK=1 "$check" --time-limit 2 >"$r1" 2>&1 &
+	local rank1=$!
+	start=$(date +%s.%N)
+	run env RANK=0 "$check" --time-limit 2
+	took=$(elapsed "$start")
+	wait "$rank1" || true
+	show
+	cat "$r1" >&2
+	if [ "$status" -eq 1 ] && [[ $output == *"ddp-check: rank 0 on "*": time limit of 2 s reached while joining the rendezvous"* ]]; then
+		# --mode warn: the same hang ends with status 0, so the program starts.
+		RANK=1 "$check" --time-limit 1 --mode warn >"$r1" 2>&1 &
+		rank1=$!
+		run env RANK=0 "$check" --time-limit 1 --mode warn
+		wait "$rank1" || true
+		show
+	else
+		status=99
+	fi
+	kill "$holder"
+	wait "$holder" 2>/dev/null || true
+	[ "$status" -eq 0 ]
+	[[ $output == *"time limit of 1 s reached while joining the rendezvous"* ]]
+	echo "# rank 0 ended after $took s (limit 2 s)" >&3
+	awk -v t="$took" 'BEGIN { exit !(t >= 1.9 && t < 3) }'
+}
+
+# started: how many ranks printed "rank N: program started".
+started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' || true; }
+
+@test "srun --ddp-check: every rank checks before the program; the table, then the program on every rank" {
+	local start
+	start=$(date +%s.%N)
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp-check hostname
+	echo "# srun --nodes=3 --ntasks-per-node=2 --ddp-check hostname: $(elapsed "$start") s" >&3
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp-check: job "*": 3 nodes, 6 ranks joined node1:"*" (munge)"* ]]
+	[[ $output == *"node   ranks  gpus  next   out GB/s  back GB/s  status"* ]]
+	[[ $output == *"ddp-check: ok (network "* ]]
+	local node
+	for node in node1 node2 node3; do
+		[ "$(printf '%s\n' "$output" | grep -c "^$node$")" -eq 2 ]
+	done
+	# (srun interleaves the nodes' output: another node's hostname may
+	# come before rank 0's table, but never before the check ended.)
+}
+
+@test "--ddp-check with node2 throttled: the step ends non-zero naming node2, the program never starts; warn starts it" {
+	mc_exec node2 -- tc qdisc add dev "$(iface node2)" root tbf rate 50mbit burst 32kbit latency 400ms
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp-check \
+		bash -c 'echo "rank $RANK: program started"'
+	show
+	[ "$status" -ne 0 ]
+	printf '%s\n' "$output" | grep -qE '^node2 +2-3 +- +node3 +[0-9.e-]+ +[0-9.e-]+ +slow-send'
+	[[ $output == *"ddp-check: FAIL: node2 (slow-send"* ]]
+	[[ $output == *"ddp: node"[123]": --ddp-check found a problem (see the report): the program was not started"* ]]
+	[ "$(started)" -eq 0 ]
+
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp-check=warn \
+		bash -c 'echo "rank $RANK: program started"'
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp-check: WARN: node2 (slow-send"*"; going on (--mode warn)"* ]]
+	[ "$(started)" -eq 6 ]
+}
+
+@test "--ddp-check=maybe fails in srun before anything launches, naming the option and what works" {
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp-check=maybe \
+		bash -c 'echo "rank $RANK: program started"'
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"--ddp-check=maybe: unknown mode; use --ddp-check (fail: end the step on a problem), --ddp-check=warn (report it and start the program) or --ddp-check=off"* ]]
+	[ "$(started)" -eq 0 ]
+	[[ $output != *"ddp-check: job "* ]]
+}
+
+@test "ddp.conf's check is the default of --ddp steps; --ddp-check=off overrides it; a bad value fails in srun" {
+	local conf
+	conf=$(mc_state)/etc/ddp.conf
+	conf_saved=$BATS_TEST_TMPDIR/ddp.conf
+	cp "$conf" "$conf_saved"
+	printf '%s\n' "check = warn" "check_min_fraction = 0.25" "check_time_limit = 10" >>"$conf"
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp \
+		bash -c 'echo "rank $RANK: program started"'
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"node   ranks  gpus  next   out GB/s  back GB/s  status"* ]]
+	[[ $output == *"below 0.25 x"* || $output == *"ddp-check: ok (network "* ]]
+	[ "$(started)" -eq 2 ]
+
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp --ddp-check=off \
+		bash -c 'echo "rank $RANK: program started"'
+	show
+	[ "$status" -eq 0 ]
+	[[ $output != *"ddp-check"* ]]
+	[ "$(started)" -eq 2 ]
+
+	# Steps without --ddp are not checked.
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 bash -c 'echo "rank ${RANK:-none}"'
+	show
+	[ "$status" -eq 0 ]
+	[[ $output != *"ddp-check"* ]]
+
+	printf '%s\n' "check = maybe" >>"$conf"
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp \
+		bash -c 'echo "rank $RANK: program started"'
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"ddp.conf:"*": check: invalid value 'maybe': expected fail, warn or off"* ]]
+	[ "$(started)" -eq 0 ]
+}

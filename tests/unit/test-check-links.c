@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ddp-check's link-test sockets on this machine's loopback: two "nodes"
+ * (threads) connect with the check's token while a stranger with another
+ * token is refused, both streams are timed at once, and connections to a
+ * closed port or an unknown name fail with their reason.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tap.h"
+
+struct node {
+	struct chk_ring ring;
+	int me;
+	int peer_port;
+	int connect_rc;
+	int stream_rc;
+	int recv_err;
+	double gbps;
+	int refusals;
+	char why[256];
+};
+
+static const uint8_t token[CHK_TOKEN_LEN] = {1, 2, 3, 4, 5, 6, 7, 8};
+static pthread_barrier_t start;
+
+static void
+refused(void *arg, const char *from, const char *why)
+{
+	struct node *n = arg;
+
+	(void)from;
+	n->refusals++;
+	snprintf(n->why, sizeof(n->why), "%s", why);
+}
+
+static void *
+node_main(void *arg)
+{
+	struct node *n = arg;
+	struct chk_target to[2], from[2];
+
+	memset(to, 0, sizeof(to));
+	memset(from, 0, sizeof(from));
+	to[CHK_FWD] = (struct chk_target){"127.0.0.1", n->peer_port, 1 - n->me};
+	from[CHK_FWD] = to[CHK_FWD];
+	n->connect_rc = chk_ring_connect(&n->ring, n->me, 1, to, from, token,
+					 chk_now() + 5);
+	pthread_barrier_wait(&start);
+	if (n->connect_rc == 0)
+		n->stream_rc =
+			chk_ring_stream(&n->ring, CHK_FWD, 0.1, chk_now() + 3,
+					&n->gbps, &n->recv_err);
+	return NULL;
+}
+
+/* A stranger: connects to port and sends a hello with another token. */
+static int
+stranger(int port)
+{
+	struct sockaddr_in a;
+	uint8_t hello[CHK_TOKEN_LEN + 5];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	memset(hello, 0x5a, sizeof(hello));
+	hello[CHK_TOKEN_LEN + 4] = 0;
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    send(fd, hello, sizeof(hello), 0) != (ssize_t)sizeof(hello)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void
+test_pair(void)
+{
+	struct node n[2];
+	pthread_t t[2];
+	char err[256];
+	int i, sfd;
+
+	memset(n, 0, sizeof(n));
+	for (i = 0; i < 2; i++) {
+		chk_ring_init(&n[i].ring);
+		n[i].me = i;
+		n[i].ring.refused = refused;
+		n[i].ring.refused_arg = &n[i];
+		if (!tap_ok(chk_ring_listen(&n[i].ring, err, sizeof(err)) ==
+					    0 &&
+				    n[i].ring.lport > 0,
+			    "node %d listens on an ephemeral port", i))
+			tap_diag("%s", err);
+	}
+	n[0].peer_port = n[1].ring.lport;
+	n[1].peer_port = n[0].ring.lport;
+	/* Knocks before the ranks: it must not take node 0's place. */
+	sfd = stranger(n[0].ring.lport);
+	pthread_barrier_init(&start, NULL, 2);
+	for (i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, node_main, &n[i]);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&start);
+	if (sfd >= 0)
+		close(sfd);
+	tap_ok(n[0].connect_rc == 0 && n[1].connect_rc == 0 &&
+		       n[0].ring.conn[CHK_FWD] == CHK_CONN_OK &&
+		       n[1].ring.conn[CHK_FWD] == CHK_CONN_OK,
+	       "both nodes connect with the token");
+	if (!tap_ok(sfd >= 0 && n[0].refusals == 1 &&
+			    strstr(n[0].why, "wrong token"),
+		    "a stranger's connection is refused (wrong token)"))
+		tap_diag("stranger fd %d, %d refusals, last '%s'", sfd,
+			 n[0].refusals, n[0].why);
+	if (!tap_ok(n[0].stream_rc == 0 && n[1].stream_rc == 0 &&
+			    n[0].gbps > 0.01 && n[1].gbps > 0.01,
+		    "both directions timed at once: %.3g and %.3g GB/s",
+		    n[0].gbps, n[1].gbps))
+		tap_diag("rc %d %d, errors %d %d", n[0].stream_rc,
+			 n[1].stream_rc, n[0].recv_err, n[1].recv_err);
+	tap_ok(n[0].ring.out[0] < 0 && n[0].ring.in[0] < 0,
+	       "the stream closes its connections");
+	for (i = 0; i < 2; i++)
+		chk_ring_close(&n[i].ring);
+}
+
+static void
+test_failures(void)
+{
+	struct chk_ring r, closed;
+	struct chk_target to[2], from[2];
+	char err[256];
+	double t;
+	int port, rc;
+
+	chk_ring_init(&r);
+	chk_ring_init(&closed);
+	if (chk_ring_listen(&r, err, sizeof(err)) < 0 ||
+	    chk_ring_listen(&closed, err, sizeof(err)) < 0) {
+		tap_ok(0, "listen: %s", err);
+		return;
+	}
+	/* A port nobody listens on any more. */
+	port = closed.lport;
+	chk_ring_close(&closed);
+	memset(to, 0, sizeof(to));
+	to[CHK_FWD] = (struct chk_target){"127.0.0.1", port, 1};
+	from[CHK_FWD] = to[CHK_FWD];
+	t = chk_now();
+	rc = chk_ring_connect(&r, 0, 1, to, from, token, chk_now() + 0.5);
+	tap_ok(rc == -1 && r.conn[CHK_FWD] == CHK_CONN_REFUSED,
+	       "a closed port: refused");
+	tap_ok(chk_now() - t < 1.0,
+	       "waiting for the missing peer ends at the deadline (%.2f s)",
+	       chk_now() - t);
+	chk_ring_close(&r);
+
+	chk_ring_init(&r);
+	chk_ring_listen(&r, err, sizeof(err));
+	to[CHK_FWD] = (struct chk_target){"no-such-node.invalid", 4000, 1};
+	rc = chk_ring_connect(&r, 0, 1, to, from, token, chk_now() + 0.3);
+	tap_ok(rc == -1 && r.conn[CHK_FWD] == CHK_CONN_UNRESOLVED &&
+		       strcmp(chk_conn_name(r.conn[CHK_FWD]),
+			      "name not resolved") == 0,
+	       "an unknown name: not resolved");
+	chk_ring_close(&r);
+	TAP_STREQ(chk_conn_name(CHK_CONN_TIMEOUT), "timed out",
+		  "a timeout reads 'timed out'");
+}
+
+int
+main(void)
+{
+	test_pair();
+	test_failures();
+	return tap_done();
+}
