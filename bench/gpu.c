@@ -5,7 +5,8 @@
  * copies against the device's own copy bandwidth.
  *
  *   allreduce: fp32 sum on device buffers, sizes 8 B to 256 MiB (every
- *     4x): ddp_allreduce versus ncclAllReduce + stream sync on a
+ *     4x): ddp_allreduce, ddp_allreduce_async on the benchmark's stream
+ *     + ddp_stream_wait ("libddp stream"), and ncclAllReduce + stream sync on a
  *     communicator of its own. Out of place, because with one rank an
  *     in-place allreduce moves nothing; so this measures each call's
  *     overhead and the one copy NCCL makes. Warm-up, then at least 20
@@ -113,6 +114,23 @@ ddp_sum(void *ctx, size_t bytes)
 	return st ? -1 : 0;
 }
 
+/* The stream form: queued on the benchmark's stream, then waited for. */
+static int
+ddp_stream_sum(void *ctx, size_t bytes)
+{
+	struct gpu *g = ctx;
+	enum ddp_status st =
+		ddp_allreduce_async(g->ddp, g->buf, g->out, bytes / 4,
+				    DDP_FLOAT32, DDP_SUM, g->stream);
+
+	if (!st)
+		st = ddp_stream_wait(g->ddp, g->stream);
+	if (st)
+		fprintf(stderr, "gpu: ddp_allreduce_async: %s\n",
+			ddp_last_error());
+	return st ? -1 : 0;
+}
+
 static int
 nccl_sum(void *ctx, size_t bytes)
 {
@@ -184,7 +202,9 @@ bench_allreduce(struct gpu *g)
 	static const struct {
 		const char *name;
 		timed_fn *fn;
-	} impls[] = {{"libddp", ddp_sum}, {"nccl", nccl_sum}};
+	} impls[] = {{"libddp", ddp_sum},
+		     {"libddp stream", ddp_stream_sum},
+		     {"nccl", nccl_sum}};
 	double med, p95;
 	size_t bytes, k;
 	int n, ok, bad = 0;

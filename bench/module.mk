@@ -26,7 +26,7 @@ $(BENCH_OUT)/allreduce_mpi: bench/allreduce_mpi.c bench/ar_driver.c \
 	    bench/ar_driver.c
 
 # The GPU benchmark calls CUDA and NCCL directly for its baselines.
-$(BUILD)/bench/gpu.o: CFLAGS_ALL += -isystem $(CUDA_HOME)/include
+$(BUILD)/bench/gpu.o: MOD_CFLAGS += -isystem $(CUDA_HOME)/include
 $(BENCH_OUT)/gpu: $(BUILD)/bench/gpu.o $(BENCH_LIBDDP)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(WORKER_LIBS) \
 	    -L$(CUDA_HOME)/lib64 -lcudart -lnccl

@@ -6,11 +6,21 @@
  *   srun --nodes=2 --gpus-per-node=4 --ddp train --synthetic 2048
  *   train --data DIR [--epochs N] [--batch B] [--lr X] [--hidden H]
  *
- * Rank 0 logs the loss per epoch; every rank prints "rank R
- * params_crc=<hex>" at the end, equal on every rank. A communication
- * error ends the program with status 1, so srun ends the step.
+ * On a node with GPUs (the NCCL backend on every rank, and train-gpu.so
+ * beside this program), the model lives on the rank's GPU: cuBLAS and a
+ * few kernels compute, the gradients are views into libddp's device
+ * buckets, and each layer's bucket is reduced while the next layer's
+ * backward runs. Elsewhere the same loop runs on the CPU over TCP.
+ * DDP_BACKEND=tcp forces the CPU.
+ *
+ * Every rank first says which backend and device it uses; rank 0 logs the
+ * loss per epoch; every rank prints "rank R params_crc=<hex>" at the end,
+ * equal on every rank. A communication error ends the program with status
+ * 1, so srun ends the step. Built against the installed ddp.h only.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,12 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ddp.h"
-#include "ddp_util.h"
+#include <ddp.h>
 
-#define IMG 3072
-#define REC (IMG + 1)
-#define CLASSES 10
+#include "train_compute.h"
+
+#define IMG TRAIN_IMG
+#define REC TRAIN_REC
+#define CLASSES TRAIN_CLASSES
 #define MAX_FILES 5
 
 struct data {
@@ -35,7 +46,7 @@ struct data {
 
 struct model {
 	int hidden;
-	float *w1, *b1, *w2, *b2;     /* parameters */
+	float *w1, *b1, *w2, *b2;     /* parameters, where the compute runs */
 	float *gw1, *gb1, *gw2, *gb2; /* gradients, owned by the reducer */
 };
 
@@ -52,9 +63,29 @@ struct opts {
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: train (--data DIR | --synthetic N [--data DIR]) "
-		   "[--epochs N] [--batch B] [--lr X] [--hidden H] "
-		   "[--no-overlap]\n");
+	fprintf(f, "usage: train (--data DIR | --synthetic N) [--epochs N] "
+		   "[--batch B] [--lr X] [--hidden H] [--no-overlap]\n");
+}
+
+/* snprintf's result: 1 when the whole text fitted. */
+static int
+fmt_ok(int n, size_t size)
+{
+	return n >= 0 && (size_t)n < size;
+}
+
+static int
+parse_long(const char *s, long min, long max, long *out)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
 }
 
 /* A small deterministic generator (splitmix64). */
@@ -75,31 +106,27 @@ urand(uint64_t *s)
 }
 
 /*
- * Writes n learnable records: each class has a smooth prototype image;
- * samples add noise. Written to a temporary name and renamed, so ranks
- * sharing a directory never see a partial file.
+ * n learnable records, made in memory (nothing is left behind on the
+ * node): each class has a smooth prototype image; samples add noise. The
+ * same on every rank.
  */
 static int
-write_synthetic(const char *dir, long n)
+make_synthetic(long n, struct data *d)
 {
-	char path[4096], tmp[4200];
-	uint8_t rec[REC];
 	uint64_t s = 12345;
-	FILE *f;
+	uint8_t *rec;
 	long i;
 	int p, c;
 	double v;
 
-	if (ddp_fmt(path, sizeof(path), "%s/data_batch_1.bin", dir) < 0 ||
-	    ddp_fmt(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) < 0)
-		return -1;
-	f = fopen(tmp, "wb");
-	if (!f) {
-		fprintf(stderr, "train: cannot write %s: %s\n", tmp,
-			strerror(errno));
+	d->rec = malloc((size_t)n * REC);
+	if (!d->rec) {
+		fprintf(stderr, "train: no memory for %ld samples\n", n);
 		return -1;
 	}
+	d->n = (size_t)n;
 	for (i = 0; i < n; i++) {
+		rec = d->rec + (size_t)i * REC;
 		c = (int)(rnd(&s) % CLASSES);
 		rec[0] = (uint8_t)c;
 		for (p = 0; p < IMG; p++) {
@@ -107,14 +134,6 @@ write_synthetic(const char *dir, long n)
 			    (urand(&s) - 0.5) * 90;
 			rec[1 + p] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 		}
-		if (fwrite(rec, REC, 1, f) != 1)
-			break;
-	}
-	if (fclose(f) != 0 || i < n || rename(tmp, path) < 0) {
-		fprintf(stderr, "train: writing %s failed: %s\n", path,
-			strerror(errno));
-		unlink(tmp);
-		return -1;
 	}
 	return 0;
 }
@@ -132,8 +151,9 @@ load_data(const char *dir, struct data *d)
 
 	memset(d, 0, sizeof(*d));
 	for (k = 1; k <= MAX_FILES; k++) {
-		if (ddp_fmt(path, sizeof(path), "%s/data_batch_%d.bin", dir,
-			    k) < 0 ||
+		if (!fmt_ok(snprintf(path, sizeof(path), "%s/data_batch_%d.bin",
+				     dir, k),
+			    sizeof(path)) ||
 		    stat(path, &sb) < 0)
 			continue;
 		if (sb.st_size % REC != 0) {
@@ -171,37 +191,6 @@ load_data(const char *dir, struct data *d)
 	return 0;
 }
 
-static int
-model_init(struct model *m, int hidden, uint64_t seed)
-{
-	size_t n1 = (size_t)IMG * hidden, n2 = (size_t)hidden * CLASSES, i;
-	double sc1 = sqrt(2.0 / IMG), sc2 = sqrt(2.0 / hidden);
-
-	m->hidden = hidden;
-	m->w1 = calloc(n1, sizeof(float));
-	m->b1 = calloc((size_t)hidden, sizeof(float));
-	m->w2 = calloc(n2, sizeof(float));
-	m->b2 = calloc(CLASSES, sizeof(float));
-	if (!m->w1 || !m->b1 || !m->w2 || !m->b2)
-		return -1;
-	/* Each rank starts differently on purpose: ddp_grad_sync_start
-	 * broadcasts rank 0's parameters. */
-	for (i = 0; i < n1; i++)
-		m->w1[i] = (float)((urand(&seed) * 2 - 1) * sc1);
-	for (i = 0; i < n2; i++)
-		m->w2[i] = (float)((urand(&seed) * 2 - 1) * sc2);
-	return 0;
-}
-
-static void
-model_free(struct model *m)
-{
-	free(m->w1);
-	free(m->b1);
-	free(m->w2);
-	free(m->b2);
-}
-
 static uint32_t
 crc32_update(uint32_t crc, const void *p, size_t n)
 {
@@ -226,51 +215,102 @@ now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/*
- * One step on a batch: forward for all samples, then backward layer 2
- * (its gradients are marked ready and their bucket starts reducing while
- * layer 1's backward runs), then layer 1. With overlap off, every gradient
- * is marked ready only after the whole backward pass, as a program without
- * bucketed overlap would synchronise. Returns the summed loss.
- */
-static int
-step(struct model *m, struct ddp_grad_sync *gs, const struct data *d,
-     const size_t *idx, size_t bs, double lr, int overlap, double *loss_sum,
-     long *correct)
-{
-	int H = m->hidden, c, j, best;
-	size_t b, p, n1 = (size_t)IMG * H, n2 = (size_t)H * CLASSES;
-	float *x = malloc(bs * IMG * sizeof(float));
-	float *h = malloc(bs * (size_t)H * sizeof(float));
-	float *dl = malloc(bs * CLASSES * sizeof(float));
-	float *dh = malloc((size_t)H * sizeof(float));
-	const uint8_t *r;
-	double z[CLASSES], mx, sum;
-	int rc = -1;
+/* ---- the CPU compute ---- */
 
-	if (!x || !h || !dl || !dh)
-		goto out;
-	memset(m->gw1, 0, n1 * sizeof(float));
-	memset(m->gb1, 0, (size_t)H * sizeof(float));
-	memset(m->gw2, 0, n2 * sizeof(float));
-	memset(m->gb2, 0, CLASSES * sizeof(float));
+struct train_ctx {
+	int hidden;
+	size_t max_batch, bs;
+	const uint8_t *rec;
+	size_t *order;
+	size_t n_order, first;
+	float *x, *h, *dl; /* the batch: inputs, activations, dloss */
+	char err[256];
+};
+
+static void
+c_destroy(struct train_ctx *t)
+{
+	if (!t)
+		return;
+	free(t->order);
+	free(t->x);
+	free(t->h);
+	free(t->dl);
+	free(t);
+}
+
+static const char *
+c_error(const struct train_ctx *t)
+{
+	return t->err;
+}
+
+static struct train_ctx *
+c_create(int hidden, size_t max_batch, const uint8_t *records, size_t n,
+	 char *err, size_t errlen)
+{
+	struct train_ctx *t = calloc(1, sizeof(*t));
+
+	if (t) {
+		t->hidden = hidden;
+		t->max_batch = max_batch;
+		t->rec = records; /* the caller keeps them */
+		t->order = malloc(n * sizeof(*t->order));
+		t->x = malloc(max_batch * IMG * sizeof(float));
+		t->h = malloc(max_batch * (size_t)hidden * sizeof(float));
+		t->dl = malloc(max_batch * CLASSES * sizeof(float));
+	}
+	if (!t || !t->order || !t->x || !t->h || !t->dl) {
+		(void)fmt_ok(snprintf(err, errlen, "out of memory"), errlen);
+		c_destroy(t);
+		return NULL;
+	}
+	return t;
+}
+
+static int
+c_set_order(struct train_ctx *t, const size_t *idx, size_t n)
+{
+	memcpy(t->order, idx, n * sizeof(*idx));
+	t->n_order = n;
+	return 0;
+}
+
+static int
+c_forward(struct train_ctx *t, size_t first, size_t bs, const float *w1,
+	  const float *b1, const float *w2, const float *b2, double *stats)
+{
+	int H = t->hidden, c, j, best;
+	double z[CLASSES], mx, sum;
+	const uint8_t *r;
+	size_t b, p;
+
+	if (bs > t->max_batch || first + bs > t->n_order) {
+		(void)fmt_ok(snprintf(t->err, sizeof(t->err),
+				      "batch outside the order"),
+			     sizeof(t->err));
+		return -1;
+	}
+	t->bs = bs;
+	t->first = first;
 	for (b = 0; b < bs; b++) {
-		r = d->rec + idx[b] * REC;
+		float *x = t->x + b * IMG, *h = t->h + b * (size_t)H;
+
+		r = t->rec + t->order[first + b] * REC;
 		for (p = 0; p < IMG; p++)
-			x[b * IMG + p] = r[1 + p] / 255.0f - 0.5f;
+			x[p] = r[1 + p] / 255.0f - 0.5f;
 		for (j = 0; j < H; j++) {
-			float a = m->b1[j];
+			float a = b1[j];
 
 			for (p = 0; p < IMG; p++)
-				a += m->w1[(size_t)j * IMG + p] *
-				     x[b * IMG + p];
-			h[b * H + j] = a > 0 ? a : 0;
+				a += w1[(size_t)j * IMG + p] * x[p];
+			h[j] = a > 0 ? a : 0;
 		}
 		mx = -1e30;
 		for (c = 0; c < CLASSES; c++) {
-			z[c] = m->b2[c];
+			z[c] = b2[c];
 			for (j = 0; j < H; j++)
-				z[c] += m->w2[c * H + j] * h[b * H + j];
+				z[c] += w2[c * H + j] * h[j];
 			mx = z[c] > mx ? z[c] : mx;
 		}
 		sum = 0;
@@ -279,63 +319,246 @@ step(struct model *m, struct ddp_grad_sync *gs, const struct data *d,
 			sum += exp(z[c] - mx);
 			best = z[c] > z[best] ? c : best;
 		}
-		*correct += best == r[0];
-		*loss_sum += -(z[r[0]] - mx - log(sum));
+		stats[0] += -(z[r[0]] - mx - log(sum));
+		stats[1] += best == r[0];
+		stats[2] += 1;
 		for (c = 0; c < CLASSES; c++)
-			dl[b * CLASSES + c] =
+			t->dl[b * CLASSES + c] =
 				(float)((exp(z[c] - mx) / sum -
 					 (c == r[0] ? 1.0 : 0.0)) /
 					(double)bs);
 	}
-	/* Layer 2 backward. */
-	for (b = 0; b < bs; b++)
+	return 0;
+}
+
+static int
+c_backward2(struct train_ctx *t, float *gw2, float *gb2)
+{
+	int H = t->hidden, c, j;
+	size_t b;
+
+	memset(gw2, 0, (size_t)H * CLASSES * sizeof(float));
+	memset(gb2, 0, CLASSES * sizeof(float));
+	for (b = 0; b < t->bs; b++)
 		for (c = 0; c < CLASSES; c++) {
-			m->gb2[c] += dl[b * CLASSES + c];
+			float d = t->dl[b * CLASSES + c];
+
+			gb2[c] += d;
 			for (j = 0; j < H; j++)
-				m->gw2[c * H + j] +=
-					dl[b * CLASSES + c] * h[b * H + j];
+				gw2[c * H + j] += d * t->h[b * H + j];
 		}
-	if (overlap &&
-	    (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2)))
-		goto out;
-	/* Layer 1 backward, overlapping layer 2's allreduce. */
-	for (b = 0; b < bs; b++) {
+	return 0;
+}
+
+static int
+c_backward1(struct train_ctx *t, const float *w2, float *gw1, float *gb1)
+{
+	int H = t->hidden, c, j;
+	float *dh = malloc((size_t)H * sizeof(float));
+	size_t b, p;
+
+	if (!dh) {
+		(void)fmt_ok(snprintf(t->err, sizeof(t->err), "out of memory"),
+			     sizeof(t->err));
+		return -1;
+	}
+	memset(gw1, 0, (size_t)H * IMG * sizeof(float));
+	memset(gb1, 0, (size_t)H * sizeof(float));
+	for (b = 0; b < t->bs; b++) {
+		const float *x = t->x + b * IMG, *h = t->h + b * (size_t)H;
+
 		for (j = 0; j < H; j++) {
 			dh[j] = 0;
-			if (h[b * H + j] <= 0)
+			if (h[j] <= 0)
 				continue;
 			for (c = 0; c < CLASSES; c++)
-				dh[j] += m->w2[c * H + j] * dl[b * CLASSES + c];
+				dh[j] += w2[c * H + j] * t->dl[b * CLASSES + c];
 		}
 		for (j = 0; j < H; j++) {
 			if (dh[j] == 0)
 				continue;
-			m->gb1[j] += dh[j];
+			gb1[j] += dh[j];
 			for (p = 0; p < IMG; p++)
-				m->gw1[(size_t)j * IMG + p] +=
-					dh[j] * x[b * IMG + p];
+				gw1[(size_t)j * IMG + p] += dh[j] * x[p];
 		}
 	}
-	if (!overlap &&
-	    (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2)))
+	free(dh);
+	return 0;
+}
+
+static int
+c_sgd(struct train_ctx *t, float *p, const float *g, size_t n, float lr)
+{
+	size_t i;
+
+	(void)t;
+	for (i = 0; i < n; i++)
+		p[i] -= lr * g[i];
+	return 0;
+}
+
+static const struct train_compute cpu_compute = {
+	"cpu",	   c_create,	c_destroy,   c_error, c_set_order,
+	c_forward, c_backward2, c_backward1, c_sgd,
+};
+
+/*
+ * The GPU compute from train-gpu.so beside this program, or NULL with the
+ * reason in why (no such file, no driver, no GPU).
+ */
+static const struct train_compute *
+load_gpu(int device, char *desc, size_t desclen, char *why, size_t whylen)
+{
+	char path[PATH_MAX], *slash;
+	train_gpu_entry_fn *entry = NULL;
+	const struct train_compute *gpu;
+	const char *env = getenv("TRAIN_GPU_MODULE");
+	ssize_t n;
+	void *h;
+
+	n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	path[n > 0 ? n : 0] = '\0';
+	slash = strrchr(path, '/');
+	if (env && *env) {
+		if (!fmt_ok(snprintf(path, sizeof(path), "%s", env),
+			    sizeof(path)))
+			path[0] = '\0';
+	} else if (!slash ||
+		   !fmt_ok(snprintf(slash + 1,
+				    sizeof(path) - (size_t)(slash + 1 - path),
+				    "train-gpu.so"),
+			   sizeof(path) - (size_t)(slash + 1 - path))) {
+		path[0] = '\0';
+	}
+	h = path[0] ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+	if (!h) {
+		(void)fmt_ok(snprintf(why, whylen, "%s",
+				      path[0] ? dlerror() : "no module path"),
+			     whylen);
+		return NULL;
+	}
+	*(void **)&entry = dlsym(h, TRAIN_GPU_ENTRY);
+	gpu = entry ? entry(device, desc, desclen, why, whylen) : NULL;
+	if (!entry)
+		(void)fmt_ok(snprintf(why, whylen, "%s lacks %s", path,
+				      TRAIN_GPU_ENTRY),
+			     whylen);
+	/* Kept loaded while in use: the program ends with it. */
+	if (!gpu)
+		dlclose(h);
+	return gpu;
+}
+
+/* Parameters where the compute runs, initialised on the host. */
+static int
+model_init(struct model *m, struct ddp_comm *comm, int hidden, uint64_t seed)
+{
+	size_t n1 = (size_t)IMG * hidden, n2 = (size_t)hidden * CLASSES, i;
+	double sc1 = sqrt(2.0 / IMG), sc2 = sqrt(2.0 / hidden);
+	float *h1 = calloc(n1, sizeof(float)), *h2 = calloc(n2, sizeof(float));
+	float *zero = calloc((size_t)hidden + CLASSES, sizeof(float));
+	int rc = -1;
+
+	m->hidden = hidden;
+	m->w1 = ddp_mem_alloc(comm, n1 * sizeof(float));
+	m->b1 = ddp_mem_alloc(comm, (size_t)hidden * sizeof(float));
+	m->w2 = ddp_mem_alloc(comm, n2 * sizeof(float));
+	m->b2 = ddp_mem_alloc(comm, CLASSES * sizeof(float));
+	if (!h1 || !h2 || !zero || !m->w1 || !m->b1 || !m->w2 || !m->b2)
 		goto out;
-	if (ddp_grad_sync_ready(gs, 1) || ddp_grad_sync_ready(gs, 0) ||
-	    ddp_grad_sync_wait(gs))
+	/* Each rank starts differently on purpose: ddp_grad_sync_start
+	 * broadcasts rank 0's parameters. */
+	for (i = 0; i < n1; i++)
+		h1[i] = (float)((urand(&seed) * 2 - 1) * sc1);
+	for (i = 0; i < n2; i++)
+		h2[i] = (float)((urand(&seed) * 2 - 1) * sc2);
+	if (ddp_mem_copy(comm, m->w1, h1, n1 * sizeof(float),
+			 DDP_COPY_TO_BUFFER) ||
+	    ddp_mem_copy(comm, m->w2, h2, n2 * sizeof(float),
+			 DDP_COPY_TO_BUFFER) ||
+	    ddp_mem_copy(comm, m->b1, zero, (size_t)hidden * sizeof(float),
+			 DDP_COPY_TO_BUFFER) ||
+	    ddp_mem_copy(comm, m->b2, zero, CLASSES * sizeof(float),
+			 DDP_COPY_TO_BUFFER))
 		goto out;
-	for (p = 0; p < n1; p++)
-		m->w1[p] -= (float)lr * m->gw1[p];
-	for (j = 0; j < H; j++)
-		m->b1[j] -= (float)lr * m->gb1[j];
-	for (p = 0; p < n2; p++)
-		m->w2[p] -= (float)lr * m->gw2[p];
-	for (c = 0; c < CLASSES; c++)
-		m->b2[c] -= (float)lr * m->gb2[c];
 	rc = 0;
 out:
-	free(x);
+	free(h1);
+	free(h2);
+	free(zero);
+	return rc;
+}
+
+static void
+model_free(struct model *m, struct ddp_comm *comm)
+{
+	ddp_mem_free(comm, m->w1);
+	ddp_mem_free(comm, m->b1);
+	ddp_mem_free(comm, m->w2);
+	ddp_mem_free(comm, m->b2);
+}
+
+/*
+ * One step on a batch: forward, backward of layer 2 (its gradients are
+ * marked ready and their bucket starts reducing while layer 1's backward
+ * runs), then layer 1. With overlap off, every gradient is marked ready
+ * only after the whole backward pass, as a program without bucketed
+ * overlap would synchronise.
+ */
+static int
+step(const struct train_compute *cp, struct train_ctx *t, struct model *m,
+     struct ddp_grad_sync *gs, size_t first, size_t bs, double lr, int overlap,
+     double *stats)
+{
+	size_t n1 = (size_t)IMG * m->hidden, n2 = (size_t)m->hidden * CLASSES;
+
+	if (cp->forward(t, first, bs, m->w1, m->b1, m->w2, m->b2, stats) ||
+	    cp->backward2(t, m->gw2, m->gb2))
+		goto compute_error;
+	if (overlap &&
+	    (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2)))
+		return -1;
+	if (cp->backward1(t, m->w2, m->gw1, m->gb1))
+		goto compute_error;
+	if (!overlap &&
+	    (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2)))
+		return -1;
+	if (ddp_grad_sync_ready(gs, 1) || ddp_grad_sync_ready(gs, 0) ||
+	    ddp_grad_sync_wait(gs))
+		return -1;
+	if (cp->sgd(t, m->w1, m->gw1, n1, (float)lr) ||
+	    cp->sgd(t, m->b1, m->gb1, (size_t)m->hidden, (float)lr) ||
+	    cp->sgd(t, m->w2, m->gw2, n2, (float)lr) ||
+	    cp->sgd(t, m->b2, m->gb2, CLASSES, (float)lr))
+		goto compute_error;
+	return 0;
+compute_error:
+	fprintf(stderr, "train: %s compute failed: %s\n", cp->name,
+		cp->error(t));
+	return -2;
+}
+
+/* CRC-32 of the parameters, read back to the host. */
+static int
+params_crc(struct model *m, struct ddp_comm *comm, uint32_t *out)
+{
+	size_t n[4] = {(size_t)IMG * m->hidden, (size_t)m->hidden,
+		       (size_t)m->hidden * CLASSES, CLASSES};
+	const float *p[4] = {m->w1, m->b1, m->w2, m->b2};
+	float *h = malloc(n[0] * sizeof(float));
+	uint32_t crc = 0xffffffffu;
+	int i, rc = -1;
+
+	for (i = 0; h && i < 4; i++) {
+		if (ddp_mem_copy(comm, h, p[i], n[i] * sizeof(float),
+				 DDP_COPY_TO_HOST))
+			goto out;
+		crc = crc32_update(crc, h, n[i] * sizeof(float));
+	}
+	*out = crc ^ 0xffffffffu;
+	rc = h ? 0 : -1;
+out:
 	free(h);
-	free(dl);
-	free(dh);
 	return rc;
 }
 
@@ -371,16 +594,16 @@ parse_args(int argc, char **argv, struct opts *o)
 		if (strcmp(a, "--data") == 0) {
 			o->data = v;
 		} else if (strcmp(a, "--synthetic") == 0) {
-			if (ddp_parse_long(v, 1, 10000000, &o->synthetic) < 0)
+			if (parse_long(v, 1, 10000000, &o->synthetic) < 0)
 				goto bad;
 		} else if (strcmp(a, "--epochs") == 0) {
-			if (ddp_parse_long(v, 1, 100000, &o->epochs) < 0)
+			if (parse_long(v, 1, 100000, &o->epochs) < 0)
 				goto bad;
 		} else if (strcmp(a, "--batch") == 0) {
-			if (ddp_parse_long(v, 1, 65536, &o->batch) < 0)
+			if (parse_long(v, 1, 65536, &o->batch) < 0)
 				goto bad;
 		} else if (strcmp(a, "--hidden") == 0) {
-			if (ddp_parse_long(v, 1, 4096, &o->hidden) < 0)
+			if (parse_long(v, 1, 4096, &o->hidden) < 0)
 				goto bad;
 		} else if (strcmp(a, "--lr") == 0) {
 			errno = 0;
@@ -398,7 +621,9 @@ parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "train: %s: invalid value '%s'\n", a, v);
 		return -1;
 	}
-	if (!o->data && !o->synthetic) {
+	if (!o->data == !o->synthetic) {
+		fprintf(stderr, "train: give either --data DIR or --synthetic "
+				"N (made in memory)\n");
 		usage(stderr);
 		return -1;
 	}
@@ -408,35 +633,49 @@ parse_args(int argc, char **argv, struct opts *o)
 int
 main(int argc, char **argv)
 {
-	struct ddp_grad_sync_opts go = {.first_bucket_bytes = 16 << 10};
+	struct ddp_grad_sync_opts go = {0};
+	const struct train_compute *cp = &cpu_compute, *gpu = NULL;
 	struct ddp_grad_sync *gs = NULL;
 	struct ddp_comm *comm = NULL;
+	struct train_ctx *t = NULL;
 	struct ddp_config cfg;
 	struct model m;
 	struct data d = {0};
 	struct opts o;
-	char tmpdir[] = "/tmp/ddp-train-XXXXXX", path[4200];
-	const char *dir;
-	size_t *order = NULL, *mine = NULL, n_mine, k, t, bs;
+	char desc[256] = "", why[512] = "";
+	size_t *order = NULL, *mine = NULL, n_mine, k, j, bs;
 	uint64_t s;
-	double loss[3], t0, step_s = 0;
-	long steps = 0;
-	long correct, e;
+	double stats[3], *dstats = NULL, t0, step_s = 0;
+	long steps = 0, e;
 	uint32_t crc;
-	int rc = 1, rank, world, made_tmp = 0;
+	int rc = 1, sr, rank = 0, world;
 	enum ddp_status st;
 
 	memset(&m, 0, sizeof(m));
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
-	/* This example computes on the CPU, so its buffers are host memory:
-	 * always the TCP backend, even on GPU nodes where auto would pick
-	 * NCCL (which needs device buffers). */
 	st = ddp_config_from_env(&cfg);
-	if (!st) {
-		cfg.backend = DDP_BACKEND_TCP;
-		st = ddp_comm_init(&cfg, &comm);
+	if (st) {
+		fprintf(stderr, "train: %s\n", ddp_last_error());
+		return 1;
 	}
+	/* The GPU compute needs the NCCL backend (device buffers) and the
+	 * NCCL backend needs the GPU compute: a rank without it asks for TCP,
+	 * and libddp's backend agreement then puts every rank on TCP. */
+	if (cfg.backend != DDP_BACKEND_TCP)
+		gpu = load_gpu(cfg.local_rank, desc, sizeof(desc), why,
+			       sizeof(why));
+	if (!gpu && cfg.backend == DDP_BACKEND_NCCL) {
+		fprintf(stderr,
+			"train: DDP_BACKEND=nccl, but the GPU compute is not "
+			"available: %s (unset DDP_BACKEND to train on the "
+			"CPU)\n",
+			why);
+		return 1;
+	}
+	if (!gpu)
+		cfg.backend = DDP_BACKEND_TCP;
+	st = ddp_comm_init(&cfg, &comm);
 	if (st) {
 		fprintf(stderr, "train: ddp init failed (%s): %s\n",
 			ddp_strerror(st), ddp_last_error());
@@ -444,25 +683,46 @@ main(int argc, char **argv)
 	}
 	rank = ddp_comm_rank(comm);
 	world = ddp_comm_size(comm);
-	dir = o.data;
-	if (o.synthetic) {
-		if (!dir) {
-			if (!mkdtemp(tmpdir)) {
-				fprintf(stderr, "train: mkdtemp: %s\n",
-					strerror(errno));
-				goto out;
-			}
-			made_tmp = 1;
-			dir = tmpdir;
-		}
-		if (write_synthetic(dir, o.synthetic) < 0)
-			goto out;
-	}
-	if (load_data(dir, &d) < 0 ||
-	    model_init(&m, (int)o.hidden, 1000 + (uint64_t)rank) < 0)
+	if (ddp_comm_backend(comm) == DDP_BACKEND_NCCL)
+		cp = gpu;
+	printf("train: rank %d on %s: backend %s, %s%s%s%s\n", rank,
+	       ddp_comm_host(comm, rank), cp == gpu ? "nccl" : "tcp",
+	       cp == gpu ? desc : "CPU",
+	       cp == gpu || (!gpu && !why[0]) ? ""
+	       : gpu ? " (libddp chose TCP: the NCCL backend is not usable "
+		       "on every rank; DDP_DEBUG=1 says why)"
+		     : " (no GPU compute: ",
+	       !gpu && why[0] ? why : "", !gpu && why[0] ? ")" : "");
+	fflush(stdout);
+	if (o.synthetic ? make_synthetic(o.synthetic, &d) < 0
+			: load_data(o.data, &d) < 0)
 		goto out;
+	if (model_init(&m, comm, (int)o.hidden, 1000 + (uint64_t)rank) < 0) {
+		fprintf(stderr, "train: cannot allocate the model\n");
+		goto out;
+	}
+	t = cp->create((int)o.hidden, (size_t)o.batch, d.rec, d.n, why,
+		       sizeof(why));
+	dstats = ddp_mem_alloc(comm, sizeof(stats));
+	if (!t || !dstats) {
+		fprintf(stderr, "train: %s compute: %s\n", cp->name,
+			t ? "no memory for the statistics" : why);
+		goto out;
+	}
 	/* Gradients are views into the reducer's buckets (grad NULL): the
-	 * backward pass writes them where they are reduced, with no copy. */
+	 * backward pass writes them where they are reduced, with no copy.
+	 * On the CPU, one bucket per layer: layer 2's is reduced while layer
+	 * 1's backward runs. On the GPU that backward takes microseconds
+	 * while every NCCL collective costs its latency (milliseconds
+	 * between ranks that share a host through NCCL's socket transport),
+	 * so the whole model is one bucket, as PyTorch's DDP makes it. */
+	go.first_bucket_bytes =
+		((size_t)o.hidden + 1) * CLASSES * sizeof(float);
+	if (cp == gpu)
+		go.first_bucket_bytes = go.bucket_cap_bytes =
+			((size_t)IMG + 1 + CLASSES) * (size_t)o.hidden *
+				sizeof(float) +
+			CLASSES * sizeof(float);
 	if (ddp_grad_sync_create(comm, &go, &gs) ||
 	    ddp_grad_sync_add(gs, m.w1, NULL, (size_t)IMG * m.hidden,
 			      DDP_FLOAT32) < 0 ||
@@ -494,47 +754,55 @@ main(int argc, char **argv)
 		for (k = 0; k < d.n; k++)
 			order[k] = k;
 		for (k = d.n - 1; k > 0; k--) {
-			t = (size_t)(rnd(&s) % (k + 1));
+			j = (size_t)(rnd(&s) % (k + 1));
 			bs = order[k];
-			order[k] = order[t];
-			order[t] = bs;
+			order[k] = order[j];
+			order[j] = bs;
 		}
 		for (k = d.n; k < n_mine * (size_t)world; k++)
 			order[k] = order[k - d.n];
 		for (k = 0; k < n_mine; k++)
 			mine[k] = order[k * (size_t)world + (size_t)rank];
-		loss[0] = 0;
-		correct = 0;
+		memset(stats, 0, sizeof(stats));
+		if (cp->set_order(t, mine, n_mine) ||
+		    ddp_mem_copy(comm, dstats, stats, sizeof(stats),
+				 DDP_COPY_TO_BUFFER)) {
+			fprintf(stderr, "train: epoch setup: %s\n",
+				cp->error(t));
+			goto out;
+		}
 		for (k = 0; k < n_mine; k += (size_t)o.batch) {
 			bs = n_mine - k < (size_t)o.batch ? n_mine - k
 							  : (size_t)o.batch;
 			t0 = now_s();
-			if (step(&m, gs, &d, mine + k, bs, o.lr, !o.no_overlap,
-				 &loss[0], &correct) < 0)
+			sr = step(cp, t, &m, gs, k, bs, o.lr, !o.no_overlap,
+				  dstats);
+			if (sr == -1)
 				goto comm_error;
+			if (sr)
+				goto out;
 			step_s += now_s() - t0;
 			steps++;
 		}
-		loss[1] = (double)correct;
-		loss[2] = (double)n_mine;
-		if (ddp_allreduce(comm, loss, loss, 3, DDP_FLOAT64, DDP_SUM))
+		/* Loss, correct and samples summed over the ranks, where the
+		 * compute keeps them (device memory on the GPU). */
+		if (ddp_allreduce(comm, dstats, dstats, 3, DDP_FLOAT64,
+				  DDP_SUM) ||
+		    ddp_mem_copy(comm, stats, dstats, sizeof(stats),
+				 DDP_COPY_TO_HOST))
 			goto comm_error;
 		if (rank == 0)
 			printf("epoch %ld loss %.4f accuracy %.3f step_ms "
-			       "%.2f\n",
-			       e + 1, loss[0] / loss[2], loss[1] / loss[2],
+			       "%.3f\n",
+			       e + 1, stats[0] / stats[2], stats[1] / stats[2],
 			       steps ? step_s * 1e3 / (double)steps : 0.0);
 		step_s = 0;
 		steps = 0;
 		fflush(stdout);
 	}
-	crc = crc32_update(0xffffffffu, m.w1,
-			   (size_t)IMG * m.hidden * sizeof(float));
-	crc = crc32_update(crc, m.b1, (size_t)m.hidden * sizeof(float));
-	crc = crc32_update(crc, m.w2,
-			   (size_t)m.hidden * CLASSES * sizeof(float));
-	crc = crc32_update(crc, m.b2, CLASSES * sizeof(float));
-	printf("rank %d params_crc=%08x\n", rank, crc ^ 0xffffffffu);
+	if (params_crc(&m, comm, &crc) < 0)
+		goto comm_error;
+	printf("rank %d params_crc=%08x\n", rank, crc);
 	fflush(stdout);
 	rc = 0;
 	goto out;
@@ -543,14 +811,11 @@ comm_error:
 		ddp_last_error());
 out:
 	ddp_grad_sync_destroy(gs);
+	if (t)
+		cp->destroy(t);
+	ddp_mem_free(comm, dstats);
+	model_free(&m, comm);
 	ddp_comm_destroy(comm);
-	if (made_tmp) {
-		if (ddp_fmt(path, sizeof(path), "%s/data_batch_1.bin",
-			    tmpdir) == 0)
-			unlink(path);
-		rmdir(tmpdir);
-	}
-	model_free(&m);
 	free(d.rec);
 	free(order);
 	free(mine);
