@@ -29,7 +29,8 @@ HAVE_NVCC := $(shell [ -x "$(NVCC)" ] && echo 1 || echo 0)
 WARN      := -Wall -Wextra -Werror -Wformat=2 -Wshadow -Wpointer-arith \
              -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wno-unused-parameter
 CSTD      := -std=gnu11
-DEFS      := -D_GNU_SOURCE -DDDP_CONF_DEFAULT='"$(DDP_CONF)"'
+DEFS      := -D_GNU_SOURCE -DDDP_CONF_DEFAULT='"$(DDP_CONF)"' \
+             -DDDP_CHECK_PATH='"$(BINDIR)/ddp-check"'
 INCLUDES  := -Icommon -Iworker/include
 ifeq ($(SAN),1)
   CC      := clang
@@ -43,7 +44,12 @@ else
              -D_FORTIFY_SOURCE=2 -fcf-protection
   SANLD   :=
 endif
-CFLAGS_ALL  = $(CSTD) $(OPT) $(WARN) $(HARDEN) -fvisibility=hidden $(DEFS) $(INCLUDES) $(CFLAGS)
+# Per-target project flags go in MOD_CFLAGS (target-specific, in the
+# module.mk files), never in CFLAGS: CFLAGS belongs to the user (make
+# CFLAGS=-g, as packaging does) and comes last, so it wins but never
+# drops what a target needs.
+MOD_CFLAGS :=
+CFLAGS_ALL  = $(CSTD) $(OPT) $(WARN) $(HARDEN) -fvisibility=hidden $(DEFS) $(INCLUDES) $(MOD_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD) $(LDFLAGS)
 # Link flags for libFuzzer targets (see the fuzzers target).
 FUZZ_LD     := -fsanitize=fuzzer,address,undefined
@@ -60,6 +66,7 @@ INSTALL_RULES :=
 OPTIONAL_BUILT :=
 OPTIONAL_SKIPPED :=
 
+# check-gpu (tests/gpu/module.mk): the GPU tier alone, on a node with a GPU.
 .PHONY: all install check check-unit check-san lint format format-check \
         fuzzers clean deps demo stage bench bench-gpu
 all:
@@ -106,7 +113,7 @@ install: all $(INSTALL_RULES)
 deps:
 	@tests/lib/install-deps
 
-check: all unit-tests
+check: all unit-tests gpu-tests
 	@$(MAKE) --no-print-directory SAN=1 BUILD=build/san unit-tests
 	@$(MAKE) --no-print-directory fuzzers
 	@$(MAKE) --no-print-directory stage

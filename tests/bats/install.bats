@@ -82,3 +82,48 @@ teardown_file() {
 	local snippet="$dest/opt/slurm-ddp/share/slurm-ddp/examples/plugstack.conf.d/ddp.conf"
 	grep -qE '^required /opt/slurm-plugins/spank_ddp.so config=/etc/slurm/ddp.conf$' "$snippet"
 }
+
+@test "ddp.pc names libdir and includedir relative to prefix" {
+	pc=$(find "$dest/opt/slurm-ddp" -name ddp.pc | head -n 1)
+	grep -qx 'libdir=${prefix}/lib' "$pc"
+	grep -qx 'includedir=${prefix}/include' "$pc"
+}
+
+@test "the shipped example builds against the installed libddp alone (pkg-config) and runs" {
+	local pcdir ex out
+	pcdir=$(dirname "$(find "$dest/opt/slurm-ddp" -name ddp.pc | head -n 1)")
+	ex=$dest/opt/slurm-ddp/share/slurm-ddp/examples
+	[ -f "$ex/train.c" ]
+	out=$(mktemp -d)
+	# shellcheck disable=SC2046 # pkg-config prints several words
+	cc -std=gnu11 -Wall -Wextra -Werror -o "$out/train" "$ex/train.c" \
+		$(PKG_CONFIG_PATH=$pcdir pkg-config --define-variable=prefix="$dest/opt/slurm-ddp" --cflags --libs ddp) -ldl -lm
+	run env LD_LIBRARY_PATH="$dest/opt/slurm-ddp/lib" WORLD_SIZE=1 DDP_AUTH=none \
+		"$out/train" --synthetic 64 --epochs 1
+	rm -rf "$out"
+	[ "$status" -eq 0 ]
+	[[ $output == *"params_crc="* ]]
+}
+
+# make CFLAGS=... (what packaging does) keeps what each target needs: the
+# static libddp's plugin directory, the reductions' -O3, the plugin tests'
+# include path.
+@test "make CFLAGS=-g keeps the per-target flags" {
+	local b
+	b=$(mktemp -d)
+	make -C "$repo_root" --no-print-directory BUILD="$b" CFLAGS=-g \
+		"$b/worker/comm.o" "$b/worker/reduce.o" >/dev/null
+	strings "$b/worker/comm.o" | grep -qx '/usr/local/lib/libddp-nccl.so'
+	readelf --debug-dump=info "$b/worker/reduce.o" | grep -m1 DW_AT_producer | grep -q -- '-O3'
+	rm -rf "$b"
+}
+
+@test "make CFLAGS=-O0 builds and passes the plugin's unit test" {
+	local b
+	b=$(mktemp -d)
+	make -C "$repo_root" --no-print-directory BUILD="$b" CFLAGS=-O0 \
+		"$b/tests/unit/test-plugin-args" >/dev/null
+	run "$b/tests/unit/test-plugin-args"
+	rm -rf "$b"
+	[ "$status" -eq 0 ]
+}

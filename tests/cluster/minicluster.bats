@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # The minicluster itself: real munged, slurmctld and slurmd in namespaces.
-load common
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
 
 setup_file() {
 	mc_up --nodes 3 --gpus-per-node 4
