@@ -101,6 +101,27 @@ peer_aborted(struct ddp_comm *c, int p, const struct wk_frame *f)
 		      c->peers[p].host, msg);
 }
 
+/*
+ * A send to peer p failed. When p failed first it sent an ABORT before
+ * closing, and that frame is still queued on our side of the connection
+ * even after the reset: report p's reason, which names the rank that
+ * really died, rather than p as lost. Returns DDP_OK when none is queued.
+ */
+static enum ddp_status
+queued_abort(struct ddp_comm *c, int p)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	struct wk_frame f;
+
+	if (recv(c->peers[p].fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT) !=
+		    (ssize_t)sizeof(hdr) ||
+	    wk_frame_decode(hdr, &f) < 0 || f.type != WK_F_ABORT ||
+	    recv(c->peers[p].fd, hdr, sizeof(hdr), MSG_DONTWAIT) !=
+		    (ssize_t)sizeof(hdr))
+		return DDP_OK;
+	return peer_aborted(c, p, &f);
+}
+
 /* Compares a received frame header with what this rank expects. */
 static enum ddp_status
 check_frame(struct ddp_comm *c, int p, const struct wk_frame *want,
@@ -261,7 +282,9 @@ send_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
 		}
 		ddp_fmt(why, sizeof(why), "send failed: %s",
 			n < 0 ? strerror(errno) : "no progress");
-		*st = lost_peer(c, x->peer, &x->f, why);
+		*st = queued_abort(c, x->peer);
+		if (!*st)
+			*st = lost_peer(c, x->peer, &x->f, why);
 		return -1;
 	}
 	p->send_mid = 0;
