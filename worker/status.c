@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wk.h"
+#include "status.h"
 
 static __thread char last_error[WK_ERR_LEN];
 

@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 #include "ddp.h"
+#include "status.h"
 
-#define WK_ERR_LEN 1024
 #define WK_TOKEN_LEN 32
 #define WK_ADDR_LEN 64
 /* Largest rendezvous message body: a munge credential is well below. */
@@ -26,17 +26,6 @@
 #define WK_MAX_CRED 8192
 /* Rank 0's fresh random nonce per rendezvous connection. */
 #define RDV_NONCE_LEN 16
-
-/* ---- errors and logging (comm.c) ---- */
-
-/* Formats msg into the calling thread's last-error buffer; returns st. */
-enum ddp_status wk_err(enum ddp_status st, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* The calling thread's last-error buffer (WK_ERR_LEN bytes). */
-char *wk_errbuf(void);
-void wk_log(int level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-double wk_now(void);
 
 /* ---- wire formats (proto.c): pure functions, fuzzed ---- */
 
