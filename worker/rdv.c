@@ -13,13 +13,8 @@
  * anything valid yet, refusal logs summarised after the first few, and
  * ranks that connect again when rank 0 drops them or a squatter answers.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <munge.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +25,7 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
+#include "net.h"
 #include "wk.h"
 
 #define MAX_PENDING 256
@@ -94,7 +90,8 @@ struct rdv {
 	struct auth auth;
 	int lfd; /* master listener (rank 0) or data listener (others) */
 	int lport;
-	int local_only; /* DDP_AUTH=none on loopback: refuse other hosts */
+	int local_only;	 /* DDP_AUTH=none on loopback: refuse other hosts */
+	int port_waited; /* rank 0 found MASTER_PORT held at first */
 	uint8_t token[WK_TOKEN_LEN];
 	struct pend pend[MAX_PENDING];
 	int npend;
@@ -102,95 +99,6 @@ struct rdv {
 	struct refusals ref;
 	const struct ddp_config *cfg;
 };
-
-static void
-xclose(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
-static int
-io_wait(int fd, short ev, double deadline)
-{
-	struct pollfd p = {.fd = fd, .events = ev};
-	double left;
-	int rc;
-
-	for (;;) {
-		left = deadline - wk_now();
-		if (left <= 0)
-			return 0;
-		rc = poll(&p, 1, (int)(left * 1000) + 1);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc < 0)
-			return -1;
-		if (rc > 0)
-			return 1;
-	}
-}
-
-/* Writes all of buf before deadline: 0, or -1 with errno (ETIMEDOUT). */
-static int
-send_all(int fd, const void *buf, size_t len, double deadline)
-{
-	const uint8_t *p = buf;
-	ssize_t n;
-	int rc;
-
-	while (len) {
-		n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
-		rc = io_wait(fd, POLLOUT, deadline);
-		if (rc <= 0) {
-			if (rc == 0)
-				errno = ETIMEDOUT;
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* Reads exactly len bytes: 0, 1 on EOF, -1 with errno (ETIMEDOUT). */
-static int
-recv_all(int fd, void *buf, size_t len, double deadline)
-{
-	uint8_t *p = buf;
-	ssize_t n;
-	int rc;
-
-	while (len) {
-		n = recv(fd, p, len, MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return 1;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
-		rc = io_wait(fd, POLLIN, deadline);
-		if (rc <= 0) {
-			if (rc == 0)
-				errno = ETIMEDOUT;
-			return -1;
-		}
-	}
-	return 0;
-}
 
 /*
  * Reads one rendezvous message; *body (malloc'd, caller frees) receives
@@ -207,7 +115,7 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 
 	*body = NULL;
 	*other_version = 0;
-	rc = recv_all(fd, hdr, sizeof(hdr), deadline);
+	rc = net_recv_all(fd, hdr, sizeof(hdr), deadline);
 	if (rc == 0 && rdv_parse_header(hdr, sizeof(hdr), type, blen, why,
 					sizeof(why)) < 0) {
 		*other_version =
@@ -219,7 +127,7 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 		*body = malloc(*blen ? *blen : 1);
 		if (!*body)
 			return wk_err(DDP_ERR_NOMEM, "%s: out of memory", what);
-		rc = recv_all(fd, *body, *blen, deadline);
+		rc = net_recv_all(fd, *body, *blen, deadline);
 	}
 	if (rc == 1)
 		return wk_err(DDP_ERR_RENDEZVOUS, "%s: connection closed",
@@ -229,102 +137,6 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 						 : DDP_ERR_RENDEZVOUS,
 			      "%s: %s", what, strerror(errno));
 	return DDP_OK;
-}
-
-static void
-tune_socket(int fd)
-{
-	static long wmax = -2;
-	int one = 1, size = 4 << 20;
-	FILE *f;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	/* Setting SO_SNDBUF disables autotuning; only do it when the
-	 * kernel would grant the full size. */
-	if (wmax == -2) {
-		wmax = -1;
-		f = fopen("/proc/sys/net/core/wmem_max", "r");
-		if (f) {
-			if (fscanf(f, "%ld", &wmax) != 1)
-				wmax = -1;
-			fclose(f);
-		}
-	}
-	if (wmax >= size) {
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-	}
-}
-
-/*
- * The rendezvous sends small messages back to back (welcome, roster):
- * with Nagle's algorithm the second waits for the peer's delayed ack,
- * 20 ms on average. So from the first byte, not only after.
- */
-static void
-no_delay(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-/* 1 when sa is a loopback address (127/8, ::1, v4-mapped 127/8). */
-static int
-sa_loopback(const struct sockaddr *sa)
-{
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-
-	if (sa->sa_family == AF_INET)
-		return (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family != AF_INET6)
-		return 0;
-	if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
-		return s6->sin6_addr.s6_addr[12] == 127;
-	return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
-}
-
-/*
- * Numeric address and port of a socket address, v4-mapped IPv6 shown as
- * IPv4, so that both ends of a connection write it the same way.
- */
-static void
-sa_format(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
-	  int *port)
-{
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-
-	ddp_fmt(addr, addrlen, "?");
-	*port = 0;
-	if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-		inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], addr,
-			  (socklen_t)addrlen);
-		*port = ntohs(s6->sin6_port);
-	} else if (ss->ss_family == AF_INET6) {
-		inet_ntop(AF_INET6, &s6->sin6_addr, addr, (socklen_t)addrlen);
-		*port = ntohs(s6->sin6_port);
-	} else if (ss->ss_family == AF_INET) {
-		inet_ntop(AF_INET, &s4->sin_addr, addr, (socklen_t)addrlen);
-		*port = ntohs(s4->sin_port);
-	}
-}
-
-/* Address and port of this end (local) or the far end of fd. */
-static void
-sock_addr(int fd, int local, char *addr, size_t addrlen, int *port)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int rc;
-
-	memset(&ss, 0, sizeof(ss));
-	rc = local ? getsockname(fd, (struct sockaddr *)&ss, &sl)
-		   : getpeername(fd, (struct sockaddr *)&ss, &sl);
-	if (rc < 0)
-		ss.ss_family = AF_UNSPEC;
-	sa_format(&ss, addr, addrlen, port);
 }
 
 /*
@@ -337,172 +149,8 @@ rank_addr(int fd, int local, char *out, size_t outlen)
 	char addr[WK_ADDR_LEN];
 	int port;
 
-	sock_addr(fd, local, addr, sizeof(addr), &port);
+	net_sock_addr(fd, local, addr, sizeof(addr), &port);
 	ddp_fmt(out, outlen, "%s:%d", addr, port);
-}
-
-/* Listens on port (0: ephemeral) on every address, IPv6 dual-stack when
- * available. Returns the fd and the bound port, or -1 with errno. */
-static int
-listen_any(int port, int *bound)
-{
-	struct sockaddr_in6 s6;
-	struct sockaddr_in s4;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int fd, one = 1, zero = 0, err;
-
-	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd >= 0) {
-		memset(&s6, 0, sizeof(s6));
-		s6.sin6_family = AF_INET6;
-		s6.sin6_addr = in6addr_any;
-		s6.sin6_port = htons((uint16_t)port);
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-		if (bind(fd, (struct sockaddr *)&s6, sizeof(s6)) == 0)
-			goto bound;
-		err = errno;
-		close(fd);
-		if (err == EADDRINUSE) {
-			errno = err;
-			return -1;
-		}
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	memset(&s4, 0, sizeof(s4));
-	s4.sin_family = AF_INET;
-	s4.sin_addr.s_addr = htonl(INADDR_ANY);
-	s4.sin_port = htons((uint16_t)port);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&s4, sizeof(s4)) < 0)
-		goto fail;
-bound:
-	if (listen(fd, SOMAXCONN) < 0)
-		goto fail;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
-		goto fail;
-	*bound = ss.ss_family == AF_INET6
-			 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-			 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	return fd;
-fail:
-	err = errno;
-	close(fd);
-	errno = err;
-	return -1;
-}
-
-/*
- * One non-blocking connection attempt to host:port, bounded by deadline.
- * Returns the connected fd, or -1 with a reason in why.
- */
-static int
-connect_once(const char *host, int port, double deadline, char *why,
-	     size_t whylen)
-{
-	struct addrinfo hints, *res = NULL, *ai;
-	char service[16];
-	socklen_t sl;
-	int fd = -1, rc, soerr = 0;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	ddp_fmt(service, sizeof(service), "%d", port);
-	rc = getaddrinfo(host, service, &hints, &res);
-	if (rc != 0) {
-		ddp_fmt(why, whylen, "cannot resolve '%s': %s", host,
-			gai_strerror(rc));
-		return -1;
-	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family,
-			    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0) {
-			ddp_fmt(why, whylen, "socket: %s", strerror(errno));
-			continue;
-		}
-		no_delay(fd);
-		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-		if (rc < 0 && errno == EINPROGRESS) {
-			rc = io_wait(fd, POLLOUT, deadline);
-			if (rc == 0) {
-				ddp_fmt(why, whylen,
-					"connection timed out (packets "
-					"dropped?)");
-				xclose(&fd);
-				continue;
-			}
-			sl = sizeof(soerr);
-			if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR,
-						 &soerr, &sl) < 0)
-				soerr = errno;
-			rc = soerr ? -1 : 0;
-			errno = soerr;
-		}
-		if (rc == 0)
-			break;
-		ddp_fmt(why, whylen, "%s", strerror(errno));
-		xclose(&fd);
-	}
-	freeaddrinfo(res);
-	return fd;
-}
-
-/* Sleeps *delay (never past deadline) and doubles it up to 1 s; 0, or -1
- * when the deadline would pass first. */
-static int
-back_off(double *delay, double deadline)
-{
-	if (wk_now() + *delay >= deadline)
-		return -1;
-	usleep((useconds_t)(*delay * 1e6));
-	*delay = *delay * 2 < 1.0 ? *delay * 2 : 1.0;
-	return 0;
-}
-
-/*
- * Retries connect_once with back-off until deadline. Ranks start at once,
- * rank 0 a little after some: the first retry comes soon.
- */
-static int
-connect_retry(const char *host, int port, double deadline, char *why,
-	      size_t whylen)
-{
-	double delay = 0.01, now, attempt;
-	int fd;
-
-	for (;;) {
-		now = wk_now();
-		attempt = now + 5.0 < deadline ? now + 5.0 : deadline;
-		fd = connect_once(host, port, attempt, why, whylen);
-		if (fd >= 0)
-			return fd;
-		if (back_off(&delay, deadline) < 0)
-			return -1;
-	}
-}
-
-/* 1 when every address host resolves to is a loopback address. */
-static int
-host_is_loopback(const char *host)
-{
-	struct addrinfo hints, *res = NULL, *ai;
-	int all = 1;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
-		return 0;
-	for (ai = res; ai; ai = ai->ai_next)
-		if (!sa_loopback(ai->ai_addr))
-			all = 0;
-	freeaddrinfo(res);
-	return all;
 }
 
 /*
@@ -755,7 +403,7 @@ pend_drop(struct rdv *r, int i, const char *reason, int tell, uint16_t version)
 			wk_log(3, "refusal not delivered: %s", strerror(errno));
 		wk_buf_free(&b);
 	}
-	xclose(&r->pend[i].fd);
+	net_close(&r->pend[i].fd);
 	free(r->pend[i].buf);
 	r->pend[i] = r->pend[--r->npend];
 }
@@ -806,7 +454,8 @@ pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 {
 	char why[256];
 
-	if (!b->bad && send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
+	if (!b->bad &&
+	    net_send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
 		return 0;
 	ddp_fmt(why, sizeof(why), "sending the %s failed: %s", what,
 		b->bad ? "out of memory" : strerror(errno));
@@ -1154,9 +803,9 @@ accept_new(struct rdv *r, int peer_mode)
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		sa_format(&ss, addr, sizeof(addr), &port);
+		net_sa_format(&ss, addr, sizeof(addr), &port);
 		ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
-		if (r->local_only && !sa_loopback((struct sockaddr *)&ss)) {
+		if (r->local_only && !net_sa_loopback((struct sockaddr *)&ss)) {
 			refuse_log(r, from,
 				   "not from this host (DDP_AUTH=none with a "
 				   "loopback MASTER_ADDR accepts only local "
@@ -1173,7 +822,7 @@ accept_new(struct rdv *r, int peer_mode)
 			close(fd);
 			continue;
 		}
-		no_delay(fd);
+		net_no_delay(fd);
 		p = &r->pend[r->npend];
 		memset(p, 0, sizeof(*p));
 		p->fd = fd;
@@ -1288,6 +937,19 @@ out:
 	return st;
 }
 
+/* net_listen_retry's note that MASTER_PORT is held: one line. */
+static void
+master_port_busy(int port, void *arg)
+{
+	struct rdv *r = arg;
+
+	wk_log(0,
+	       "rank 0: port %d (MASTER_PORT) is held by another process on "
+	       "this host; retrying until the timeout (%g s)",
+	       port, r->comm->timeout_s);
+	r->port_waited = 1;
+}
+
 /*
  * Binds MASTER_PORT, waiting while another process holds it (a step that
  * has not quite ended, or someone squatting the port): its ranks keep
@@ -1296,41 +958,26 @@ out:
 static enum ddp_status
 listen_master(struct rdv *r, double deadline)
 {
-	double delay = 0.05;
-	int port = r->cfg->master_port, logged = 0;
+	int port = r->cfg->master_port;
 
-	for (;;) {
-		r->lfd = listen_any(port, &r->lport);
-		if (r->lfd >= 0) {
-			if (logged)
-				wk_log(0,
-				       "rank 0: port %d is free now; "
-				       "listening",
-				       port);
-			return DDP_OK;
-		}
-		if (errno != EADDRINUSE)
-			return wk_err(DDP_ERR_RENDEZVOUS,
-				      "rank 0 cannot listen on port %d: %s",
-				      port, strerror(errno));
-		if (!logged) {
-			wk_log(0,
-			       "rank 0: port %d (MASTER_PORT) is held by "
-			       "another process on this host; retrying until "
-			       "the timeout (%g s)",
-			       port, r->comm->timeout_s);
-			logged = 1;
-		}
-		if (back_off(&delay, deadline) < 0)
-			return wk_err(
-				DDP_ERR_RENDEZVOUS,
-				"rank 0 cannot listen on port %d: another "
-				"process held it for the whole timeout (%g s). "
-				"srun --ddp picks a port per step, so this is "
-				"a leftover program or another user's; `ss "
-				"-ltnp 'sport = :%d'` as root names it",
-				port, r->comm->timeout_s, port);
+	r->lfd = net_listen_retry(port, deadline, &r->lport, master_port_busy,
+				  r);
+	if (r->lfd >= 0) {
+		if (r->port_waited)
+			wk_log(0, "rank 0: port %d is free now; listening",
+			       port);
+		return DDP_OK;
 	}
+	if (errno != EADDRINUSE)
+		return wk_err(DDP_ERR_RENDEZVOUS,
+			      "rank 0 cannot listen on port %d: %s", port,
+			      strerror(errno));
+	return wk_err(DDP_ERR_RENDEZVOUS,
+		      "rank 0 cannot listen on port %d: another process held "
+		      "it for the whole timeout (%g s). srun --ddp picks a "
+		      "port per step, so this is a leftover program or another "
+		      "user's; `ss -ltnp 'sport = :%d'` as root names it",
+		      port, r->comm->timeout_s, port);
 }
 
 static enum ddp_status
@@ -1375,8 +1022,8 @@ master_side(struct rdv *r, double deadline)
 		goto out;
 	}
 	for (i = 1; i < c->size; i++) {
-		if (send_all(c->peers[i].fd, b.p, b.len,
-			     wk_now() + c->timeout_s) < 0) {
+		if (net_send_all(c->peers[i].fd, b.p, b.len,
+				 wk_now() + c->timeout_s) < 0) {
 			st = wk_err(DDP_ERR_PEER,
 				    "rank 0: sending the roster to rank %d "
 				    "(%s) failed: %s",
@@ -1443,7 +1090,7 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 		goto out;
 	}
 	*retry = 1;
-	if (send_all(fd, b.p, b.len, wait) < 0) {
+	if (net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending the open failed: %s", c->rank,
 			    strerror(errno));
@@ -1500,7 +1147,7 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: hello too large", c->rank);
 		goto out;
 	}
-	if (send_all(fd, b.p, b.len, wait) < 0) {
+	if (net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending hello to %s:%d failed: %s",
 			    c->rank, cfg->master_addr, cfg->master_port,
@@ -1554,8 +1201,8 @@ join_master(struct rdv *r, double deadline, int *out)
 
 	lasterr[0] = '\0';
 	for (;;) {
-		fd = connect_retry(cfg->master_addr, cfg->master_port, deadline,
-				   why, sizeof(why));
+		fd = net_connect_retry(cfg->master_addr, cfg->master_port,
+				       deadline, why, sizeof(why));
 		if (fd < 0 && last)
 			return wk_err(last, "%s (until the timeout, %g s)",
 				      lasterr, c->timeout_s);
@@ -1581,7 +1228,7 @@ join_master(struct rdv *r, double deadline, int *out)
 			*out = fd;
 			return DDP_OK;
 		}
-		xclose(&fd);
+		net_close(&fd);
 		if (!retry)
 			return st;
 		/* The first failure is worth a line: a squatter, or a
@@ -1590,7 +1237,7 @@ join_master(struct rdv *r, double deadline, int *out)
 		       wk_errbuf());
 		last = st;
 		ddp_fmt(lasterr, sizeof(lasterr), "%s", wk_errbuf());
-		if (back_off(&delay, deadline) < 0)
+		if (net_back_off(&delay, deadline) < 0)
 			return wk_err(last, "%s (until the timeout, %g s)",
 				      lasterr, c->timeout_s);
 	}
@@ -1610,7 +1257,7 @@ worker_side(struct rdv *r, double deadline)
 	uint32_t blen, world;
 	int fd = -1, s, other;
 
-	r->lfd = listen_any(0, &r->lport);
+	r->lfd = net_listen(0, &r->lport);
 	if (r->lfd < 0)
 		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
 			      c->rank, strerror(errno));
@@ -1667,8 +1314,8 @@ worker_side(struct rdv *r, double deadline)
 	}
 	deadline = wk_now() + c->timeout_s;
 	for (s = 1; s < c->rank; s++) {
-		fd = connect_retry(ents[s].addr, ents[s].port, deadline, why,
-				   sizeof(why));
+		fd = net_connect_retry(ents[s].addr, ents[s].port, deadline,
+				       why, sizeof(why));
 		if (fd < 0) {
 			st = wk_err(DDP_ERR_RENDEZVOUS,
 				    "rank %d could not connect to rank %d at "
@@ -1680,7 +1327,7 @@ worker_side(struct rdv *r, double deadline)
 			goto out;
 		}
 		c->peers[s].fd = fd;
-		if (send_all(fd, b.p, b.len, deadline) < 0) {
+		if (net_send_all(fd, b.p, b.len, deadline) < 0) {
 			st = wk_err(DDP_ERR_RENDEZVOUS,
 				    "rank %d: hello to rank %d (%s) failed: %s",
 				    c->rank, s, ents[s].host, strerror(errno));
@@ -1709,7 +1356,7 @@ auth_none_policy(struct rdv *r, const struct ddp_config *cfg)
 	const char *v = getenv("DDP_AUTH_NONE_NETWORK");
 	int network = v && strcmp(v, "1") == 0;
 
-	r->local_only = host_is_loopback(cfg->master_addr);
+	r->local_only = net_host_is_loopback(cfg->master_addr);
 	if (!r->local_only && !network)
 		return wk_err(
 			DDP_ERR_ENV,
@@ -1756,14 +1403,12 @@ rdv_connect_all(struct ddp_comm *comm, const struct ddp_config *cfg)
 	for (i = 0; i < comm->size; i++) {
 		if (i == comm->rank)
 			continue;
-		fcntl(comm->peers[i].fd, F_SETFL,
-		      fcntl(comm->peers[i].fd, F_GETFL) | O_NONBLOCK);
-		tune_socket(comm->peers[i].fd);
+		net_tune_data(comm->peers[i].fd);
 	}
 out:
 	while (r->npend > 0)
 		pend_drop(r, r->npend - 1, NULL, 0, 0);
-	xclose(&r->lfd);
+	net_close(&r->lfd);
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
 	free(r);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
+#include "net.h"
 #include "wk.h"
 
 #define ABORT_MSG_MAX 1000
@@ -58,32 +59,6 @@ lost_peer(struct ddp_comm *c, int p, const struct wk_frame *f, const char *how)
 		      p, c->peers[p].host, d, c->rank, c->myhost, how);
 }
 
-/* Reads exactly len bytes from a non-blocking fd within deadline. */
-static int
-read_exact(int fd, void *buf, size_t len, double deadline)
-{
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	uint8_t *p = buf;
-	ssize_t n;
-
-	while (len) {
-		n = recv(fd, p, len, MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -1;
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return -1;
-		if (wk_now() >= deadline ||
-		    poll(&pfd, 1, (int)((deadline - wk_now()) * 1000) + 1) < 0)
-			return -1;
-	}
-	return 0;
-}
-
 /* A peer sent ABORT (header in f): read its reason, return the error. */
 static enum ddp_status
 peer_aborted(struct ddp_comm *c, int p, const struct wk_frame *f)
@@ -91,7 +66,7 @@ peer_aborted(struct ddp_comm *c, int p, const struct wk_frame *f)
 	char msg[ABORT_MSG_MAX + 1];
 
 	if (f->len > ABORT_MSG_MAX ||
-	    read_exact(c->peers[p].fd, msg, f->len, wk_now() + 1.0) < 0)
+	    net_recv_all(c->peers[p].fd, msg, f->len, wk_now() + 1.0) != 0)
 		return wk_err(DDP_ERR_PEER,
 			      "rank %d (%s) aborted the job (reason not "
 			      "received)",
@@ -999,11 +974,8 @@ void
 tcp_close_all(struct ddp_comm *c)
 {
 	uint8_t hdr[WK_FRAME_LEN], junk[4096];
-	struct pollfd pfd;
 	struct wk_frame f;
 	double deadline = wk_now() + 1.0;
-	size_t off;
-	ssize_t n;
 	int i;
 
 	memset(&f, 0, sizeof(f));
@@ -1012,21 +984,11 @@ tcp_close_all(struct ddp_comm *c)
 	for (i = 0; i < c->size; i++) {
 		if (i == c->rank || c->peers[i].fd < 0)
 			continue;
-		for (off = 0; !c->failed && !c->peers[i].send_mid &&
-			      off < sizeof(hdr);) {
-			n = send(c->peers[i].fd, hdr + off, sizeof(hdr) - off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0) {
-				off += (size_t)n;
-				continue;
-			}
-			if (n < 0 && errno != EAGAIN && errno != EINTR)
-				break;
-			pfd.fd = c->peers[i].fd;
-			pfd.events = POLLOUT;
-			if (wk_now() >= deadline || poll(&pfd, 1, 100) < 0)
-				break;
-		}
+		/* Best effort: a peer that takes nothing for a second
+		 * sees the connection close instead. */
+		if (!c->failed && !c->peers[i].send_mid)
+			(void)net_send_all(c->peers[i].fd, hdr, sizeof(hdr),
+					   deadline);
 		shutdown(c->peers[i].fd, SHUT_WR);
 		/* Unread bytes at close() would reset the connection and
 		 * could discard our goodbye at the peer; drain first. */
