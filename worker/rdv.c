@@ -269,6 +269,37 @@ pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 	return -1;
 }
 
+/* 0 when an open's claim fits this job and a rank still missing; else -1
+ * and why. */
+static int
+open_claim_ok(const struct rdv *r, const struct rdv_open *o, char *why,
+	      size_t whylen)
+{
+	const struct ddp_comm *c = r->comm;
+
+	if (strcmp(o->job, r->auth.job) != 0 ||
+	    strcmp(o->step, r->auth.step) != 0) {
+		ddp_fmt(why, whylen,
+			"rank %u claims job=%s step=%s, this is job=%s "
+			"step=%s (another job or step of the same user, or a "
+			"stale MASTER_PORT?)",
+			o->rank, o->job, o->step, r->auth.job, r->auth.step);
+		return -1;
+	}
+	if ((int)o->world != c->size) {
+		ddp_fmt(why, whylen,
+			"rank %u claims world size %u, this job has %d",
+			o->rank, o->world, c->size);
+		return -1;
+	}
+	if (o->rank == 0 || c->peers[o->rank].fd >= 0) {
+		ddp_fmt(why, whylen, "rank %u %s", o->rank,
+			o->rank ? "already joined" : "is this process");
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * An open: the rank it claims. Checked against this job before rank 0
  * spends a munge credential on it; then rank 0's proof, bound to a fresh
@@ -277,7 +308,6 @@ pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 static void
 pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
-	struct ddp_comm *c = r->comm;
 	struct pend *p = &r->pend[i];
 	struct rdv_proof *pr = NULL;
 	struct rdv_open o;
@@ -286,26 +316,8 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 
 	if (rdv_parse_open(body, blen, &o, why, sizeof(why)) < 0)
 		goto refuse;
-	if (strcmp(o.job, r->auth.job) != 0 ||
-	    strcmp(o.step, r->auth.step) != 0) {
-		ddp_fmt(why, sizeof(why),
-			"rank %u claims job=%s step=%s, this is job=%s "
-			"step=%s (another job or step of the same user, or a "
-			"stale MASTER_PORT?)",
-			o.rank, o.job, o.step, r->auth.job, r->auth.step);
+	if (open_claim_ok(r, &o, why, sizeof(why)) < 0)
 		goto refuse;
-	}
-	if ((int)o.world != c->size) {
-		ddp_fmt(why, sizeof(why),
-			"rank %u claims world size %u, this job has %d", o.rank,
-			o.world, c->size);
-		goto refuse;
-	}
-	if (o.rank == 0 || c->peers[o.rank].fd >= 0) {
-		ddp_fmt(why, sizeof(why), "rank %u %s", o.rank,
-			o.rank ? "already joined" : "is this process");
-		goto refuse;
-	}
 	pr = calloc(1, sizeof(*pr));
 	if (!pr || getrandom(p->nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
 		ddp_fmt(why, sizeof(why), "rank 0: %s",
@@ -417,6 +429,44 @@ refuse:
 }
 
 /*
+ * A complete header in pending connection i: it must be the message this
+ * stage expects (a REFUSE goes back in the sender's protocol version when
+ * it speaks another); then room for the body. 0, or -1 when slot i was
+ * dropped.
+ */
+static int
+pend_header(struct rdv *r, int i, int peer_mode)
+{
+	struct pend *p = &r->pend[i];
+	uint16_t type, want, ver;
+	uint32_t blen;
+	char why[512];
+	uint8_t *nb;
+
+	if (rdv_parse_header(p->buf, p->have, &type, &blen, why, sizeof(why)) <
+	    0) {
+		ver = rdv_header_version(p->buf, p->have);
+		pend_drop(r, i, why, 1, ver != RDV_VERSION ? ver : 0);
+		return -1;
+	}
+	want = peer_mode ? RDV_PEER : p->stage ? RDV_HELLO : RDV_OPEN;
+	if (type != want) {
+		ddp_fmt(why, sizeof(why),
+			"unexpected message type %u (expected %u)", type, want);
+		pend_refuse(r, i, why);
+		return -1;
+	}
+	nb = realloc(p->buf, RDV_HDR_LEN + (size_t)blen);
+	if (!nb) {
+		pend_refuse(r, i, "out of memory");
+		return -1;
+	}
+	p->buf = nb;
+	p->need = RDV_HDR_LEN + (size_t)blen;
+	return 0;
+}
+
+/*
  * Reads what pending connection i has, handling complete messages, until
  * it would block or slot i is dropped or adopted (the last slot moves
  * into it then).
@@ -425,10 +475,9 @@ static void
 pend_read(struct rdv *r, int i, int peer_mode)
 {
 	struct pend *p = &r->pend[i];
-	uint16_t type, want, ver;
-	uint32_t blen;
+	const uint8_t *body;
+	size_t blen;
 	char why[512];
-	uint8_t *nb;
 	ssize_t n;
 	int fd = p->fd, stage;
 
@@ -457,44 +506,20 @@ pend_read(struct rdv *r, int i, int peer_mode)
 		if (p->have < p->need)
 			continue;
 		if (p->need == RDV_HDR_LEN) {
-			if (rdv_parse_header(p->buf, p->have, &type, &blen, why,
-					     sizeof(why)) < 0) {
-				ver = rdv_header_version(p->buf, p->have);
-				pend_drop(r, i, why, 1,
-					  ver != RDV_VERSION ? ver : 0);
+			if (pend_header(r, i, peer_mode) < 0)
 				return;
-			}
-			want = peer_mode  ? RDV_PEER
-			       : p->stage ? RDV_HELLO
-					  : RDV_OPEN;
-			if (type != want) {
-				ddp_fmt(why, sizeof(why),
-					"unexpected message type %u "
-					"(expected %u)",
-					type, want);
-				pend_refuse(r, i, why);
-				return;
-			}
-			nb = realloc(p->buf, RDV_HDR_LEN + (size_t)blen);
-			if (!nb) {
-				pend_refuse(r, i, "out of memory");
-				return;
-			}
-			p->buf = nb;
-			p->need = RDV_HDR_LEN + (size_t)blen;
-			if (blen)
+			if (p->need > RDV_HDR_LEN)
 				continue;
 		}
 		stage = p->stage;
+		body = p->buf + RDV_HDR_LEN;
+		blen = p->need - RDV_HDR_LEN;
 		if (peer_mode)
-			pend_peer(r, i, p->buf + RDV_HDR_LEN,
-				  p->need - RDV_HDR_LEN);
+			pend_peer(r, i, body, blen);
 		else if (stage == 0)
-			pend_open(r, i, p->buf + RDV_HDR_LEN,
-				  p->need - RDV_HDR_LEN);
+			pend_open(r, i, body, blen);
 		else
-			pend_hello(r, i, p->buf + RDV_HDR_LEN,
-				   p->need - RDV_HDR_LEN);
+			pend_hello(r, i, body, blen);
 		if (i >= r->npend || r->pend[i].fd != fd ||
 		    r->pend[i].stage == stage)
 			return;
@@ -645,6 +670,87 @@ accept_new(struct rdv *r, int peer_mode)
 	}
 }
 
+/* The error of a wait for ranks [from, size) that reached its deadline. */
+static enum ddp_status
+accept_timeout(struct rdv *r, int from, int peer_mode, int missing)
+{
+	struct ddp_comm *c = r->comm;
+	char miss[256];
+
+	missing_ranks(r, from, miss, sizeof(miss));
+	if (peer_mode)
+		return wk_err(DDP_ERR_TIMEOUT,
+			      "rank %d timed out after %g s waiting for "
+			      "connections from ranks %s on its data port %d; "
+			      "check that the firewall between the job's nodes "
+			      "allows TCP between them (the slurm-ddp prolog "
+			      "opens it per job)",
+			      c->rank, c->timeout_s, miss, r->lport);
+	return wk_err(DDP_ERR_TIMEOUT,
+		      "rank 0 timed out after %g s waiting for ranks to join "
+		      "at port %d: %d/%d joined, missing ranks %s; check that "
+		      "every rank was started with the same "
+		      "MASTER_ADDR/MASTER_PORT, and that the firewall lets TCP "
+		      "port %d through",
+		      c->timeout_s, r->lport, c->size - from - missing + 1,
+		      c->size, miss, r->lport);
+}
+
+/* Drops the pending connections past their deadline, silently: a slow
+ * genuine rank connects again. */
+static void
+pend_expire(struct rdv *r, double now)
+{
+	int i;
+
+	for (i = 0; i < r->npend; i++) {
+		if (r->pend[i].deadline <= now) {
+			pend_drop(r, i, "no hello within 10 s", 0, 0);
+			i--;
+		}
+	}
+}
+
+/*
+ * One wait on the listener and every pending connection until deadline,
+ * the next pending deadline or the next refusal summary, then handles
+ * what came: reads first, then new connections.
+ */
+static enum ddp_status
+accept_poll(struct rdv *r, int peer_mode, double now, double deadline)
+{
+	struct pollfd pfd[MAX_PENDING + 1];
+	double wake = deadline;
+	int i, n;
+
+	if (r->ref.quiet && r->ref.next < wake)
+		wake = r->ref.next;
+	pfd[0].fd = r->lfd;
+	pfd[0].events = POLLIN;
+	n = 1;
+	for (i = 0; i < r->npend; i++) {
+		pfd[n].fd = r->pend[i].fd;
+		pfd[n].events = POLLIN;
+		n++;
+		if (r->pend[i].deadline < wake)
+			wake = r->pend[i].deadline;
+	}
+	if (poll(pfd, (nfds_t)n,
+		 wake > now ? (int)((wake - now) * 1000) + 1 : 0) < 0 &&
+	    errno != EINTR)
+		return wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
+	/* Walk pending slots backwards: handling one may move the last slot
+	 * into its place. */
+	for (i = n - 1; i >= 1; i--) {
+		if (i - 1 < r->npend && pfd[i].revents &&
+		    r->pend[i - 1].fd == pfd[i].fd)
+			pend_read(r, i - 1, peer_mode);
+	}
+	if (pfd[0].revents & POLLIN)
+		accept_new(r, peer_mode);
+	return DDP_OK;
+}
+
 /*
  * Accepts connections until every rank in [from, size) is connected:
  * opens and hellos with munge credentials (rank 0) or peer hellos with the
@@ -654,91 +760,28 @@ accept_new(struct rdv *r, int peer_mode)
 static enum ddp_status
 accept_ranks(struct rdv *r, int from, int peer_mode, double deadline)
 {
-	struct pollfd pfd[MAX_PENDING + 1];
 	struct ddp_comm *c = r->comm;
 	enum ddp_status st = DDP_OK;
-	char miss[256];
-	double now, wake;
-	int i, n, missing, joined;
+	double now;
+	int i, missing;
 
 	for (;;) {
 		missing = 0;
 		for (i = from; i < c->size; i++)
 			missing += c->peers[i].fd < 0;
 		if (!missing)
-			goto out;
+			break;
 		now = wk_now();
 		if (now >= deadline) {
-			joined = c->size - from - missing;
-			if (peer_mode)
-				st = wk_err(
-					DDP_ERR_TIMEOUT,
-					"rank %d timed out after %g s waiting "
-					"for connections from ranks %s on its "
-					"data port %d; check that the firewall "
-					"between the job's nodes allows TCP "
-					"between them (the slurm-ddp prolog "
-					"opens it per job)",
-					c->rank, c->timeout_s,
-					missing_ranks(r, from, miss,
-						      sizeof(miss)),
-					r->lport);
-			else
-				st = wk_err(
-					DDP_ERR_TIMEOUT,
-					"rank 0 timed out after %g s waiting "
-					"for ranks to join at port %d: %d/%d "
-					"joined, missing ranks %s; check that "
-					"every rank was started with the same "
-					"MASTER_ADDR/MASTER_PORT, and that the "
-					"firewall lets TCP port %d through",
-					c->timeout_s, r->lport, joined + 1,
-					c->size,
-					missing_ranks(r, from, miss,
-						      sizeof(miss)),
-					r->lport);
-			goto out;
+			st = accept_timeout(r, from, peer_mode, missing);
+			break;
 		}
-		for (i = 0; i < r->npend; i++) {
-			if (r->pend[i].deadline <= now) {
-				/* Silently: a slow genuine rank connects
-				 * again. */
-				pend_drop(r, i, "no hello within 10 s", 0, 0);
-				i--;
-			}
-		}
+		pend_expire(r, now);
 		refuse_flush(r, 0);
-		wake = deadline;
-		if (r->ref.quiet && r->ref.next < wake)
-			wake = r->ref.next;
-		pfd[0].fd = r->lfd;
-		pfd[0].events = POLLIN;
-		n = 1;
-		for (i = 0; i < r->npend; i++) {
-			pfd[n].fd = r->pend[i].fd;
-			pfd[n].events = POLLIN;
-			n++;
-			if (r->pend[i].deadline < wake)
-				wake = r->pend[i].deadline;
-		}
-		if (poll(pfd, (nfds_t)n,
-			 wake > now ? (int)((wake - now) * 1000) + 1 : 0) < 0 &&
-		    errno != EINTR) {
-			st = wk_err(DDP_ERR_SYSTEM, "poll: %s",
-				    strerror(errno));
-			goto out;
-		}
-		/* Walk pending slots backwards: handling one may move the
-		 * last slot into its place. */
-		for (i = n - 1; i >= 1; i--) {
-			if (i - 1 < r->npend && pfd[i].revents &&
-			    r->pend[i - 1].fd == pfd[i].fd)
-				pend_read(r, i - 1, peer_mode);
-		}
-		if (pfd[0].revents & POLLIN)
-			accept_new(r, peer_mode);
+		st = accept_poll(r, peer_mode, now, deadline);
+		if (st)
+			break;
 	}
-out:
 	refuse_flush(r, 1);
 	return st;
 }
@@ -786,31 +829,34 @@ listen_master(struct rdv *r, double deadline)
 		      port, r->comm->timeout_s, port);
 }
 
+/* Tells every rank that joined why the job will not start (best effort,
+ * never blocks): the thread's last error, in a REFUSE. */
+static void
+master_refuse_joined(struct rdv *r)
+{
+	struct ddp_comm *c = r->comm;
+	struct wk_buf b = {0};
+	int i;
+
+	if (rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) == 0)
+		for (i = 1; i < c->size; i++)
+			if (c->peers[i].fd >= 0)
+				(void)send(c->peers[i].fd, b.p, b.len,
+					   MSG_NOSIGNAL | MSG_DONTWAIT);
+	wk_buf_free(&b);
+}
+
+/* Sends the roster (every rank's data address and host, and the mesh
+ * token) to every rank. */
 static enum ddp_status
-master_side(struct rdv *r, double deadline)
+master_send_roster(struct rdv *r)
 {
 	struct ddp_comm *c = r->comm;
 	struct rdv_roster_entry *ents = NULL;
 	struct wk_buf b = {0};
-	enum ddp_status st;
+	enum ddp_status st = DDP_OK;
 	int i;
 
-	st = listen_master(r, deadline);
-	if (st)
-		return st;
-	if (getrandom(r->token, sizeof(r->token), 0) !=
-	    (ssize_t)sizeof(r->token))
-		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
-	st = accept_ranks(r, 1, 0, deadline);
-	if (st) {
-		/* Tell those who joined why the job will not start. */
-		if (rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) == 0)
-			for (i = 1; i < c->size; i++)
-				if (c->peers[i].fd >= 0)
-					(void)send(c->peers[i].fd, b.p, b.len,
-						   MSG_NOSIGNAL | MSG_DONTWAIT);
-		goto out;
-	}
 	ents = calloc((size_t)c->size, sizeof(*ents));
 	if (!ents) {
 		st = wk_err(DDP_ERR_NOMEM, "rank 0: out of memory");
@@ -837,11 +883,32 @@ master_side(struct rdv *r, double deadline)
 			goto out;
 		}
 	}
-	st = DDP_OK;
 out:
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
 	free(ents);
 	wk_buf_free(&b);
 	return st;
+}
+
+/* Rank 0: MASTER_PORT, a fresh mesh token, every rank joined, the roster. */
+static enum ddp_status
+master_side(struct rdv *r, double deadline)
+{
+	enum ddp_status st;
+
+	st = listen_master(r, deadline);
+	if (st)
+		return st;
+	if (getrandom(r->token, sizeof(r->token), 0) !=
+	    (ssize_t)sizeof(r->token))
+		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
+	st = accept_ranks(r, 1, 0, deadline);
+	if (st) {
+		master_refuse_joined(r);
+		return st;
+	}
+	return master_send_roster(r);
 }
 
 /* The text of a REFUSE body, or why it could not be read. */
@@ -855,73 +922,82 @@ refuse_text(const uint8_t *body, uint32_t blen, char *text, size_t textlen)
 }
 
 /*
- * One attempt to join rank 0 over the connected fd: open, rank 0's proof
- * (checked: this uid, job, step, our rank, and our own address as rank 0
- * sees it, so a proof relayed from another connection fails), then our
- * hello with a credential made now for this nonce and this address, then
- * the welcome. Returns DDP_OK, or an error with *retry set when another
- * connection may succeed (closed, silent, not rank 0) and clear when not
- * (refused by rank 0, another protocol version, no munge).
+ * Reads rank 0's next message of a join into *body (malloc'd, the caller
+ * frees it). A REFUSE becomes an error quoting rank 0's reason; it and a
+ * peer of another protocol version clear *retry.
  */
 static enum ddp_status
-join_once(struct rdv *r, int fd, double deadline, int *retry)
+join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
+	  uint16_t *type, uint8_t **body, uint32_t *blen, int *retry)
 {
-	struct ddp_comm *c = r->comm;
 	const struct ddp_config *cfg = r->cfg;
-	struct rdv_proof *pr = NULL;
-	struct rdv_hello *h = NULL;
-	struct rdv_open o;
-	struct wk_buf b = {0};
-	char myaddr[WK_ADDR_LEN + 8], why[1200], text[1024], what[64];
-	uint8_t *body = NULL;
+	char what[64], text[1024];
 	enum ddp_status st;
-	uint16_t type;
-	uint32_t blen;
-	double wait;
 	int other;
 
-	/* Every error names this rank: it ends in ddp_last_error(). */
+	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's %s",
+		r->comm->rank, waiting_for);
+	st = recv_msg(fd, wait, what, type, body, blen, &other);
+	if (st) {
+		if (other)
+			*retry = 0;
+		return st;
+	}
+	if (*type != RDV_REFUSE)
+		return DDP_OK;
 	*retry = 0;
-	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
-						  : deadline;
-	rank_addr(fd, 1, myaddr, sizeof(myaddr));
+	refuse_text(*body, *blen, text, sizeof(text));
+	return wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
+		      cfg->master_addr, cfg->master_port, r->comm->rank, text);
+}
+
+/* Join, phase 1: the open, naming the rank this process claims to be. */
+static enum ddp_status
+join_send_open(struct rdv *r, int fd, double wait, int *retry)
+{
+	struct ddp_comm *c = r->comm;
+	struct wk_buf b = {0};
+	struct rdv_open o;
+	enum ddp_status st = DDP_OK;
+
 	memset(&o, 0, sizeof(o));
 	o.rank = (uint32_t)c->rank;
 	o.world = (uint32_t)c->size;
-	ddp_fmt(o.job, sizeof(o.job), "%s", cfg->job_id);
-	ddp_fmt(o.step, sizeof(o.step), "%s", cfg->step_id);
+	ddp_fmt(o.job, sizeof(o.job), "%s", r->cfg->job_id);
+	ddp_fmt(o.step, sizeof(o.step), "%s", r->cfg->step_id);
 	if (rdv_encode_open(&b, &o) < 0) {
+		*retry = 0;
 		st = wk_err(DDP_ERR_INVALID, "rank %d: job or step id too long",
 			    c->rank);
-		goto out;
-	}
-	*retry = 1;
-	if (net_send_all(fd, b.p, b.len, wait) < 0) {
+	} else if (net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending the open failed: %s", c->rank,
 			    strerror(errno));
-		goto out;
 	}
-	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's proof",
-		c->rank);
-	st = recv_msg(fd, wait, what, &type, &body, &blen, &other);
-	if (st) {
-		*retry = !other;
-		goto out;
-	}
-	if (type == RDV_REFUSE) {
-		*retry = 0;
-		refuse_text(body, blen, text, sizeof(text));
-		st = wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
-			    cfg->master_addr, cfg->master_port, c->rank, text);
-		goto out;
-	}
+	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * Join, phase 2: rank 0's proof (message type, body) checked: this uid,
+ * job, step, our rank, and our own address as rank 0 sees it (myaddr), so
+ * that a proof relayed from another connection fails. The parsed proof
+ * goes to *out (malloc'd, the caller frees it).
+ */
+static enum ddp_status
+join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
+		 uint32_t blen, const char *myaddr, struct rdv_proof **out,
+		 int *retry)
+{
+	struct ddp_comm *c = r->comm;
+	struct rdv_proof *pr;
+	char why[1200];
+
 	pr = malloc(sizeof(*pr));
-	h = calloc(1, sizeof(*h));
-	if (!pr || !h) {
+	*out = pr;
+	if (!pr) {
 		*retry = 0;
-		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
-		goto out;
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
 	}
 	if (type != RDV_PROOF)
 		ddp_fmt(why, sizeof(why), "it sent message type %u first",
@@ -929,13 +1005,33 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 	if (type != RDV_PROOF ||
 	    rdv_parse_proof(body, blen, pr, why, sizeof(why)) < 0 ||
 	    auth_verify(&r->auth, pr->cred, "rank0", c->rank, pr->nonce, myaddr,
-			why, sizeof(why)) < 0) {
-		st = wk_err(DDP_ERR_AUTH,
-			    "rank %d: the process at %s:%d did not prove it is "
-			    "rank 0 of this job (%s); another program may be "
-			    "using MASTER_PORT",
-			    c->rank, cfg->master_addr, cfg->master_port, why);
-		goto out;
+			why, sizeof(why)) < 0)
+		return wk_err(DDP_ERR_AUTH,
+			      "rank %d: the process at %s:%d did not prove it "
+			      "is rank 0 of this job (%s); another program may "
+			      "be using MASTER_PORT",
+			      c->rank, r->cfg->master_addr, r->cfg->master_port,
+			      why);
+	return DDP_OK;
+}
+
+/*
+ * Join, phase 3: our hello, with the data port, the host and a credential
+ * made now for rank 0's nonce and this connection's address.
+ */
+static enum ddp_status
+join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
+		const char *myaddr, int *retry)
+{
+	struct ddp_comm *c = r->comm;
+	struct rdv_hello *h;
+	struct wk_buf b = {0};
+	enum ddp_status st;
+
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		*retry = 0;
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
 	}
 	h->rank = (uint32_t)c->rank;
 	h->world = (uint32_t)c->size;
@@ -945,48 +1041,65 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 			 sizeof(h->cred));
 	if (st) {
 		*retry = 0;
-		goto out;
-	}
-	b.len = 0;
-	if (rdv_encode_hello(&b, h) < 0) {
+	} else if (rdv_encode_hello(&b, h) < 0) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: hello too large", c->rank);
-		goto out;
-	}
-	if (net_send_all(fd, b.p, b.len, wait) < 0) {
+	} else if (net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending hello to %s:%d failed: %s",
-			    c->rank, cfg->master_addr, cfg->master_port,
+			    c->rank, r->cfg->master_addr, r->cfg->master_port,
 			    strerror(errno));
-		goto out;
 	}
+	free(h);
+	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * One attempt to join rank 0 over the connected fd: open, rank 0's proof,
+ * our hello, the welcome (each phase waits at most REPLY_WAIT_S). Returns
+ * DDP_OK, or an error with *retry set when another connection may succeed
+ * (closed, silent, not rank 0) and clear when not (refused by rank 0,
+ * another protocol version, no munge). Every error names this rank: it
+ * ends in ddp_last_error().
+ */
+static enum ddp_status
+join_once(struct rdv *r, int fd, double deadline, int *retry)
+{
+	struct rdv_proof *pr = NULL;
+	char myaddr[WK_ADDR_LEN + 8];
+	uint8_t *body = NULL;
+	enum ddp_status st;
+	uint16_t type = 0;
+	uint32_t blen = 0;
+	double wait;
+
+	*retry = 1;
+	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
+						  : deadline;
+	rank_addr(fd, 1, myaddr, sizeof(myaddr));
+	st = join_send_open(r, fd, wait, retry);
+	if (!st)
+		st = join_recv(r, fd, wait, "proof", &type, &body, &blen,
+			       retry);
+	if (!st)
+		st = join_check_proof(r, type, body, blen, myaddr, &pr, retry);
+	if (!st)
+		st = join_send_hello(r, fd, wait, pr, myaddr, retry);
 	free(body);
-	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's welcome",
-		c->rank);
-	st = recv_msg(fd, wait, what, &type, &body, &blen, &other);
-	if (st)
-		goto out;
-	if (type == RDV_REFUSE) {
-		*retry = 0;
-		refuse_text(body, blen, text, sizeof(text));
-		st = wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
-			    cfg->master_addr, cfg->master_port, c->rank, text);
-		goto out;
-	}
-	if (type != RDV_WELCOME) {
+	body = NULL;
+	if (!st)
+		st = join_recv(r, fd, wait, "welcome", &type, &body, &blen,
+			       retry);
+	if (!st && type != RDV_WELCOME)
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: rank 0 sent message type %u instead of "
 			    "a welcome",
-			    c->rank, type);
-		goto out;
-	}
-	*retry = 0;
-	st = DDP_OK;
-out:
+			    r->comm->rank, type);
+	if (!st)
+		*retry = 0;
 	free(body);
 	free(pr);
-	free(h);
-	wk_buf_free(&b);
 	return st;
 }
 
@@ -1049,35 +1162,22 @@ join_master(struct rdv *r, double deadline, int *out)
 	}
 }
 
+/*
+ * Worker, phase 2: the roster on the joined connection fd (rank 0 sends it
+ * once every rank has joined, so this waits up to rank 0's timeout and a
+ * little more): every rank's data address, host and the mesh token.
+ */
 static enum ddp_status
-worker_side(struct rdv *r, double deadline)
+worker_recv_roster(struct rdv *r, int fd, struct rdv_roster_entry *ents)
 {
 	struct ddp_comm *c = r->comm;
-	struct rdv_roster_entry *ents = NULL;
-	struct rdv_peer_hello ph;
-	struct wk_buf b = {0};
 	char why[512], text[1024];
 	uint8_t *body = NULL;
 	enum ddp_status st;
 	uint16_t type;
 	uint32_t blen, world;
-	int fd = -1, s, other;
+	int s, other;
 
-	r->lfd = net_listen(0, &r->lport);
-	if (r->lfd < 0)
-		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
-			      c->rank, strerror(errno));
-	ents = calloc((size_t)c->size, sizeof(*ents));
-	if (!ents) {
-		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
-		goto out;
-	}
-	st = join_master(r, deadline, &fd);
-	if (st)
-		goto out;
-	c->peers[0].fd = fd;
-	ddp_fmt(c->peers[0].host, DDP_HOST_MAX, "%s", r->cfg->master_addr);
-	/* Rank 0 waits up to its timeout for the slowest rank. */
 	st = recv_msg(fd, wk_now() + c->timeout_s + 5,
 		      "waiting for the other ranks to join", &type, &body,
 		      &blen, &other);
@@ -1104,21 +1204,34 @@ worker_side(struct rdv *r, double deadline)
 		ddp_fmt(c->peers[s].addr, WK_ADDR_LEN, "%s", ents[s].addr);
 		c->peers[s].port = ents[s].port;
 	}
-	/*
-	 * Connect to every lower rank, then accept the higher ones: the
-	 * connects complete in the listeners' backlogs, so no cycle. The
-	 * token goes only to the address an authenticated rank joined from
-	 * and the data port it announced, which it holds until every higher
-	 * rank has connected to it.
-	 */
+out:
+	free(body);
+	return st;
+}
+
+/*
+ * Worker, phase 3: a connection to every lower rank's data listener, each
+ * opened with a peer hello carrying the token. The token goes only to the
+ * address an authenticated rank joined from and the data port it
+ * announced, which it holds until every higher rank has connected to it.
+ */
+static enum ddp_status
+worker_connect_lower(struct rdv *r, const struct rdv_roster_entry *ents,
+		     double deadline)
+{
+	struct ddp_comm *c = r->comm;
+	struct rdv_peer_hello ph;
+	struct wk_buf b = {0};
+	enum ddp_status st = DDP_OK;
+	char why[512];
+	int s, fd;
+
 	ph.rank = (uint32_t)c->rank;
 	memcpy(ph.token, r->token, WK_TOKEN_LEN);
-	b.len = 0;
 	if (rdv_encode_peer(&b, &ph) < 0) {
 		st = wk_err(DDP_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	deadline = wk_now() + c->timeout_s;
 	for (s = 1; s < c->rank; s++) {
 		fd = net_connect_retry(ents[s].addr, ents[s].port, deadline,
 				       why, sizeof(why));
@@ -1140,14 +1253,50 @@ worker_side(struct rdv *r, double deadline)
 			goto out;
 		}
 	}
-	st = accept_ranks(r, c->rank + 1, 1, deadline);
 out:
 	explicit_bzero(ph.token, sizeof(ph.token));
 	if (b.p)
 		explicit_bzero(b.p, b.cap);
-	free(body);
-	free(ents);
 	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * A rank other than 0: a data listener, the join (phase 1, join_master),
+ * the roster, then connections to the lower ranks and from the higher
+ * ones: the connects complete in the listeners' backlogs, so no cycle.
+ */
+static enum ddp_status
+worker_side(struct rdv *r, double deadline)
+{
+	struct ddp_comm *c = r->comm;
+	struct rdv_roster_entry *ents = NULL;
+	enum ddp_status st;
+	int fd = -1;
+
+	r->lfd = net_listen(0, &r->lport);
+	if (r->lfd < 0)
+		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
+			      c->rank, strerror(errno));
+	ents = calloc((size_t)c->size, sizeof(*ents));
+	if (!ents) {
+		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+		goto out;
+	}
+	st = join_master(r, deadline, &fd);
+	if (st)
+		goto out;
+	c->peers[0].fd = fd;
+	ddp_fmt(c->peers[0].host, DDP_HOST_MAX, "%s", r->cfg->master_addr);
+	st = worker_recv_roster(r, fd, ents);
+	if (st)
+		goto out;
+	deadline = wk_now() + c->timeout_s;
+	st = worker_connect_lower(r, ents, deadline);
+	if (!st)
+		st = accept_ranks(r, c->rank + 1, 1, deadline);
+out:
+	free(ents);
 	return st;
 }
 
