@@ -25,7 +25,9 @@
 #include "auth.h"
 #include "ddp_util.h"
 #include "net.h"
-#include "wk.h"
+#include "proto.h"
+#include "rdv.h"
+#include "status.h"
 
 #define MAX_PENDING 256
 /* One address may hold at most this many pending connections: the ranks
@@ -73,7 +75,7 @@ struct refusals {
 
 /* State of one rank's rendezvous. */
 struct rdv {
-	struct ddp_comm *comm;
+	struct wk_mesh *mesh;
 	struct wk_auth auth;
 	int lfd; /* master listener (rank 0) or data listener (others) */
 	int lport;
@@ -153,7 +155,7 @@ refuse_flush(struct rdv *r, int force)
 	wk_log(0,
 	       "rank %d refused %lu more connection%s in the last %.0f s "
 	       "(%lu in all; the latest from %s: %s)",
-	       r->comm->rank, f->quiet, f->quiet == 1 ? "" : "s",
+	       r->mesh->rank, f->quiet, f->quiet == 1 ? "" : "s",
 	       now - f->since, f->total, f->last_from, f->last_why);
 	f->quiet = 0;
 	f->since = now;
@@ -171,7 +173,7 @@ refuse_log(struct rdv *r, const char *from, const char *why)
 		wk_log(0,
 		       "rank %d refused connection from %s: %s (still "
 		       "waiting for the job's ranks)%s",
-		       r->comm->rank, from, why,
+		       r->mesh->rank, from, why,
 		       f->logged == REFUSE_LOG_FIRST
 			       ? "; further refusals are counted and "
 				 "summarised every 10 s"
@@ -220,11 +222,11 @@ pend_refuse(struct rdv *r, int i, const char *reason)
 	pend_drop(r, i, reason, 1, 0);
 }
 
-/* Moves a verified connection to comm->peers[rank]. */
+/* Moves a verified connection to the mesh's peers[rank]. */
 static void
 pend_adopt(struct rdv *r, int i, int rank)
 {
-	struct wk_peer *p = &r->comm->peers[rank];
+	struct wk_peer *p = &r->mesh->peers[rank];
 
 	p->fd = r->pend[i].fd;
 	r->pend[i].fd = -1;
@@ -239,8 +241,8 @@ missing_ranks(struct rdv *r, int from, char *buf, size_t size)
 	int i, n = 0;
 
 	buf[0] = '\0';
-	for (i = from; i < r->comm->size; i++) {
-		if (r->comm->peers[i].fd >= 0)
+	for (i = from; i < r->mesh->size; i++) {
+		if (r->mesh->peers[i].fd >= 0)
 			continue;
 		if (n++ == 16) {
 			ddp_fmt(buf + off, size - off, ", ...");
@@ -275,7 +277,7 @@ static int
 open_claim_ok(const struct rdv *r, const struct rdv_open *o, char *why,
 	      size_t whylen)
 {
-	const struct ddp_comm *c = r->comm;
+	const struct wk_mesh *c = r->mesh;
 
 	if (strcmp(o->job, r->auth.job) != 0 ||
 	    strcmp(o->step, r->auth.step) != 0) {
@@ -353,7 +355,7 @@ out:
 static void
 pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct pend *p = &r->pend[i];
 	struct rdv_hello *h = NULL;
 	struct wk_buf b = {0};
@@ -403,7 +405,7 @@ out:
 static void
 pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct rdv_peer_hello ph;
 	char why[256];
 	uint8_t diff = 0;
@@ -674,7 +676,7 @@ accept_new(struct rdv *r, int peer_mode)
 static enum ddp_status
 accept_timeout(struct rdv *r, int from, int peer_mode, int missing)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	char miss[256];
 
 	missing_ranks(r, from, miss, sizeof(miss));
@@ -760,7 +762,7 @@ accept_poll(struct rdv *r, int peer_mode, double now, double deadline)
 static enum ddp_status
 accept_ranks(struct rdv *r, int from, int peer_mode, double deadline)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	enum ddp_status st = DDP_OK;
 	double now;
 	int i, missing;
@@ -795,7 +797,7 @@ master_port_busy(int port, void *arg)
 	wk_log(0,
 	       "rank 0: port %d (MASTER_PORT) is held by another process on "
 	       "this host; retrying until the timeout (%g s)",
-	       port, r->comm->timeout_s);
+	       port, r->mesh->timeout_s);
 	r->port_waited = 1;
 }
 
@@ -826,7 +828,7 @@ listen_master(struct rdv *r, double deadline)
 		      "it for the whole timeout (%g s). srun --ddp picks a "
 		      "port per step, so this is a leftover program or another "
 		      "user's; `ss -ltnp 'sport = :%d'` as root names it",
-		      port, r->comm->timeout_s, port);
+		      port, r->mesh->timeout_s, port);
 }
 
 /* Tells every rank that joined why the job will not start (best effort,
@@ -834,7 +836,7 @@ listen_master(struct rdv *r, double deadline)
 static void
 master_refuse_joined(struct rdv *r)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
 	int i;
 
@@ -851,7 +853,7 @@ master_refuse_joined(struct rdv *r)
 static enum ddp_status
 master_send_roster(struct rdv *r)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct rdv_roster_entry *ents = NULL;
 	struct wk_buf b = {0};
 	enum ddp_status st = DDP_OK;
@@ -936,7 +938,7 @@ join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
 	int other;
 
 	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's %s",
-		r->comm->rank, waiting_for);
+		r->mesh->rank, waiting_for);
 	st = recv_msg(fd, wait, what, type, body, blen, &other);
 	if (st) {
 		if (other)
@@ -948,14 +950,14 @@ join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
 	*retry = 0;
 	refuse_text(*body, *blen, text, sizeof(text));
 	return wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
-		      cfg->master_addr, cfg->master_port, r->comm->rank, text);
+		      cfg->master_addr, cfg->master_port, r->mesh->rank, text);
 }
 
 /* Join, phase 1: the open, naming the rank this process claims to be. */
 static enum ddp_status
 join_send_open(struct rdv *r, int fd, double wait, int *retry)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
 	struct rdv_open o;
 	enum ddp_status st = DDP_OK;
@@ -989,7 +991,7 @@ join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
 		 uint32_t blen, const char *myaddr, struct rdv_proof **out,
 		 int *retry)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct rdv_proof *pr;
 	char why[1200];
 
@@ -1023,7 +1025,7 @@ static enum ddp_status
 join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
 		const char *myaddr, int *retry)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct rdv_hello *h;
 	struct wk_buf b = {0};
 	enum ddp_status st;
@@ -1095,7 +1097,7 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: rank 0 sent message type %u instead of "
 			    "a welcome",
-			    r->comm->rank, type);
+			    r->mesh->rank, type);
 	if (!st)
 		*retry = 0;
 	free(body);
@@ -1111,7 +1113,7 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 static enum ddp_status
 join_master(struct rdv *r, double deadline, int *out)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	const struct ddp_config *cfg = r->cfg;
 	enum ddp_status st, last = DDP_OK;
 	char why[512], lasterr[WK_ERR_LEN];
@@ -1170,7 +1172,7 @@ join_master(struct rdv *r, double deadline, int *out)
 static enum ddp_status
 worker_recv_roster(struct rdv *r, int fd, struct rdv_roster_entry *ents)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	char why[512], text[1024];
 	uint8_t *body = NULL;
 	enum ddp_status st;
@@ -1219,7 +1221,7 @@ static enum ddp_status
 worker_connect_lower(struct rdv *r, const struct rdv_roster_entry *ents,
 		     double deadline)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct rdv_peer_hello ph;
 	struct wk_buf b = {0};
 	enum ddp_status st = DDP_OK;
@@ -1269,7 +1271,7 @@ out:
 static enum ddp_status
 worker_side(struct rdv *r, double deadline)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct rdv_roster_entry *ents = NULL;
 	enum ddp_status st;
 	int fd = -1;
@@ -1333,7 +1335,7 @@ auth_none_policy(struct rdv *r, const struct ddp_config *cfg)
 }
 
 enum ddp_status
-rdv_connect_all(struct ddp_comm *comm, const struct ddp_config *cfg)
+rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 {
 	struct rdv *r;
 	enum ddp_status st;
@@ -1343,7 +1345,7 @@ rdv_connect_all(struct ddp_comm *comm, const struct ddp_config *cfg)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return wk_err(DDP_ERR_NOMEM, "rendezvous: out of memory");
-	r->comm = comm;
+	r->mesh = m;
 	r->cfg = cfg;
 	r->lfd = -1;
 	st = auth_init(&r->auth, cfg);
@@ -1351,14 +1353,13 @@ rdv_connect_all(struct ddp_comm *comm, const struct ddp_config *cfg)
 		st = auth_none_policy(r, cfg);
 	if (st)
 		goto out;
-	st = comm->rank == 0 ? master_side(r, deadline)
-			     : worker_side(r, deadline);
+	st = m->rank == 0 ? master_side(r, deadline) : worker_side(r, deadline);
 	if (st)
 		goto out;
-	for (i = 0; i < comm->size; i++) {
-		if (i == comm->rank)
+	for (i = 0; i < m->size; i++) {
+		if (i == m->rank)
 			continue;
-		net_tune_data(comm->peers[i].fd);
+		net_tune_data(m->peers[i].fd);
 	}
 out:
 	while (r->npend > 0)
