@@ -33,8 +33,7 @@ struct ddp_topo {
 static void
 set_err(char *err, size_t errlen, const char *msg)
 {
-	if (errlen && ddp_fmt(err, errlen, "%s", msg) < 0)
-		err[errlen - 1] = '\0';
+	ddp_errf(err, errlen, "%s", msg);
 }
 
 /* NVIDIA display or 3D controllers. Vendor 0000 occurs in sysfs dumps that

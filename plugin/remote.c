@@ -66,14 +66,13 @@ __attribute__((format(printf, 2, 3))) static void
 node_error(struct ddp_node *n, const char *fmt, ...)
 {
 	va_list ap;
-	int len;
 
 	if (n->error[0])
 		return;
 	va_start(ap, fmt);
-	len = vsnprintf(n->error, sizeof(n->error), fmt, ap);
+	ddp_verrf(n->error, sizeof(n->error), fmt, ap);
 	va_end(ap);
-	if (len < 0)
+	if (!n->error[0])
 		ddp_fmt(n->error, sizeof(n->error), "--ddp failed");
 }
 
