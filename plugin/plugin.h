@@ -9,7 +9,8 @@
  * Messages go through ddp_error/ddp_info/ddp_verbose/ddp_debug
  * (common/ddp_log.h), which spank_ddp.c's sink hands to Slurm's log calls;
  * the only other output is the --ddp-verbose report on the user's terminal
- * (remote_report). Slurm-version differences live in slurm_compat.h.
+ * (remote_report, through plugin_user_line). Slurm-version differences live in
+ * slurm_compat.h.
  *
  * Thread safety: none needed; SPANK calls the hooks from one thread.
  */
@@ -65,6 +66,13 @@ struct ddp_plugin {
 /* Fails a use of --ddp while the site configuration is broken: logs why
  * and returns -1. */
 int plugin_refuse_bad_conf(const struct ddp_plugin *p);
+
+/*
+ * One line on the user's terminal (--ddp-verbose), not in a log, with the
+ * "ddp: " prefix: spank_ddp.c, the one file that calls Slurm's log
+ * functions, writes it. msg is borrowed.
+ */
+void plugin_user_line(const char *msg);
 
 /*
  * srun, from slurm_spank_init (before srun reads its options): node mode

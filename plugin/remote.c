@@ -356,7 +356,7 @@ remote_report(const char *fmt, ...)
 	/* A cut line is still worth showing. */
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	slurm_spank_log("ddp: %s", msg);
+	plugin_user_line(msg);
 }
 
 static int

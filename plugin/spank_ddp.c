@@ -77,6 +77,12 @@ slurm_sink(enum ddp_log_level level, const char *msg)
 	}
 }
 
+void
+plugin_user_line(const char *msg)
+{
+	slurm_spank_log("ddp: %s", msg);
+}
+
 static int
 opt_cb(int val, const char *optarg, int remote)
 {
