@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -107,12 +108,26 @@ net_recv_all(int fd, void *buf, size_t len, double deadline)
 	return 0;
 }
 
+/* net.core.wmem_max, read once per process (-1: unknown). */
+static long wmem_max = -1;
+static pthread_once_t wmem_max_once = PTHREAD_ONCE_INIT;
+
+static void
+read_wmem_max(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+
+	if (!f)
+		return;
+	if (fscanf(f, "%ld", &wmem_max) != 1)
+		wmem_max = -1;
+	fclose(f);
+}
+
 void
 net_tune_data(int fd)
 {
-	static long wmax = -2;
 	int one = 1, size = 4 << 20, fl;
-	FILE *f;
 
 	fl = fcntl(fd, F_GETFL);
 	if (fl >= 0)
@@ -120,16 +135,8 @@ net_tune_data(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* Setting SO_SNDBUF disables autotuning; only do it when the
 	 * kernel would grant the full size. */
-	if (wmax == -2) {
-		wmax = -1;
-		f = fopen("/proc/sys/net/core/wmem_max", "r");
-		if (f) {
-			if (fscanf(f, "%ld", &wmax) != 1)
-				wmax = -1;
-			fclose(f);
-		}
-	}
-	if (wmax >= size) {
+	pthread_once(&wmem_max_once, read_wmem_max);
+	if (wmem_max >= size) {
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 	}
