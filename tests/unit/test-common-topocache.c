@@ -183,6 +183,118 @@ out:
 	ddp_topo_destroy(cached);
 }
 
+/* Runs in a child confined by the cgroup v1 cpuset cg: with write_inside
+ * the child writes the cache and the parent compares it with its own live
+ * discovery (CPUs and plans), else the parent writes it and the child
+ * compares (the whole export). 1 when the
+ * two are the same, 0 when not, -1 when it could not run. */
+static int
+confined_same(const char *cg, int write_inside)
+{
+	struct ddp_topo *live = NULL, *cached = NULL;
+	char why[1024], err[256], *x1 = NULL, *x2 = NULL;
+	int status = 0, same;
+	pid_t pid;
+
+	unlink(path);
+	if (!write_inside && fresh() < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char tasks[256];
+		FILE *f;
+
+		if (ddp_fmt(tasks, sizeof(tasks), "%s/tasks", cg) < 0 ||
+		    !(f = fopen(tasks, "w")) ||
+		    fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0)
+			_exit(3);
+		if (write_inside)
+			_exit(fresh() < 0 ? 3 : 0);
+		if (ddp_topo_load(&live, NULL, err, sizeof(err)) < 0 ||
+		    ddp_topo_cache_read(path, 1, &cached, why, sizeof(why)) !=
+			    1)
+			_exit(3);
+		x1 = export_plain(live);
+		x2 = export_plain(cached);
+		_exit(x1 && x2 && !strcmp(x1, x2) &&
+				      hwloc_get_nbobjs_by_type(
+					      ddp_topo_hwloc(cached),
+					      HWLOC_OBJ_PU) == 1
+			      ? 0
+			      : 1);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == 3)
+		return -1;
+	if (!write_inside)
+		return WEXITSTATUS(status) == 0;
+	/* The writer could not run cpuid on the CPUs outside its cpuset, so
+	 * some cache attributes (Inclusive) may be missing: compare what
+	 * placement uses, every CPU and the plans. */
+	if (ddp_topo_load(&live, NULL, err, sizeof(err)) < 0 ||
+	    ddp_topo_cache_read(path, 1, &cached, why, sizeof(why)) != 1)
+		same = -1;
+	else
+		same = hwloc_get_nbobjs_by_type(ddp_topo_hwloc(cached),
+						HWLOC_OBJ_PU) ==
+			       hwloc_get_nbobjs_by_type(ddp_topo_hwloc(live),
+							HWLOC_OBJ_PU) &&
+		       same_plans(live, cached, 1) &&
+		       same_plans(live, cached, 2) &&
+		       same_plans(live, cached, 3);
+	free(x1);
+	free(x2);
+	ddp_topo_destroy(live);
+	ddp_topo_destroy(cached);
+	return same;
+}
+
+/* A step confined to some CPUs (a job's cpuset) sees the same topology
+ * from the cache as from a live discovery, whoever wrote the cache: the
+ * file holds the whole machine, the reader applies its own cpuset. */
+static void
+check_confined(void)
+{
+	static const char cg[] = "/sys/fs/cgroup/cpuset/ddp-topocache-test";
+	struct stat st;
+	FILE *f;
+	int a, b;
+
+	if (stat("/sys/fs/cgroup/cpuset/cpuset.cpus", &st) < 0 ||
+	    sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		tap_ok(1, "# skip confined readers: no cgroup v1 cpuset "
+			  "hierarchy or fewer than 2 CPUs");
+		return;
+	}
+	rmdir(cg);
+	if (mkdir(cg, 0755) < 0) {
+		tap_ok(1, "# skip confined readers: cannot make %s", cg);
+		return;
+	}
+	f = fopen("/sys/fs/cgroup/cpuset/ddp-topocache-test/cpuset.cpus", "w");
+	a = f && fputs("1\n", f) >= 0;
+	if (f && fclose(f) != 0)
+		a = 0;
+	f = fopen("/sys/fs/cgroup/cpuset/ddp-topocache-test/cpuset.mems", "w");
+	b = f && fputs("0\n", f) >= 0;
+	if (f && fclose(f) != 0)
+		b = 0;
+	if (!a || !b) {
+		tap_ok(1, "# skip confined readers: cannot set up %s", cg);
+		rmdir(cg);
+		return;
+	}
+	tap_ok(confined_same(cg, 0) == 1,
+	       "a reader confined to CPU 1 gets its live topology from a cache "
+	       "written outside");
+	tap_ok(confined_same(cg, 1) == 1,
+	       "a cache written inside that cpuset still holds every CPU: an "
+	       "unconfined reader gets its live topology");
+	rmdir(cg);
+}
+
 /* Rewrites the cache with the first occurrence of from replaced. */
 static int
 edit(const char *from, const char *to)
@@ -415,6 +527,7 @@ main(void)
 	tap_ok(ddp_topo_load(&keep, NULL, err, sizeof(err)) == 0,
 	       "a topology held for the whole test");
 	check_same_as_live();
+	check_confined();
 	check_refusals();
 	check_policy();
 	check_not_root();
