@@ -440,7 +440,7 @@ ddp_topo_load_cached(const char *path, struct ddp_topo **out, char *note,
 	}
 	if (ddp_topo_cache_read(path, 1, out, why, sizeof(why)) == 1) {
 		say(note, notelen, "cache %s", path);
-		return 0;
+		return 1;
 	}
 	if (geteuid() == 0) {
 		if (ddp_topo_cache_write(path, NULL, werr, sizeof(werr)) == 0 &&

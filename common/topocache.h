@@ -81,8 +81,9 @@ int ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
  * reads it back, anyone else discovers. note receives one line for the
  * log and --ddp-verbose saying which happened and why ("cache PATH",
  * "discovered, cache PATH written (was: absent)", "discovered, cache PATH
- * ignored: owned by uid 1000", ...). Returns 0 and a topology to free with
- * ddp_topo_destroy(), or -1 with err set when even discovery failed.
+ * ignored: owned by uid 1000", ...). Returns 1 (read from the cache) or 0
+ * (discovered) and a topology to free with ddp_topo_destroy(), or -1 with
+ * err set when even discovery failed.
  */
 int ddp_topo_load_cached(const char *path, struct ddp_topo **out, char *note,
 			 size_t notelen, char *err, size_t errlen);

@@ -35,6 +35,7 @@ remote_post_opt(struct ddp_plugin *p, spank_t sp)
 	char err[DDP_ERR_LEN];
 	uint32_t stepid;
 	double t0;
+	int hit;
 
 	/* A plugstack topology= file is read in user_init, as before. */
 	if (!p->opts.enabled || p->conf_error[0] || p->topology_xml[0] ||
@@ -45,15 +46,17 @@ remote_post_opt(struct ddp_plugin *p, spank_t sp)
 	    stepid >= SLURM_INTERACTIVE_STEP)
 		return;
 	t0 = now_ms();
-	if (ddp_topo_load_cached(p->conf.topology_cache, &n->topo, n->topo_note,
-				 sizeof(n->topo_note), err, sizeof(err)) < 0) {
+	hit = ddp_topo_load_cached(p->conf.topology_cache, &n->topo,
+				   n->topo_note, sizeof(n->topo_note), err,
+				   sizeof(err));
+	if (hit < 0) {
 		n->topo = NULL;
 		n->topo_note[0] = '\0';
 		return; /* user_init tries again and reports it */
 	}
 	n->topo_ms = now_ms() - t0;
 	/* Admins look in slurmd's log for a cache that is not used. */
-	if (n->topo_note[0] && n->topo_note[0] != 'c')
+	if (!hit)
 		ddp_info("topology: %s (%.1f ms)", n->topo_note, n->topo_ms);
 	else
 		ddp_debug("topology: %s (%.1f ms)", n->topo_note, n->topo_ms);
