@@ -3,7 +3,8 @@
 # <state>/ddp-state/topology.xml): the first --ddp step writes it as root,
 # later steps read it instead of rediscovering the machine, --ddp-verbose
 # says which; a cache a user could write, or one of another boot, is
-# ignored and rewritten; the placement is the same with and without it.
+# ignored and rewritten; the placement is the same with and without it,
+# also on nodes confined to their own cpuset (--cpu-share).
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 
@@ -90,5 +91,34 @@ topo_lines() { printf '%s\n' "$output" | grep -E '^ddp: node[0-9]+: topology: ' 
 	[ "$status" -eq 0 ]
 	[ "$(topo_lines | grep -c 'topology: discovered (topology_cache none)')" -eq 2 ]
 	live=$(printf '%s\n' "$output" | grep -E '^[0-9]+ ' | sort -n)
+	[ "$cached" = "$live" ]
+}
+
+@test "--cpu-share: a cache written in one node's cpuset gives every node its own CPUs" {
+	[ "$(nproc)" -ge 2 ] || skip "one CPU: no share to give each node"
+	mc_up --nodes 2 --gpus-per-node 2 --cpu-share
+	local ranks='echo "R $SLURM_NODEID $DDP_CPUS $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
+	conf_saved=$BATS_TEST_TMPDIR/ddp.conf
+	cp "$conf" "$conf_saved"
+	sed -i 's|^topology_cache = .*|topology_cache = none|' "$conf"
+	run mc_run -- srun -N2 --ntasks-per-node=1 --ddp --ddp-verbose bash -c "$ranks"
+	show
+	[ "$status" -eq 0 ]
+	live=$(printf '%s\n' "$output" | grep '^R ' | sort)
+	cp "$conf_saved" "$conf"
+	rm -f "$cache"
+	run mc_run -- srun -N2 --ntasks-per-node=1 --ddp --ddp-verbose bash -c "$ranks"
+	show
+	[ "$status" -eq 0 ]
+	topo_lines | grep -q "written (was: absent)"
+	run mc_run -- srun -N2 --ntasks-per-node=1 --ddp --ddp-verbose bash -c "$ranks"
+	show
+	[ "$status" -eq 0 ]
+	[ "$(topo_lines | grep -c "topology: cache $cache (")" -eq 2 ]
+	cached=$(printf '%s\n' "$output" | grep '^R ' | sort)
+	# Each node's rank runs on its own node's share, bound where the
+	# plan says, exactly as when each node discovers for itself.
+	[ "$(awk '$3 == $4' <<<"$cached" | wc -l)" -eq 2 ]
+	[ "$(awk '{print $3}' <<<"$cached" | sort -u | wc -l)" -eq 2 ]
 	[ "$cached" = "$live" ]
 }
