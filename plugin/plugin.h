@@ -42,6 +42,8 @@ struct ddp_node {
 	char user[65];
 	enum ddp_bind bind;
 	struct ddp_topo *topo;
+	char topo_note[1280]; /* where topo came from (remote_post_opt) */
+	double topo_ms;	      /* and how long that took */
 	struct ddp_plan *plan;
 	char cpu_note[256];
 	char shared_dir[PATH_MAX];  /* checked DDP_SHARED_DIR, or "" */
@@ -92,6 +94,14 @@ int local_post_opt(struct ddp_plugin *p);
 /* sbatch and salloc, from slurm_spank_init_post_opt: refuses --ddp
  * before anything is queued when the site configuration is broken. */
 int local_alloc_post_opt(struct ddp_plugin *p);
+
+/*
+ * slurmstepd, from slurm_spank_init_post_opt (root): loads the node's
+ * topology for a --ddp step through the site's topology cache, rewriting
+ * it when missing or stale (remote_topo.c). Leaves p->node.topo NULL on
+ * failure, for remote_user_init to discover and report.
+ */
+void remote_post_opt(struct ddp_plugin *p, spank_t sp);
 
 /*
  * slurmstepd, from slurm_spank_user_init: reads the step's layout, port,

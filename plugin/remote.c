@@ -309,7 +309,9 @@ remote_user_init(struct ddp_plugin *p, spank_t sp)
 		node_error(n, "--ddp: %s: %s", n->host, err);
 		return 0;
 	}
-	if (ddp_topo_load(&n->topo, p->topology_xml[0] ? p->topology_xml : NULL,
+	/* remote_post_opt read it from the site's cache, or left it here. */
+	if (!n->topo &&
+	    ddp_topo_load(&n->topo, p->topology_xml[0] ? p->topology_xml : NULL,
 			  err, sizeof(err)) < 0) {
 		node_error(n, "--ddp: %s", err);
 		return 0;
@@ -593,6 +595,9 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 		bindnote = "(not applied: no placement)";
 	}
 	if (p->opts.verbose && local == 0) {
+		if (n->topo_note[0])
+			remote_report("%s: topology: %s (%.1f ms)", n->host,
+				      n->topo_note, n->topo_ms);
 		if (n->cpu_note[0])
 			remote_report("%s: %s", n->host, n->cpu_note);
 		if (n->gpus.note[0])
