@@ -662,6 +662,28 @@ reason_of(const char *s)
 	return "failed";
 }
 
+/*
+ * The host of rank r: from host_of, else from the message itself, where a
+ * rank that passed the failure on wrote "rank R (HOST) aborted: ...".
+ * host is a buffer of CHK_HOST_MAX bytes; returns NULL when neither knows.
+ */
+static const char *
+host_of_rank(const char *msg, int r, chk_host_fn *host_of, void *arg,
+	     char *host)
+{
+	const char *h = host_of ? host_of(arg, r) : NULL;
+	char tag[32];
+
+	if (h && *h)
+		return h;
+	if (ddp_fmt(tag, sizeof(tag), "rank %d (", r) < 0 ||
+	    !(h = strstr(msg, tag)) ||
+	    copy_until(host, CHK_HOST_MAX, h + strlen(tag), ")") < 0 ||
+	    !host[0])
+		return NULL;
+	return host;
+}
+
 static void
 rank_on(char *out, size_t len, int rank, chk_host_fn *host_of, void *arg)
 {
@@ -709,7 +731,7 @@ chk_explain_rdv(const char *msg, chk_host_fn *host_of, void *arg, char *out,
 	    copy_until(list, sizeof(list), p + strlen(p_data),
 		       " on its data port ") == 0 &&
 	    (port = strstr(p, " on its data port "))) {
-		h = host_of ? host_of(arg, r) : NULL;
+		h = host_of_rank(msg, r, host_of, arg, host);
 		port += strlen(" on its data port ");
 		if (ddp_parse_long(list, 0, 0x7fffffff, &v) == 0)
 			rank_on(who, sizeof(who), (int)v, host_of, arg);

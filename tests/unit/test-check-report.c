@@ -298,6 +298,14 @@ hosts(void *arg, int rank)
 	return rank >= 0 && rank < 6 ? h[rank] : NULL;
 }
 
+/* What rank 0 knows before its communicator exists: itself. */
+static const char *
+rank0_only(void *arg, int rank)
+{
+	(void)arg;
+	return rank == 0 ? "node1" : NULL;
+}
+
 static void
 test_explain(void)
 {
@@ -346,6 +354,14 @@ test_explain(void)
 			    "libddp failure %zu: %s", i, cases[i].want))
 			tap_diag("got '%s'", out);
 	}
+	tap_ok(chk_explain_rdv("rank 2 (node2) aborted: rank 2 timed out after "
+			       "2.5 s waiting for connections from ranks 4, 5 "
+			       "on its data port 44819; check ...",
+			       rank0_only, NULL, out, sizeof(out)) == 1 &&
+		       strcmp(out, "ranks 4, 5 cannot reach node2:44819 (timed "
+				   "out)") == 0,
+	       "a failure passed on names the waiting rank's host from the "
+	       "message when the roster is unknown");
 	snprintf(out, sizeof(out), "untouched");
 	tap_ok(chk_explain_rdv("rank 1 (node1) died during allreduce #3", hosts,
 			       NULL, out, sizeof(out)) == 0 &&
