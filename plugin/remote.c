@@ -142,6 +142,23 @@ compute_plan(struct ddp_node *n, spank_t sp)
 	return rc;
 }
 
+void
+remote_post_opt(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+
+	if (!p->opts.enabled || p->conf_error[0] || !p->conf.port_key[0])
+		return;
+	/* Owner 0, not geteuid(): a key the job's user could write would
+	 * let them choose other jobs' ports. */
+	if (ddp_port_key_load(p->conf.port_key, 0, &n->port_key,
+			      n->port_key_error,
+			      sizeof(n->port_key_error)) == 0)
+		n->port_key_state = 1;
+	else
+		n->port_key_state = -1;
+}
+
 static void
 choose_port(struct ddp_plugin *p, spank_t sp)
 {
@@ -151,7 +168,7 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 
 	if (p->opts.port) {
 		n->port = p->opts.port;
-		return;
+		goto out;
 	}
 	jobenv(sp, "MASTER_PORT", preset, sizeof(preset));
 	jobenv(sp, PORT_MARK, mark, sizeof(mark));
@@ -161,24 +178,45 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 				   "--ddp: MASTER_PORT=%.40s is not a port "
 				   "(1-65535): unset it or pass --ddp-port=N",
 				   preset);
-			return;
+			goto out;
 		}
 		n->port = 0; /* the user's own wins */
-		return;
+		goto out;
 	}
-	port = ddp_port_choose(n->jobid, n->stepid, p->conf.port_min,
-			       p->conf.port_max);
+	if (n->port_key_state < 0) {
+		node_error(n,
+			   "--ddp: %s: %s (until the admin fixes it, "
+			   "--ddp-port=N or MASTER_PORT choose the port)",
+			   n->host, n->port_key_error);
+		goto out;
+	}
+	if (p->conf.port_key[0] && n->port_key_state == 0) {
+		/* init_post_opt did not run: never fall back to the public
+		 * formula unasked. */
+		node_error(n, "--ddp: %s: port_key %s was not read", n->host,
+			   p->conf.port_key);
+		goto out;
+	}
+	port = n->port_key_state > 0
+		       ? ddp_port_choose_keyed(&n->port_key, n->jobid,
+					       n->stepid, p->conf.port_min,
+					       p->conf.port_max)
+		       : ddp_port_choose(n->jobid, n->stepid, p->conf.port_min,
+					 p->conf.port_max);
 	if (port < 0) {
 		node_error(n, "--ddp: the site's port_range is empty");
-		return;
+		goto out;
 	}
 	n->port = port;
 	/* Advisory: the master node can at least say the port is busy. */
 	if (n->nodeid == 0 && ddp_port_probe((unsigned)port) == 0 &&
 	    ddp_fmt(n->port_note, sizeof(n->port_note),
-		    " (port %ld already in use on %s: pass --ddp-port)", port,
-		    n->host) < 0)
+		    " (port %ld already in use on %s: rank 0 waits for it "
+		    "until DDP_TIMEOUT; --ddp-port=N picks another)",
+		    port, n->host) < 0)
 		n->port_note[0] = '\0';
+out:
+	ddp_port_key_wipe(&n->port_key);
 }
 
 /*
@@ -611,6 +649,7 @@ remote_exit(struct ddp_plugin *p)
 {
 	struct ddp_node *n = &p->node;
 
+	ddp_port_key_wipe(&n->port_key);
 	ddp_plan_free(n->plan);
 	n->plan = NULL;
 	ddp_topo_destroy(n->topo);

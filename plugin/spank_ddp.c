@@ -141,7 +141,8 @@ slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* Called in srun, sbatch and salloc once the options are parsed. */
+/* Called in srun, sbatch and salloc once the options are parsed, and in
+ * slurmstepd (as root) once the step's options are known. */
 EXPORT int
 slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -150,6 +151,9 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return local_post_opt(&plugin);
 	case S_CTX_ALLOCATOR:
 		return local_alloc_post_opt(&plugin);
+	case S_CTX_REMOTE:
+		remote_post_opt(&plugin);
+		return 0;
 	default:
 		return 0;
 	}
