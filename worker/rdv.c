@@ -1328,7 +1328,10 @@ listen_master(struct rdv *r, double deadline)
 				"process held it for the whole timeout (%g s). "
 				"srun --ddp picks a port per step, so this is "
 				"a leftover program or another user's; `ss "
-				"-ltnp 'sport = :%d'` as root names it",
+				"-ltnp 'sport = :%d'` as root names it. "
+				"--ddp-port=N picks another port; "
+				"ExclusiveUser=YES keeps other users off a "
+				"job's nodes",
 				port, r->comm->timeout_s, port);
 	}
 }

@@ -271,3 +271,54 @@ print("FLOOD", made, flush=True)
 	[[ $output == *"rank 0 refused "*" more connections in the last "* ]]
 	[ "${#output}" -lt 65536 ]
 }
+
+# Binds every port of LOW-HIGH it can on all addresses and listens, as
+# another user would to deny every rendezvous of a node; prints the count,
+# then holds them for SECONDS.
+squat_range_py='
+import socket, sys, time
+lo, hi, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+held = []
+for p in range(lo, hi + 1):
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", p))
+        s.listen(1)
+        held.append(s)
+    except OSError:
+        s.close()
+print("HELD", len(held), flush=True)
+time.sleep(secs)
+'
+
+@test "another user holding all of port_range on rank 0's node: the step fails at the timeout naming the port and what to do; --ddp-port runs" {
+	local sq
+	sq=$(mktemp)
+	mc_exec node1 --user ddptest -- python3 -c "$squat_range_py" 29400 29999 30 >"$sq" 2>&1 &
+	local spid=$!
+	local i
+	for i in $(seq 50); do
+		grep -q '^HELD' "$sq" && break
+		sleep 0.2
+	done
+	run mc_run -- env DDP_TIMEOUT=4 srun --nodes=2 --ntasks-per-node=1 --ddp "$train" --synthetic 256 --epochs 1
+	local s1=$status o1=$output
+	run mc_run -- env DDP_TIMEOUT=30 srun --nodes=2 --ntasks-per-node=1 --ddp --ddp-port=29123 "$train" --synthetic 256 --epochs 1
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" || true
+	local held
+	held=$(awk '/^HELD/{print $2}' "$sq")
+	rm -f "$sq"
+	printf '%s\n' "$o1" >&2
+	show
+	echo "# the other user held $held of 600 ports" >&3
+	[ "${held:-0}" -ge 590 ]
+	[ "$s1" -ne 0 ]
+	[[ $o1 =~ rank\ 0:\ port\ (29[4-9][0-9][0-9])\ \(MASTER_PORT\)\ is\ held\ by\ another\ process ]]
+	local port=${BASH_REMATCH[1]}
+	[[ $o1 == *"rank 0 cannot listen on port $port: another process held it for the whole timeout"* ]]
+	[[ $o1 == *"ss -ltnp 'sport = :$port'"* ]]
+	[[ $o1 == *"--ddp-port=N picks another port; ExclusiveUser=YES keeps other users off a job's nodes"* ]]
+	[ "$status" -eq 0 ]
+	[ "$(crcs | wc -l)" -eq 2 ]
+}
