@@ -296,9 +296,9 @@ time.sleep(secs)
 	sq=$(mktemp)
 	mc_exec node1 --user ddptest -- python3 -c "$squat_range_py" 29400 29999 30 >"$sq" 2>&1 &
 	local spid=$!
-	local i
-	for i in $(seq 50); do
-		grep -q '^HELD' "$sq" && break
+	local tries=50
+	while [ "$tries" -gt 0 ] && ! grep -q '^HELD' "$sq"; do
+		tries=$((tries - 1))
 		sleep 0.2
 	done
 	run mc_run -- env DDP_TIMEOUT=4 srun --nodes=2 --ntasks-per-node=1 --ddp "$train" --synthetic 256 --epochs 1
