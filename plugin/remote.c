@@ -310,52 +310,62 @@ read_layout(struct ddp_node *n, spank_t sp, uid_t *uid)
 	return 0;
 }
 
-int
-remote_user_init(struct ddp_plugin *p, spank_t sp)
+/* remote_user_init's work; problems go to the node's error. */
+static void
+user_init(struct ddp_plugin *p, spank_t sp)
 {
 	struct ddp_node *n = &p->node;
 	char err[DDP_ERR_LEN];
 	uid_t uid;
 
 	if (!p->opts.enabled)
-		return 0;
+		return;
 	if (spank_get_item(sp, S_JOB_STEPID, &n->stepid) != ESPANK_SUCCESS)
-		return 0;
+		return;
 	/* Nothing to do in the batch script, the extern step or an
 	 * interactive step: --ddp given to sbatch/salloc reaches them too. */
 	if (n->stepid == SLURM_BATCH_SCRIPT || n->stepid == SLURM_EXTERN_CONT ||
 	    n->stepid == SLURM_INTERACTIVE_STEP ||
 	    n->stepid >= SLURM_INTERACTIVE_STEP)
-		return 0;
+		return;
 	n->active = 1;
 	if (p->conf_error[0]) {
 		node_error(n, "%s: --ddp cannot run until the admin fixes it",
 			   p->conf_error);
-		return 0;
+		return;
 	}
 	n->bind = p->opts.bind >= 0 ? (enum ddp_bind)p->opts.bind
 				    : p->conf.default_bind;
 	if (read_layout(n, sp, &uid) < 0)
-		return 0;
+		return;
 	choose_port(p, sp);
 	/* Here privileges are dropped to the job's user, who must be able
 	 * to open their own directories anyway (root-squashed NFS). */
 	if (check_dirs(p, uid) < 0)
-		return 0;
+		return;
 	/* A site interface filter that selects nothing here would make
 	 * NCCL's bootstrap fail or hang on this node: say so instead. */
 	if (ddp_conf_check_socket_ifname(&p->conf, err, sizeof(err)) < 0) {
 		node_error(n, "--ddp: %s: %s", n->host, err);
-		return 0;
+		return;
 	}
 	if (ddp_topo_load(&n->topo, p->topology_xml[0] ? p->topology_xml : NULL,
 			  err, sizeof(err)) < 0) {
 		node_error(n, "--ddp: %s", err);
-		return 0;
+		return;
 	}
 	/* The GPU list may only be in the tasks' environment: then each
 	 * task computes the (identical) plan in task_init. */
 	compute_plan(n, sp);
+}
+
+int
+remote_user_init(struct ddp_plugin *p, spank_t sp)
+{
+	user_init(p, sp);
+	/* Whatever happened, the key leaves slurmstepd's memory before the
+	 * tasks fork from it. */
+	ddp_port_key_wipe(&p->node.port_key);
 	return 0;
 }
 
