@@ -926,6 +926,20 @@ cmd_install(const struct ddp_conf *conf)
 		ddp_error("install: %s", err);
 		rv = EX_NODE;
 	}
+	/* Said at boot rather than at the first --ddp step. */
+	if (conf->port_key[0]) {
+		struct ddp_port_key key;
+		char kerr[1024];
+
+		if (ddp_port_key_load(conf->port_key, 0, &key, kerr,
+				      sizeof(kerr)) < 0) {
+			ddp_error("install: %s", kerr);
+			rv = EX_NODE;
+		} else {
+			ddp_info("port key %s ready", conf->port_key);
+		}
+		ddp_port_key_wipe(&key);
+	}
 	return rv;
 }
 
