@@ -1235,8 +1235,11 @@ accept_ranks(struct rdv *r, int from, int peer_mode, double deadline)
 					"for ranks to join at port %d: %d/%d "
 					"joined, missing ranks %s; check that "
 					"every rank was started with the same "
-					"MASTER_ADDR/MASTER_PORT, and that the "
-					"firewall lets TCP port %d through",
+					"MASTER_ADDR/MASTER_PORT (srun --ddp: "
+					"every node needs the same port_key; "
+					"`ddp-nodectl port JOB STEP` on each "
+					"compares them), and that the firewall "
+					"lets TCP port %d through",
 					c->timeout_s, r->lport, joined + 1,
 					c->size,
 					missing_ranks(r, from, miss,
@@ -1569,7 +1572,9 @@ join_master(struct rdv *r, double deadline, int *out)
 				"(MASTER_ADDR:MASTER_PORT) within %g s: %s. "
 				"Check that rank 0 of this job step is "
 				"running, that all ranks got the same "
-				"MASTER_ADDR and MASTER_PORT, and that the "
+				"MASTER_ADDR and MASTER_PORT (srun --ddp: "
+				"the same port_key on every node), and that "
+				"the "
 				"firewall between the job's nodes lets TCP "
 				"port %d through (the slurm-ddp prolog opens "
 				"it per job)",

@@ -324,3 +324,33 @@ time.sleep(secs)
 	[ "$status" -eq 0 ]
 	[ "$(crcs | wc -l)" -eq 2 ]
 }
+
+@test "nodes with different port keys: the step fails at the timeout, and both sides name port_key" {
+	local st nodectl
+	st=$(mc_state)
+	nodectl=$(dirname "$(dirname "$train")")/../../sbin/ddp-nodectl
+	[ -x "$nodectl" ] || skip "ddp-nodectl is not staged next to $train"
+	(umask 077 && head -c 32 /dev/urandom >"$st/etc/other.key")
+	# node2's own mount namespace sees another key at the same path.
+	mc_exec node2 -- mount --bind "$st/etc/other.key" "$st/etc/ddp-port.key"
+	local p1 p2 tries=2
+	p1=$(mc_exec node1 -- "$nodectl" -c "$st/etc/ddp.conf" port 5 0) || true
+	p2=$(mc_exec node2 -- "$nodectl" -c "$st/etc/ddp.conf" port 5 0) || true
+	# Two keys give the same port 1 time in 600: then the step runs, and
+	# the next job (another id) is tried.
+	while [ "$tries" -gt 0 ]; do
+		tries=$((tries - 1))
+		run mc_run -- env DDP_TIMEOUT=4 srun -N2 -w 'node[1-2]' --ntasks-per-node=1 --ddp \
+			"$train" --synthetic 256 --epochs 1
+		[ "$status" -eq 0 ] || break
+	done
+	mc_exec node2 -- umount "$st/etc/ddp-port.key"
+	rm -f "$st/etc/other.key"
+	show
+	echo "# job 5 step 0 would get port $p1 on node1, $p2 on node2" >&3
+	[ -n "$p1" ]
+	[ -n "$p2" ]
+	[ "$status" -ne 0 ]
+	[[ $output == *"rank 0 timed out after 4 s waiting for ranks to join"*"(srun --ddp: every node needs the same port_key; \`ddp-nodectl port JOB STEP\` on each compares them)"* ]]
+	[[ $output == *"rank 1 could not reach rank 0 at node1:"*"(srun --ddp: the same port_key on every node)"* ]]
+}
