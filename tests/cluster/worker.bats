@@ -274,11 +274,13 @@ print("FLOOD", made, flush=True)
 
 # Binds every port of LOW-HIGH it can on all addresses and listens, as
 # another user would to deny every rendezvous of a node; prints the count,
-# then holds them for SECONDS. SO_REUSEADDR, as rank 0 has it, so that
-# ports in TIME_WAIT from earlier tests are held too.
+# then holds them until its stdin closes (at most SECONDS). SO_REUSEADDR,
+# as rank 0 has it, so that ports in TIME_WAIT from earlier tests are held
+# too.
 squat_range_py='
-import socket, sys, time
-lo, hi, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+import signal, socket, sys
+lo, hi, secs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+signal.alarm(secs)
 held = []
 for p in range(lo, hi + 1):
     s = socket.socket()
@@ -290,14 +292,19 @@ for p in range(lo, hi + 1):
     except OSError:
         s.close()
 print("HELD", len(held), flush=True)
-time.sleep(secs)
+sys.stdin.read()
 '
 
 @test "another user holding all of port_range on rank 0's node: the step fails at the timeout naming the port and what to do; --ddp-port runs" {
-	local sq
+	local sq fifo hold
 	sq=$(mktemp)
-	mc_exec node1 --user ddptest -- python3 -c "$squat_range_py" 29400 29999 30 >"$sq" 2>&1 &
+	fifo=$(mktemp -u)
+	mkfifo -m 0600 "$fifo"
+	# The squatter lives inside node1, beyond the reach of a kill of its
+	# wrapper: it ends when this test closes the fifo it reads.
+	mc_exec node1 --user ddptest -- python3 -c "$squat_range_py" 29400 29999 60 <"$fifo" >"$sq" 2>&1 &
 	local spid=$!
+	exec {hold}>"$fifo"
 	local tries=50
 	while [ "$tries" -gt 0 ] && ! grep -q '^HELD' "$sq"; do
 		tries=$((tries - 1))
@@ -306,11 +313,11 @@ time.sleep(secs)
 	run mc_run -- env DDP_TIMEOUT=4 srun --nodes=2 --ntasks-per-node=1 --ddp "$train" --synthetic 256 --epochs 1
 	local s1=$status o1=$output
 	run mc_run -- env DDP_TIMEOUT=30 srun --nodes=2 --ntasks-per-node=1 --ddp --ddp-port=29123 "$train" --synthetic 256 --epochs 1
-	kill "$spid" 2>/dev/null || true
+	exec {hold}>&-
 	wait "$spid" || true
 	local held
 	held=$(awk '/^HELD/{print $2}' "$sq")
-	rm -f "$sq"
+	rm -f "$sq" "$fifo"
 	printf '%s\n' "$o1" >&2
 	show
 	echo "# the other user held $held of 600 ports" >&3
