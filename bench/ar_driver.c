@@ -22,6 +22,7 @@ struct ar_args {
 	long max_iters;	  /* hard cap */
 	long warmup;	  /* warm-up iterations below big_bytes */
 	long big_warmup;  /* warm-up iterations from big_bytes */
+	FILE *iters;	  /* -i FILE: every iteration's time, in order */
 	size_t big_bytes;
 };
 
@@ -31,11 +32,13 @@ ar_usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s [-s BYTES,...] [-n MIN_ITERS] [-t MIN_SECONDS] "
 		"[-f FLOOR_ITERS] [-c CAP_SECONDS] [-m MAX_ITERS] "
-		"[-w WARMUP] [-W BIG_WARMUP]\n"
+		"[-w WARMUP] [-W BIG_WARMUP] [-i ITER_CSV]\n"
 		"  Sizes are multiples of 4 bytes (fp32). Per size: warm-up, "
 		"then iterate until\n"
 		"  (MIN_ITERS and MIN_SECONDS) or (FLOOR_ITERS and "
-		"CAP_SECONDS) or MAX_ITERS.\n",
+		"CAP_SECONDS) or MAX_ITERS.\n"
+		"  -i: rank 0 appends bytes,iteration,us for every timed "
+		"iteration to ITER_CSV.\n",
 		prog);
 }
 
@@ -103,8 +106,17 @@ parse_args(int argc, char **argv, struct ar_args *a)
 			      .big_bytes = 32u << 20};
 	if (parse_sizes("8,1024,1048576", a))
 		return -1;
-	while ((c = getopt(argc, argv, "s:n:t:f:c:m:w:W:")) != -1) {
+	while ((c = getopt(argc, argv, "s:n:t:f:c:m:w:W:i:")) != -1) {
 		switch (c) {
+		case 'i':
+			if (a->iters)
+				fclose(a->iters);
+			a->iters = fopen(optarg, "a");
+			if (!a->iters) {
+				perror(optarg);
+				return -1;
+			}
+			break;
 		case 's':
 			if (parse_sizes(optarg, a))
 				return -1;
@@ -200,6 +212,8 @@ run_size(const struct ar_ops *ops, const struct ar_args *a, size_t bytes,
 		 * collective. */
 		if (ops->max_f64(ops->ctx, &t))
 			return -1;
+		if (a->iters && ops->rank == 0)
+			fprintf(a->iters, "%zu,%ld,%.3f\n", bytes, it, t * 1e6);
 		times[it++] = t;
 		total += t;
 	}
@@ -264,5 +278,7 @@ ar_main(const struct ar_ops *ops, const char *prog, int argc, char **argv)
 	}
 	free(buf);
 	free(times);
+	if (a.iters)
+		fclose(a.iters);
 	return rc;
 }

@@ -307,6 +307,7 @@ enum key_type {
 	KEY_PORTS,	 /* LOW-HIGH ports in [min, max]: port_min, port_max */
 	KEY_BIND,	 /* a binding mode name: enum ddp_bind */
 	KEY_PATH,	 /* absolute path, "" allowed when min is 0: char[] */
+	KEY_PATH_NONE,	 /* absolute path, or "none" (stored as ""): char[] */
 	KEY_FSTYPES,	 /* 1..max file-system type names: shared_fstypes */
 	KEY_UINT,	 /* whole number in [min, max]: unsigned */
 	KEY_ONOFF,	 /* on or off: int */
@@ -388,6 +389,9 @@ static const struct conf_key keys[] = {
 	 FIELD(check_time_limit)},
 	{"check_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
 	 DDP_CHECK_PATH, FIELD(check_path)},
+	{"topology_cache", KEY_PATH_NONE, 1, CONF_PATH_MAX - 1,
+	 PATH_TEXT ", or none", "/run/slurm-ddp/topology.xml",
+	 FIELD(topology_cache)},
 };
 
 #undef FIELD
@@ -481,6 +485,17 @@ set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
 	case KEY_PATH:
 		if (strlen(value) > (size_t)k->max ||
 		    parse_path(value, k->min == 0, path, sizeof(path)) < 0 ||
+		    strlen(path) >= k->size)
+			return -1;
+		memcpy(field, path, strlen(path) + 1);
+		return 0;
+	case KEY_PATH_NONE:
+		if (!strcmp(value, "none")) {
+			*(char *)field = '\0';
+			return 0;
+		}
+		if (strlen(value) > (size_t)k->max ||
+		    parse_path(value, 0, path, sizeof(path)) < 0 ||
 		    strlen(path) >= k->size)
 			return -1;
 		memcpy(field, path, strlen(path) + 1);
@@ -595,6 +610,10 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 	case KEY_NCCL_HCA:
 	case KEY_NCCL_IFNAME:
 		return ddp_fmt(buf, len, "%s", (const char *)field);
+	case KEY_PATH_NONE:
+		return ddp_fmt(buf, len, "%s",
+			       *(const char *)field ? (const char *)field
+						    : "none");
 	case KEY_FSTYPES:
 		if (len)
 			buf[0] = '\0';

@@ -51,6 +51,10 @@
  *   check_time_limit seconds the whole check may take, 1-3600 [20]
  *   check_path       absolute path of ddp-check [DDP_CHECK_PATH: BINDIR of
  *                    the build]
+ *   topology_cache   the node's hwloc topology as XML, written by the
+ *                    plugin as root and read by every --ddp step instead
+ *                    of rediscovering PCI devices (common/topocache.h);
+ *                    "none" = always discover [/run/slurm-ddp/topology.xml]
  *
  * The NCCL keys are site-wide on purpose: NCCL requires NCCL_IB_HCA to be
  * the same on every rank, and the plugin never derives them per rank or per
@@ -150,6 +154,7 @@ struct ddp_conf {
 	double check_min_fraction; /* in (0, 1] */
 	unsigned check_time_limit; /* seconds */
 	char check_path[PATH_MAX];
+	char topology_cache[PATH_MAX]; /* "" = none */
 };
 
 /* Fills conf with the defaults listed above. Cannot fail. */

@@ -55,3 +55,24 @@ ddp_fmt(char *buf, size_t size, const char *fmt, ...)
 		return -1;
 	return 0;
 }
+
+int
+ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (!errlen)
+		return -1;
+	if (vsnprintf(err, errlen, fmt, ap) < 0)
+		err[0] = '\0';
+	return -1;
+}
+
+int
+ddp_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ddp_verrf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}

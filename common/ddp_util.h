@@ -6,6 +6,7 @@
 #ifndef DDP_UTIL_H
 #define DDP_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <sys/stat.h>
 
@@ -34,5 +35,18 @@ int ddp_parse_long_prefix(const char *s, long min, long max, long *out,
  */
 int ddp_fmt(char *buf, size_t size, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * The one error formatter: writes an explanation into the caller's error
+ * buffer (err, errlen bytes). Unlike ddp_fmt a long explanation is kept
+ * cut, not refused, since a cut reason beats none; errlen 0 writes
+ * nothing. Returns -1, so that a failing function can end with
+ * `return ddp_errf(err, errlen, ...);`. Reentrant.
+ */
+int ddp_errf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* ddp_errf with a va_list (for wrappers with their own varargs). */
+int ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 
 #endif

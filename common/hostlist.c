@@ -274,10 +274,7 @@ ddp_hostlist_free(struct ddp_hostlist *hl)
 static void
 set_err(char *err, size_t errlen, const char *s, const char *why)
 {
-	if (errlen == 0)
-		return;
-	if (ddp_fmt(err, errlen, "invalid hostlist '%.80s': %s", s, why) < 0)
-		err[errlen - 1] = '\0';
+	ddp_errf(err, errlen, "invalid hostlist '%.80s': %s", s, why);
 }
 
 /* Validates every item and returns the total count (or -1). */

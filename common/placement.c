@@ -33,8 +33,7 @@ struct ddp_topo {
 static void
 set_err(char *err, size_t errlen, const char *msg)
 {
-	if (errlen && ddp_fmt(err, errlen, "%s", msg) < 0)
-		err[errlen - 1] = '\0';
+	ddp_errf(err, errlen, "%s", msg);
 }
 
 /* NVIDIA display or 3D controllers. Vendor 0000 occurs in sysfs dumps that
@@ -112,61 +111,79 @@ find_devices(struct ddp_topo *t)
 	}
 }
 
-int
-ddp_topo_load(struct ddp_topo **out, const char *xml_path, char *err,
-	      size_t errlen)
+void
+ddp_topo_set_filters(hwloc_topology_t topo, int live)
 {
-	struct ddp_topo *t = NULL;
-	int rc = -1;
-
-	*out = NULL;
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		set_err(err, errlen, "out of memory");
-		goto out;
-	}
-	if (hwloc_topology_init(&t->topo) < 0) {
-		set_err(err, errlen, "hwloc_topology_init failed");
-		free(t);
-		t = NULL;
-		goto out;
-	}
 	/* hwloc 2 drops every I/O object unless asked, even from XML. */
-	hwloc_topology_set_io_types_filter(t->topo,
+	hwloc_topology_set_io_types_filter(topo,
 					   HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
 #if HWLOC_API_VERSION >= 0x00020100
 	/* Placement needs PCI devices and their locality, not the GPU
 	 * runtimes' views: the OpenCL, CUDA and NVML components would start
 	 * a GPU driver in slurmstepd for every step, and "gl" probes X
 	 * displays. */
-	if (!xml_path) {
+	if (live) {
 		static const char *const skip[] = {
 			"opencl", "cuda", "nvml", "rsmi", "levelzero", "gl"};
 		size_t i;
 
 		for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
 			hwloc_topology_set_components(
-				t->topo,
-				HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+				topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
 				skip[i]);
 	}
+#else
+	(void)live;
 #endif
-	if (xml_path && hwloc_topology_set_xml(t->topo, xml_path) < 0) {
+}
+
+int
+ddp_topo_adopt(struct ddp_topo **out, hwloc_topology_t topo, char *err,
+	       size_t errlen)
+{
+	struct ddp_topo *t;
+
+	*out = NULL;
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		hwloc_topology_destroy(topo);
+		set_err(err, errlen, "out of memory");
+		return -1;
+	}
+	t->topo = topo;
+	find_devices(t);
+	*out = t;
+	return 0;
+}
+
+int
+ddp_topo_load(struct ddp_topo **out, const char *xml_path, char *err,
+	      size_t errlen)
+{
+	hwloc_topology_t topo = NULL;
+	int rc = -1;
+
+	*out = NULL;
+	if (hwloc_topology_init(&topo) < 0) {
+		set_err(err, errlen, "hwloc_topology_init failed");
+		return -1;
+	}
+	ddp_topo_set_filters(topo, !xml_path);
+	if (xml_path && hwloc_topology_set_xml(topo, xml_path) < 0) {
 		if (ddp_fmt(err, errlen, "cannot read topology %s", xml_path) <
 		    0)
 			set_err(err, errlen, "cannot read topology");
 		goto out;
 	}
-	if (hwloc_topology_load(t->topo) < 0) {
+	if (hwloc_topology_load(topo) < 0) {
 		set_err(err, errlen, "hwloc cannot load the topology");
 		goto out;
 	}
-	find_devices(t);
-	*out = t;
-	t = NULL;
-	rc = 0;
+	rc = ddp_topo_adopt(out, topo, err, errlen);
+	topo = NULL; /* adopted, or destroyed by ddp_topo_adopt */
 out:
-	ddp_topo_destroy(t);
+	if (topo)
+		hwloc_topology_destroy(topo);
 	return rc;
 }
 

@@ -50,6 +50,22 @@ struct ddp_topo;
 int ddp_topo_load(struct ddp_topo **out, const char *xml_path, char *err,
 		  size_t errlen);
 
+/*
+ * What ddp_topo_load asks of hwloc, for callers that load a topology some
+ * other way (common/topocache.c): I/O devices kept, and for a discovery of
+ * the running machine (live != 0) the GPU runtimes' components left out.
+ * Call between hwloc_topology_init and hwloc_topology_load. Cannot fail.
+ */
+void ddp_topo_set_filters(hwloc_topology_t topo, int live);
+
+/*
+ * Wraps a loaded hwloc topology (which from then on belongs to *out, or is
+ * destroyed when this fails) and finds its GPUs and NICs as ddp_topo_load
+ * does. Returns 0, or -1 with err set (out of memory).
+ */
+int ddp_topo_adopt(struct ddp_topo **out, hwloc_topology_t topo, char *err,
+		   size_t errlen);
+
 /* Frees the topology. NULL-tolerant. */
 void ddp_topo_destroy(struct ddp_topo *t);
 

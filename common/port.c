@@ -191,7 +191,7 @@ check_key_dir(const char *path, uid_t owner, char *err, size_t errlen)
 	size_t len;
 
 	if (!slash || path[0] != '/') {
-		snprintf(err, errlen,
+		ddp_errf(err, errlen,
 			 "port_key %.200s: not an absolute path" KEY_FIX, path,
 			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
 			 (unsigned long)owner, (unsigned long)owner, path);
@@ -199,13 +199,13 @@ check_key_dir(const char *path, uid_t owner, char *err, size_t errlen)
 	}
 	len = slash == path ? 1 : (size_t)(slash - path);
 	if (len >= sizeof(dir)) {
-		snprintf(err, errlen, "port_key %.200s: path too long", path);
+		ddp_errf(err, errlen, "port_key %.200s: path too long", path);
 		return -1;
 	}
 	memcpy(dir, path, len);
 	dir[len] = '\0';
 	if (stat(dir, &st) < 0) {
-		snprintf(err, errlen, "port_key %.200s: directory %.200s: %s",
+		ddp_errf(err, errlen, "port_key %.200s: directory %.200s: %s",
 			 path, dir, strerror(errno));
 		return -1;
 	}
@@ -238,7 +238,7 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 		err[0] = '\0';
 	memset(key, 0, sizeof(*key));
 	if (!path) {
-		snprintf(err, errlen, "port_key: no path given");
+		ddp_errf(err, errlen, "port_key: no path given");
 		goto out;
 	}
 	if (check_key_dir(path, owner, err, errlen) < 0)
@@ -246,7 +246,7 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 	fd = open(path,
 		  O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(err, errlen, "port_key %.200s: %s" KEY_FIX, path,
+		ddp_errf(err, errlen, "port_key %.200s: %s" KEY_FIX, path,
 			 errno == ELOOP ? "is a symlink, refused"
 					: strerror(errno),
 			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
@@ -254,12 +254,12 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 		goto out;
 	}
 	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "port_key %.200s: %s", path,
+		ddp_errf(err, errlen, "port_key %.200s: %s", path,
 			 strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_uid != owner || (st.st_mode & 077)) {
-		snprintf(err, errlen,
+		ddp_errf(err, errlen,
 			 "port_key %.200s: %s owned by uid %lu with mode "
 			 "%04o%s" KEY_FIX,
 			 path,
@@ -277,7 +277,7 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			snprintf(err, errlen, "port_key %.200s: %s", path,
+			ddp_errf(err, errlen, "port_key %.200s: %s", path,
 				 strerror(errno));
 			goto out;
 		}
@@ -286,7 +286,7 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 		got += (size_t)n;
 	}
 	if (got < DDP_PORT_KEY_MIN || got > DDP_PORT_KEY_MAX) {
-		snprintf(err, errlen, "port_key %.200s: %s (%zu bytes)" KEY_FIX,
+		ddp_errf(err, errlen, "port_key %.200s: %s (%zu bytes)" KEY_FIX,
 			 path,
 			 got < DDP_PORT_KEY_MIN ? "too short" : "too long", got,
 			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,

@@ -12,22 +12,6 @@
 #include "placement.h"
 #include "port.h"
 
-__attribute__((format(printf, 3, 4))) static int
-errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (errlen == 0)
-		return -1;
-	va_start(ap, fmt);
-	n = vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		err[0] = '\0';
-	return -1;
-}
-
 /* Shows at most 40 characters of a user value, so messages stay short. */
 #define SHOW(v) ((v) ? (v) : "(none)")
 
@@ -43,7 +27,7 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 		long p = ddp_port_parse(arg);
 
 		if (p < 0)
-			return errf(
+			return ddp_errf(
 				err, errlen,
 				"--ddp-port=%.40s: not a port; give a "
 				"number from 1 to 65535 that no other job "
@@ -54,26 +38,27 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 		enum ddp_bind b;
 
 		if (ddp_bind_parse(arg, &b) < 0)
-			return errf(err, errlen,
-				    "--ddp-bind=%.40s: unknown binding; "
-				    "use " DDP_BIND_ACCEPTED,
-				    SHOW(arg));
+			return ddp_errf(err, errlen,
+					"--ddp-bind=%.40s: unknown binding; "
+					"use " DDP_BIND_ACCEPTED,
+					SHOW(arg));
 		o->bind = (int)b;
 	} else if (!strcmp(name, "ddp-check")) {
 		enum ddp_check m;
 
 		if (ddp_check_parse(arg ? arg : "fail", &m) < 0)
-			return errf(err, errlen,
-				    "--ddp-check=%.40s: unknown mode; use "
-				    "--ddp-check (fail: end the step on a "
-				    "problem), --ddp-check=warn (report it "
-				    "and start the program) or --ddp-check=off",
-				    SHOW(arg));
+			return ddp_errf(
+				err, errlen,
+				"--ddp-check=%.40s: unknown mode; use "
+				"--ddp-check (fail: end the step on a "
+				"problem), --ddp-check=warn (report it "
+				"and start the program) or --ddp-check=off",
+				SHOW(arg));
 		o->check = (int)m;
 		if (m != DDP_CHECK_OFF)
 			o->enabled = 1;
 	} else {
-		return errf(err, errlen, "unknown option --%.40s", name);
+		return ddp_errf(err, errlen, "unknown option --%.40s", name);
 	}
 	return 0;
 }
@@ -93,15 +78,16 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 		if (!strncmp(av[i], "config=", 7)) {
 			config = av[i] + 7;
 			if (config[0] != '/')
-				return errf(err, errlen,
-					    "plugstack argument '%.200s': "
-					    "config= needs an absolute path",
-					    av[i]);
+				return ddp_errf(
+					err, errlen,
+					"plugstack argument '%.200s': "
+					"config= needs an absolute path",
+					av[i]);
 		}
 	}
 	if (ddp_conf_load(conf, config ? config : DDP_CONF_DEFAULT, !config,
 			  cerr, sizeof(cerr)) < 0)
-		return errf(err, errlen, "%s", cerr);
+		return ddp_errf(err, errlen, "%s", cerr);
 	for (i = 0; i < ac; i++) {
 		char key[64];
 		const char *eq = strchr(av[i], '=');
@@ -111,10 +97,11 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 			/* The site keys from ddp.conf's table; a cut list
 			 * still helps. */
 			ddp_conf_key_names(names, sizeof(names), ", ");
-			return errf(err, errlen,
-				    "plugstack argument '%.80s': expected "
-				    "key=value (keys: config, topology, %s)",
-				    av[i], names);
+			return ddp_errf(
+				err, errlen,
+				"plugstack argument '%.80s': expected "
+				"key=value (keys: config, topology, %s)",
+				av[i], names);
 		}
 		memcpy(key, av[i], klen);
 		key[klen] = '\0';
@@ -123,16 +110,17 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 		if (!strcmp(key, "topology")) {
 			if (eq[1] != '/' || strstr(eq + 1, "/../") ||
 			    ddp_fmt(topology, toplen, "%s", eq + 1) < 0)
-				return errf(err, errlen,
-					    "plugstack argument '%.200s': "
-					    "topology= needs an absolute path "
-					    "of an hwloc XML file",
-					    av[i]);
+				return ddp_errf(
+					err, errlen,
+					"plugstack argument '%.200s': "
+					"topology= needs an absolute path "
+					"of an hwloc XML file",
+					av[i]);
 			continue;
 		}
 		if (ddp_conf_set(conf, key, eq + 1, cerr, sizeof(cerr)) < 0)
-			return errf(err, errlen, "plugstack argument: %s",
-				    cerr);
+			return ddp_errf(err, errlen, "plugstack argument: %s",
+					cerr);
 	}
 	return 0;
 }
@@ -352,10 +340,10 @@ note_option(const char *name, size_t len, const char *val,
 		return 0;
 	}
 	if (rc < 0)
-		return errf(err, errlen,
-			    "--%.40s=%.40s: not a count this plugin "
-			    "understands",
-			    opt, val);
+		return ddp_errf(err, errlen,
+				"--%.40s=%.40s: not a count this plugin "
+				"understands",
+				opt, val);
 	return 0;
 }
 
@@ -421,10 +409,10 @@ ddp_srun_scan(int argc, char *const *argv,
 		if (v && *v &&
 		    note_option(envs[k].opt, strlen(envs[k].opt), v, &env, err,
 				errlen) < 0)
-			return errf(err, errlen,
-				    "%s=%.40s: not a count this plugin "
-				    "understands",
-				    envs[k].env, v);
+			return ddp_errf(err, errlen,
+					"%s=%.40s: not a count this plugin "
+					"understands",
+					envs[k].env, v);
 	}
 	*req = cmd;
 	if (req->ntasks_per_node < 0)
@@ -459,7 +447,7 @@ ddp_srun_decide(const struct ddp_srun_req *req, long *per_node, char *err,
 	if (req->ntasks_per_node < 0 && req->ntasks < 0 &&
 	    !req->per_task_gpus) {
 		if (req->gpus_per_node <= 0)
-			return errf(
+			return ddp_errf(
 				err, errlen,
 				"--ddp without --ntasks-per-node starts one "
 				"rank per GPU, but no GPUs per node were "
@@ -473,11 +461,12 @@ ddp_srun_decide(const struct ddp_srun_req *req, long *per_node, char *err,
 		if (ddp_fmt(a, sizeof(a), "%ld", tasks) < 0 ||
 		    ddp_fmt(b, sizeof(b), "%ld", req->gpus_per_node) < 0)
 			return -1;
-		return errf(err, errlen,
-			    "--ddp: %s ranks on a node but only %s GPUs per "
-			    "node: use --ntasks-per-node of at most the GPUs "
-			    "per node, or request more GPUs (--gpus-per-node)",
-			    a, b);
+		return ddp_errf(
+			err, errlen,
+			"--ddp: %s ranks on a node but only %s GPUs per "
+			"node: use --ntasks-per-node of at most the GPUs "
+			"per node, or request more GPUs (--gpus-per-node)",
+			a, b);
 	}
 	return 0;
 }

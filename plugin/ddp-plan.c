@@ -11,6 +11,7 @@
 #include "ddp_util.h"
 #include "gpulist.h"
 #include "placement.h"
+#include "topocache.h"
 
 static void
 usage(FILE *f)
@@ -20,7 +21,7 @@ usage(FILE *f)
 		"[--slurm-cores LIST]\n"
 		"                [--gpus LIST] [--cuda-visible-devices LIST] "
 		"[--bind " DDP_BIND_USAGE "]\n"
-		"                [--config FILE]\n"
+		"                [--config FILE] [--cache PATH]\n"
 		"  --cpus LIST         allowed OS CPU numbers (default: all "
 		"allowed)\n"
 		"  --slurm-cores LIST  Slurm's abstract core ids for the step\n"
@@ -33,6 +34,10 @@ usage(FILE *f)
 		"default_bind)\n"
 		"  --config FILE       site configuration (default: %s if "
 		"present)\n"
+		"  --cache PATH        write FILE as the plugin's topology "
+		"cache PATH (as root),\n"
+		"                      then plan from what the plugin would "
+		"read back from it\n"
 		"With --gpus or --cuda-visible-devices the GPUs are chosen as "
 		"the plugin\n"
 		"chooses them and a 'gpus' line shows the CUDA_VISIBLE_DEVICES "
@@ -59,11 +64,12 @@ main(int argc, char **argv)
 		{"cuda-visible-devices", required_argument, NULL, 'v'},
 		{"bind", required_argument, NULL, 'b'},
 		{"config", required_argument, NULL, 'C'},
+		{"cache", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *topo_path = NULL, *cpus = NULL, *cores = NULL, *gpus = NULL;
-	const char *visible = NULL, *config = NULL;
+	const char *visible = NULL, *config = NULL, *cache = NULL;
 	struct ddp_conf conf;
 	struct ddp_place_env env;
 	struct ddp_topo *t = NULL;
@@ -115,6 +121,9 @@ main(int argc, char **argv)
 		case 'C':
 			config = optarg;
 			break;
+		case 'K':
+			cache = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			rc = 0;
@@ -136,7 +145,18 @@ main(int argc, char **argv)
 	}
 	if (!bind_given)
 		bind = conf.default_bind;
-	if (ddp_topo_load(&t, topo_path, err, sizeof(err)) < 0) {
+	if (cache) {
+		/* The plugin's cache path both ways: written from FILE, read
+		 * back through the same checks (FILE is not this machine, so
+		 * nothing of this machine's allowed CPUs is applied). */
+		if (ddp_topo_cache_write(cache, topo_path, err, sizeof(err)) <
+			    0 ||
+		    ddp_topo_cache_read(cache, 0, &t, err, sizeof(err)) != 1) {
+			fprintf(stderr, "ddp-plan: --cache %s: %s\n", cache,
+				err);
+			goto out;
+		}
+	} else if (ddp_topo_load(&t, topo_path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ddp-plan: %s\n", err);
 		goto out;
 	}

@@ -9,7 +9,8 @@
  * Messages go through ddp_error/ddp_info/ddp_verbose/ddp_debug
  * (common/ddp_log.h), which spank_ddp.c's sink hands to Slurm's log calls;
  * the only other output is the --ddp-verbose report on the user's terminal
- * (remote_report). Slurm-version differences live in slurm_compat.h.
+ * (remote_report, through plugin_user_line). Slurm-version differences live in
+ * slurm_compat.h.
  *
  * Thread safety: none needed; SPANK calls the hooks from one thread.
  */
@@ -48,6 +49,8 @@ struct ddp_node {
 	char user[65];
 	enum ddp_bind bind;
 	struct ddp_topo *topo;
+	char topo_note[1280]; /* where topo came from (remote_post_opt) */
+	double topo_ms;	      /* and how long that took */
 	struct ddp_plan *plan;
 	char cpu_note[256];
 	char shared_dir[PATH_MAX];  /* checked DDP_SHARED_DIR, or "" */
@@ -74,6 +77,13 @@ struct ddp_plugin {
 int plugin_refuse_bad_conf(const struct ddp_plugin *p);
 
 /*
+ * One line on the user's terminal (--ddp-verbose), not in a log, with the
+ * "ddp: " prefix: spank_ddp.c, the one file that calls Slurm's log
+ * functions, writes it. msg is borrowed.
+ */
+void plugin_user_line(const char *msg);
+
+/*
  * srun, from slurm_spank_init (before srun reads its options): node mode
  * without a second srun when --ddp is literally on the command line, by
  * setting SLURM_NTASKS_PER_NODE. Quiet on failure; local_post_opt decides.
@@ -97,7 +107,15 @@ int local_alloc_post_opt(struct ddp_plugin *p);
  * reads the site's port key for a --ddp step, which the job's user
  * cannot read. A key problem is kept for remote_user_init. Cannot fail.
  */
-void remote_post_opt(struct ddp_plugin *p);
+void remote_load_port_key(struct ddp_plugin *p);
+
+/*
+ * slurmstepd, from slurm_spank_init_post_opt (root): loads the node's
+ * topology for a --ddp step through the site's topology cache, rewriting
+ * it when missing or stale (remote_topo.c). Leaves p->node.topo NULL on
+ * failure, for remote_user_init to discover and report.
+ */
+void remote_post_opt(struct ddp_plugin *p, spank_t sp);
 
 /*
  * slurmstepd, from slurm_spank_user_init: reads the step's layout, port,

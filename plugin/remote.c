@@ -66,14 +66,13 @@ __attribute__((format(printf, 2, 3))) static void
 node_error(struct ddp_node *n, const char *fmt, ...)
 {
 	va_list ap;
-	int len;
 
 	if (n->error[0])
 		return;
 	va_start(ap, fmt);
-	len = vsnprintf(n->error, sizeof(n->error), fmt, ap);
+	ddp_verrf(n->error, sizeof(n->error), fmt, ap);
 	va_end(ap);
-	if (len < 0)
+	if (!n->error[0])
 		ddp_fmt(n->error, sizeof(n->error), "--ddp failed");
 }
 
@@ -143,7 +142,7 @@ compute_plan(struct ddp_node *n, spank_t sp)
 }
 
 void
-remote_post_opt(struct ddp_plugin *p)
+remote_load_port_key(struct ddp_plugin *p)
 {
 	struct ddp_node *n = &p->node;
 
@@ -349,7 +348,9 @@ user_init(struct ddp_plugin *p, spank_t sp)
 		node_error(n, "--ddp: %s: %s", n->host, err);
 		return;
 	}
-	if (ddp_topo_load(&n->topo, p->topology_xml[0] ? p->topology_xml : NULL,
+	/* remote_post_opt read it from the site's cache, or left it here. */
+	if (!n->topo &&
+	    ddp_topo_load(&n->topo, p->topology_xml[0] ? p->topology_xml : NULL,
 			  err, sizeof(err)) < 0) {
 		node_error(n, "--ddp: %s", err);
 		return;
@@ -405,7 +406,7 @@ remote_report(const char *fmt, ...)
 	/* A cut line is still worth showing. */
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	slurm_spank_log("ddp: %s", msg);
+	plugin_user_line(msg);
 }
 
 static int
@@ -642,6 +643,9 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 		bindnote = "(not applied: no placement)";
 	}
 	if (p->opts.verbose && local == 0) {
+		if (n->topo_note[0])
+			remote_report("%s: topology: %s (%.1f ms)", n->host,
+				      n->topo_note, n->topo_ms);
 		if (n->cpu_note[0])
 			remote_report("%s: %s", n->host, n->cpu_note);
 		if (n->gpus.note[0])

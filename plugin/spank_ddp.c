@@ -77,6 +77,12 @@ slurm_sink(enum ddp_log_level level, const char *msg)
 	}
 }
 
+void
+plugin_user_line(const char *msg)
+{
+	slurm_spank_log("ddp: %s", msg);
+}
+
 static int
 opt_cb(int val, const char *optarg, int remote)
 {
@@ -141,8 +147,8 @@ slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* Called in srun, sbatch and salloc once the options are parsed, and in
- * slurmstepd (as root) once the step's options are known. */
+/* Called in srun, sbatch, salloc and slurmstepd (as root) once the
+ * options are parsed. */
 EXPORT int
 slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -152,7 +158,8 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	case S_CTX_ALLOCATOR:
 		return local_alloc_post_opt(&plugin);
 	case S_CTX_REMOTE:
-		remote_post_opt(&plugin);
+		remote_load_port_key(&plugin);
+		remote_post_opt(&plugin, sp);
 		return 0;
 	default:
 		return 0;

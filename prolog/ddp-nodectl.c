@@ -129,10 +129,10 @@ nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
 		time_t left = lock_deadline - time(NULL);
 
 		if (left <= 0) {
-			nc_errf(err, errlen,
-				"nft not run: the state lock was held %d s, "
-				"its limit",
-				LOCK_HOLD_S);
+			ddp_errf(err, errlen,
+				 "nft not run: the state lock was held %d s, "
+				 "its limit",
+				 LOCK_HOLD_S);
 			return -1;
 		}
 		if (left < (time_t)timeout)
@@ -176,7 +176,7 @@ install_table(const struct ddp_conf *conf, char *err, size_t errlen)
 	if (ddp_conf_check_ports(conf, lo, hi, err, errlen) < 0)
 		ddp_error("%s", err);
 	if (nc_fw_install_script(conf, lo, hi, &script) < 0) {
-		nc_errf(err, errlen, "out of memory");
+		ddp_errf(err, errlen, "out of memory");
 		goto out;
 	}
 	if (nft(conf, script.s, NULL, NULL, err, errlen) != 0)
@@ -210,14 +210,14 @@ open_state(const struct ddp_conf *conf, char *err, size_t errlen)
 		return dfd;
 	ddp_fmt(sub, sizeof(sub), "net-%llu", (unsigned long long)st.st_ino);
 	if (mkdirat(dfd, sub, 0700) < 0 && errno != EEXIST) {
-		nc_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
-			sub, strerror(errno));
+		ddp_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
+			 sub, strerror(errno));
 		goto out;
 	}
 	nfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (nfd < 0)
-		nc_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
-			sub, strerror(errno));
+		ddp_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
+			 sub, strerror(errno));
 out:
 	close(dfd);
 	return nfd;
@@ -234,18 +234,18 @@ take_lock(const struct ddp_conf *conf, int dfd, char *err, size_t errlen)
 	fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 		    0600);
 	if (fd < 0) {
-		nc_errf(err, errlen, "lock %s/lock: %s", conf->state_dir,
-			strerror(errno));
+		ddp_errf(err, errlen, "lock %s/lock: %s", conf->state_dir,
+			 strerror(errno));
 		return -1;
 	}
 	/* Prologs of different jobs run at once; a stuck holder gives up
 	 * after LOCK_HOLD_S, so this wait ends. */
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK || time(NULL) >= deadline) {
-			nc_errf(err, errlen, "lock %s/lock: %s",
-				conf->state_dir,
-				errno == EWOULDBLOCK ? "timed out"
-						     : strerror(errno));
+			ddp_errf(err, errlen, "lock %s/lock: %s",
+				 conf->state_dir,
+				 errno == EWOULDBLOCK ? "timed out"
+						      : strerror(errno));
 			close(fd);
 			return -1;
 		}
@@ -323,7 +323,7 @@ sync_firewall(const struct ddp_conf *conf, int statefd,
 		goto out;
 	if (nc_fw_sync_script(&actual, &desired, conf->firewall_timeout,
 			      &script) < 0) {
-		nc_errf(err, errlen, "out of memory");
+		ddp_errf(err, errlen, "out of memory");
 		goto out;
 	}
 	if (script.len) {

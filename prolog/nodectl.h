@@ -40,13 +40,6 @@ int nc_buf_printf(struct nc_buf *b, const char *fmt, ...)
 void nc_buf_free(struct nc_buf *b);
 
 /*
- * Formats an error message into err (errlen > 0). Unlike ddp_fmt a long
- * message is truncated, not refused: it is advice for a log.
- */
-void nc_errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/*
  * Parses a Slurm job id: 1-10 decimal digits, no sign, no space, value in
  * 1..4294967294. Returns 0 and stores it, or -1.
  */

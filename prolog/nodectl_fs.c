@@ -242,19 +242,19 @@ check_shared_child(void *arg, char *err, size_t errlen)
 	int rv = -1;
 
 	if (stat(conf->shared_root, &st) < 0) {
-		nc_errf(err, errlen, "%s %s", conf->shared_root,
-			errno == ENOENT ? "missing" : strerror(errno));
+		ddp_errf(err, errlen, "%s %s", conf->shared_root,
+			 errno == ENOENT ? "missing" : strerror(errno));
 		goto out;
 	}
 	if (!S_ISDIR(st.st_mode) || !realpath(conf->shared_root, real)) {
-		nc_errf(err, errlen, "%s not a directory", conf->shared_root);
+		ddp_errf(err, errlen, "%s not a directory", conf->shared_root);
 		goto out;
 	}
 	if (read_file("/proc/self/mountinfo", &mi) < 0 || !mi.s ||
 	    nc_mount_lookup(mi.s, st.st_dev, real, type, sizeof(type), mnt,
 			    sizeof(mnt)) < 0) {
-		nc_errf(err, errlen, "%s: mount table unreadable",
-			conf->shared_root);
+		ddp_errf(err, errlen, "%s: mount table unreadable",
+			 conf->shared_root);
 		goto out;
 	}
 	/* A configured mount point must itself be in the mount table, so an
@@ -262,17 +262,17 @@ check_shared_child(void *arg, char *err, size_t errlen)
 	 * the file system beneath has an accepted type. */
 	if (conf->shared_mount[0] &&
 	    !is_mount_point(mi.s, conf->shared_mount)) {
-		nc_errf(err, errlen, "%s not mounted", conf->shared_mount);
+		ddp_errf(err, errlen, "%s not mounted", conf->shared_mount);
 		goto out;
 	}
 	if (!fstype_accepted(conf, type)) {
 		list_fstypes(conf, accepted, sizeof(accepted));
 		if (strcmp(mnt, "/") == 0)
-			nc_errf(err, errlen, "%s not mounted",
-				conf->shared_root);
+			ddp_errf(err, errlen, "%s not mounted",
+				 conf->shared_root);
 		else
-			nc_errf(err, errlen, "%s is %s, not %s",
-				conf->shared_root, type, accepted);
+			ddp_errf(err, errlen, "%s is %s, not %s",
+				 conf->shared_root, type, accepted);
 		goto out;
 	}
 	rv = 0;
@@ -292,7 +292,7 @@ nc_check_shared_root(const struct ddp_conf *conf, char *err, size_t errlen)
 			char why[64];
 
 			ddp_fmt(why, sizeof(why), "%s", err);
-			nc_errf(err, errlen, "%s %s", conf->shared_root, why);
+			ddp_errf(err, errlen, "%s %s", conf->shared_root, why);
 		}
 		return -1;
 	}
@@ -315,8 +315,8 @@ become_user(const char *user, uid_t uid, gid_t gid, char *err, size_t errlen)
 		return 0;
 	if ((user ? initgroups(user, gid) : setgroups(1, &gid)) < 0 ||
 	    setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) {
-		nc_errf(err, errlen, "cannot become uid %lu: %s",
-			(unsigned long)uid, strerror(errno));
+		ddp_errf(err, errlen, "cannot become uid %lu: %s",
+			 (unsigned long)uid, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -360,18 +360,19 @@ check_private(int pfd, const char *name, int fd, const char *path,
 
 	if ((fd >= 0 ? fstat(fd, &st)
 		     : fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0) {
-		nc_errf(err, errlen, "%s: %s", path, strerror(saved));
+		ddp_errf(err, errlen, "%s: %s", path, strerror(saved));
 		return -1;
 	}
 	if (fd < 0 && st.st_uid == j->uid) {
-		nc_errf(err, errlen, "%s: %s", path,
-			saved == ELOOP || saved == ENOTDIR
-				? "not a directory (symlink?)"
-				: strerror(saved));
+		ddp_errf(err, errlen, "%s: %s", path,
+			 saved == ELOOP || saved == ENOTDIR
+				 ? "not a directory (symlink?)"
+				 : strerror(saved));
 		return -1;
 	}
 	if (st.st_uid != j->uid) {
-		nc_errf(err, errlen,
+		ddp_errf(
+			err, errlen,
 			"%s is owned by uid %lu, not by %s (uid %lu): refused, "
 			"no shared directory for this job; an admin should "
 			"remove it%s",
@@ -388,10 +389,10 @@ check_private(int pfd, const char *name, int fd, const char *path,
 	 * close it up. The user's directory is theirs to set. */
 	if (fix_mode && fchmod(fd, 0700) == 0)
 		return 0;
-	nc_errf(err, errlen,
-		"%s has mode %04o, not 0700: refused, no shared directory for "
-		"this job (run: chmod 0700 %s)",
-		path, (unsigned)(st.st_mode & ACCESSPERMS), path);
+	ddp_errf(err, errlen,
+		 "%s has mode %04o, not 0700: refused, no shared directory for "
+		 "this job (run: chmod 0700 %s)",
+		 path, (unsigned)(st.st_mode & ACCESSPERMS), path);
 	return -1;
 }
 
@@ -406,12 +407,12 @@ shared_child(void *arg, char *err, size_t errlen)
 	ddp_fmt(jobname, sizeof(jobname), "%lu", j->jobid);
 	if (ddp_fmt(upath, sizeof(upath), "%s/%s", root, j->user) < 0 ||
 	    ddp_fmt(jpath, sizeof(jpath), "%s/%s", upath, jobname) < 0) {
-		nc_errf(err, errlen, "%s/%s: path too long", root, j->user);
+		ddp_errf(err, errlen, "%s/%s: path too long", root, j->user);
 		goto out;
 	}
 	rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0) {
-		nc_errf(err, errlen, "open %s: %s", root, strerror(errno));
+		ddp_errf(err, errlen, "open %s: %s", root, strerror(errno));
 		goto out;
 	}
 	/* As root: make the user's directory where root may write. On
@@ -421,15 +422,15 @@ shared_child(void *arg, char *err, size_t errlen)
 	 * and the check below refuses it if that is not the user. */
 	userfd = open_or_make(rootfd, j->user, &created);
 	if (userfd < 0 && errno != EACCES && errno != EPERM && errno != EROFS) {
-		nc_errf(err, errlen, "%s: %s", upath,
-			errno == ELOOP || errno == ENOTDIR
-				? "not a directory (symlink?)"
-				: strerror(errno));
+		ddp_errf(err, errlen, "%s: %s", upath,
+			 errno == ELOOP || errno == ENOTDIR
+				 ? "not a directory (symlink?)"
+				 : strerror(errno));
 		goto out;
 	}
 	if (userfd >= 0 && created &&
 	    (fchown(userfd, j->uid, j->gid) < 0 || fchmod(userfd, 0700) < 0)) {
-		nc_errf(err, errlen, "chown %s: %s", upath, strerror(errno));
+		ddp_errf(err, errlen, "chown %s: %s", upath, strerror(errno));
 		goto out;
 	}
 	if (userfd >= 0) {
@@ -467,7 +468,7 @@ nc_make_shared_dir(const struct ddp_conf *conf, const char *user, uid_t uid,
 
 	err[0] = '\0';
 	if (ddp_conf_shared_dir(conf, user, jobid, path, sizeof(path)) < 0) {
-		nc_errf(err, errlen, "no valid shared directory for user");
+		ddp_errf(err, errlen, "no valid shared directory for user");
 		return -1;
 	}
 	return nc_call_with_timeout(shared_child, &j, conf->shared_timeout, err,
@@ -484,12 +485,12 @@ nc_open_root_dir(const char *path, const char *what, int *squatted, char *err,
 	*squatted = 0;
 	fd = nc_open_dir_nofollow(path, 1, 0755);
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		nc_errf(err, errlen, "%s %s unusable: %s%s", what, path,
-			strerror(errno),
-			errno == ELOOP || errno == ENOTDIR
-				? " (a component is a symlink or a file; "
-				  "give a path of real directories)"
-				: "");
+		ddp_errf(err, errlen, "%s %s unusable: %s%s", what, path,
+			 strerror(errno),
+			 errno == ELOOP || errno == ENOTDIR
+				 ? " (a component is a symlink or a file; "
+				   "give a path of real directories)"
+				 : "");
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -499,20 +500,20 @@ nc_open_root_dir(const char *path, const char *what, int *squatted, char *err,
 	 * directories in it. */
 	if (st.st_uid != geteuid()) {
 		*squatted = 1;
-		nc_errf(err, errlen,
-			"%s %s is owned by uid %lu, not root (a user made it "
-			"first): remove it and run 'ddp-nodectl install', "
-			"which creates it root-owned",
-			what, path, (unsigned long)st.st_uid);
+		ddp_errf(err, errlen,
+			 "%s %s is owned by uid %lu, not root (a user made it "
+			 "first): remove it and run 'ddp-nodectl install', "
+			 "which creates it root-owned",
+			 what, path, (unsigned long)st.st_uid);
 		close(fd);
 		return -1;
 	}
 	if (st.st_mode & 022) {
-		nc_errf(err, errlen,
-			"%s %s has mode %04o, writable by others: make it "
-			"0755 (chmod 0755 %s) or choose a root-only path",
-			what, path, (unsigned)(st.st_mode & DDP_MODE_BITS),
-			path);
+		ddp_errf(err, errlen,
+			 "%s %s has mode %04o, writable by others: make it "
+			 "0755 (chmod 0755 %s) or choose a root-only path",
+			 what, path, (unsigned)(st.st_mode & DDP_MODE_BITS),
+			 path);
 		close(fd);
 		return -1;
 	}
@@ -547,23 +548,23 @@ nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 	if (fstatat(rootfd, jobname, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		*leftover = 1;
 		if (nc_rmtree_at(rootfd, jobname, rerr, sizeof(rerr)) < 0) {
-			nc_errf(err, errlen,
-				"scratch %s/%s left over from an earlier job "
-				"and cannot be removed: %s",
-				conf->scratch_root, jobname, rerr);
+			ddp_errf(err, errlen,
+				 "scratch %s/%s left over from an earlier job "
+				 "and cannot be removed: %s",
+				 conf->scratch_root, jobname, rerr);
 			goto out;
 		}
 	}
 	if (mkdirat(rootfd, jobname, 0700) < 0) {
-		nc_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
-			jobname, strerror(errno));
+		ddp_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
+			 jobname, strerror(errno));
 		goto out;
 	}
 	fd = openat(rootfd, jobname,
 		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0) {
-		nc_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
-			jobname, strerror(errno));
+		ddp_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
+			 jobname, strerror(errno));
 		goto out;
 	}
 	rv = 0;
@@ -624,10 +625,10 @@ rm_open(int pfd, const char *name, const struct stat *st, dev_t dev, char *err,
 	int fd;
 
 	if (st->st_dev != dev) {
-		nc_errf(err, errlen,
-			"%s: another file system is mounted there (not "
-			"removed; unmount it first)",
-			name);
+		ddp_errf(err, errlen,
+			 "%s: another file system is mounted there (not "
+			 "removed; unmount it first)",
+			 name);
 		return -1;
 	}
 	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -637,11 +638,11 @@ rm_open(int pfd, const char *name, const struct stat *st, dev_t dev, char *err,
 		fd = openat(pfd, name,
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &now) < 0) {
-		nc_errf(err, errlen, "open %s: %s", name, strerror(errno));
+		ddp_errf(err, errlen, "open %s: %s", name, strerror(errno));
 		goto fail;
 	}
 	if (now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
-		nc_errf(err, errlen, "%s: replaced while being removed", name);
+		ddp_errf(err, errlen, "%s: replaced while being removed", name);
 		goto fail;
 	}
 	if ((now.st_mode & 0700) != 0700)
@@ -669,7 +670,7 @@ rm_scan(int fd, char *sub, size_t sublen, struct stat *subst, char *err,
 	/* A fresh open of ".": its own position, from the start. */
 	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0 || !(d = fdopendir(rfd))) {
-		nc_errf(err, errlen, "read directory: %s", strerror(errno));
+		ddp_errf(err, errlen, "read directory: %s", strerror(errno));
 		if (rfd >= 0)
 			close(rfd);
 		return -1;
@@ -682,27 +683,27 @@ rm_scan(int fd, char *sub, size_t sublen, struct stat *subst, char *err,
 		if (fstatat(fd, de->d_name, subst, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno == ENOENT)
 				continue;
-			nc_errf(err, errlen, "stat %s: %s", de->d_name,
-				strerror(errno));
+			ddp_errf(err, errlen, "stat %s: %s", de->d_name,
+				 strerror(errno));
 			goto out;
 		}
 		if (S_ISDIR(subst->st_mode)) {
 			if (ddp_fmt(sub, sublen, "%s", de->d_name) < 0) {
-				nc_errf(err, errlen, "name too long");
+				ddp_errf(err, errlen, "name too long");
 				goto out;
 			}
 			rv = 1;
 			goto out;
 		}
 		if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT) {
-			nc_errf(err, errlen, "unlink %s: %s", de->d_name,
-				strerror(errno));
+			ddp_errf(err, errlen, "unlink %s: %s", de->d_name,
+				 strerror(errno));
 			goto out;
 		}
 		errno = 0;
 	}
 	if (errno) {
-		nc_errf(err, errlen, "read directory: %s", strerror(errno));
+		ddp_errf(err, errlen, "read directory: %s", strerror(errno));
 		goto out;
 	}
 	rv = 0;
@@ -728,13 +729,13 @@ rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		nc_errf(err, errlen, "stat %s: %s", name, strerror(errno));
+		ddp_errf(err, errlen, "stat %s: %s", name, strerror(errno));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		if (unlinkat(pfd, name, 0) < 0 && errno != ENOENT) {
-			nc_errf(err, errlen, "unlink %s: %s", name,
-				strerror(errno));
+			ddp_errf(err, errlen, "unlink %s: %s", name,
+				 strerror(errno));
 			return -1;
 		}
 		return 0;
@@ -743,7 +744,7 @@ rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
 	if (cur < 0)
 		goto out;
 	if (rm_push(&s, name, &st) < 0) {
-		nc_errf(err, errlen, "out of memory");
+		ddp_errf(err, errlen, "out of memory");
 		goto out;
 	}
 	while (s.n > 0) {
@@ -760,7 +761,7 @@ rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
 			close(cur);
 			cur = next;
 			if (rm_push(&s, sub, &st) < 0) {
-				nc_errf(err, errlen, "out of memory");
+				ddp_errf(err, errlen, "out of memory");
 				goto out;
 			}
 			continue;
@@ -777,10 +778,10 @@ rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
 			if (up < 0 || fstat(up, &ust) < 0 ||
 			    ust.st_dev != s.v[s.n - 2].dev ||
 			    ust.st_ino != s.v[s.n - 2].ino) {
-				nc_errf(err, errlen,
-					"%s: moved while being removed (%zu "
-					"levels below %s)",
-					top->name, s.n - 1, name);
+				ddp_errf(err, errlen,
+					 "%s: moved while being removed (%zu "
+					 "levels below %s)",
+					 top->name, s.n - 1, name);
 				goto out;
 			}
 		}
@@ -794,8 +795,8 @@ rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
 				up = -1;
 				continue;
 			}
-			nc_errf(err, errlen, "rmdir %s: %s", top->name,
-				strerror(errno));
+			ddp_errf(err, errlen, "rmdir %s: %s", top->name,
+				 strerror(errno));
 			goto out;
 		}
 		close(cur);
@@ -823,11 +824,11 @@ nc_rmtree_at(int pfd, const char *name, char *err, size_t errlen)
 	err[0] = '\0';
 	if (strchr(name, '/') || strcmp(name, ".") == 0 ||
 	    strcmp(name, "..") == 0 || name[0] == '\0') {
-		nc_errf(err, errlen, "refusing to remove '%s'", name);
+		ddp_errf(err, errlen, "refusing to remove '%s'", name);
 		return -1;
 	}
 	if (fstat(pfd, &st) < 0) {
-		nc_errf(err, errlen, "fstat: %s", strerror(errno));
+		ddp_errf(err, errlen, "fstat: %s", strerror(errno));
 		return -1;
 	}
 	return rmtree(pfd, name, st.st_dev, err, errlen);
@@ -848,8 +849,8 @@ nc_remove_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
 	if (rootfd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		nc_errf(err, errlen, "scratch root %s: %s", conf->scratch_root,
-			strerror(errno));
+		ddp_errf(err, errlen, "scratch root %s: %s", conf->scratch_root,
+			 strerror(errno));
 		return -1;
 	}
 	rv = nc_rmtree_at(rootfd, jobname, err, errlen);
@@ -900,8 +901,8 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 		return 0;
 	root = opendir(conf->shared_root);
 	if (!root) {
-		nc_errf(err, errlen, "open %s: %s", conf->shared_root,
-			strerror(errno));
+		ddp_errf(err, errlen, "open %s: %s", conf->shared_root,
+			 strerror(errno));
 		return -1;
 	}
 	while ((ue = readdir(root))) {

@@ -334,7 +334,7 @@ nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
 	else if (strstr(text, "type ipv6_addr . inet_service"))
 		family = AF_INET6;
 	if (!family) {
-		nc_errf(err, errlen, "set listing without a known type");
+		ddp_errf(err, errlen, "set listing without a known type");
 		goto out;
 	}
 	p = strstr(text, "elements = {");
@@ -345,12 +345,12 @@ nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
 	p += strlen("elements = {");
 	end = strchr(p, '}');
 	if (!end) {
-		nc_errf(err, errlen, "set listing: unterminated elements");
+		ddp_errf(err, errlen, "set listing: unterminated elements");
 		goto out;
 	}
 	copy = strndup(p, (size_t)(end - p));
 	if (!copy) {
-		nc_errf(err, errlen, "out of memory");
+		ddp_errf(err, errlen, "out of memory");
 		goto out;
 	}
 	/* Our comments are "job=N" and hold no comma. */
@@ -359,12 +359,12 @@ nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
 		struct nc_elem el;
 
 		if (parse_element(item, &el) < 0 || el.family != family) {
-			nc_errf(err, errlen,
-				"set listing: cannot parse '%.80s'", item);
+			ddp_errf(err, errlen,
+				 "set listing: cannot parse '%.80s'", item);
 			goto out;
 		}
 		if (nc_elems_add(out, &el) < 0) {
-			nc_errf(err, errlen, "out of memory");
+			ddp_errf(err, errlen, "out of memory");
 			goto out;
 		}
 	}
@@ -481,7 +481,7 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 	fd = openat(dirfd, tmp,
 		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		nc_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
+		ddp_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
 	while (off < b.len) {
@@ -490,26 +490,26 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			nc_errf(err, errlen, "write %s: %s", tmp,
-				strerror(errno));
+			ddp_errf(err, errlen, "write %s: %s", tmp,
+				 strerror(errno));
 			goto out;
 		}
 		off += (size_t)w;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
-		nc_errf(err, errlen, "close %s: %s", tmp, strerror(errno));
+		ddp_errf(err, errlen, "close %s: %s", tmp, strerror(errno));
 		goto out;
 	}
 	fd = -1;
 	if (renameat(dirfd, tmp, dirfd, name) < 0) {
-		nc_errf(err, errlen, "rename %s: %s", name, strerror(errno));
+		ddp_errf(err, errlen, "rename %s: %s", name, strerror(errno));
 		goto out;
 	}
 	rv = 0;
 	goto out;
 oom:
-	nc_errf(err, errlen, "out of memory");
+	ddp_errf(err, errlen, "out of memory");
 out:
 	if (fd >= 0) {
 		close(fd);
@@ -528,7 +528,7 @@ nc_state_remove(int dirfd, unsigned long jobid, char *err, size_t errlen)
 	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0)
 		return -1;
 	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
-		nc_errf(err, errlen, "remove %s: %s", name, strerror(errno));
+		ddp_errf(err, errlen, "remove %s: %s", name, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -615,7 +615,7 @@ nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
-		nc_errf(err, errlen, "read state dir: %s", strerror(errno));
+		ddp_errf(err, errlen, "read state dir: %s", strerror(errno));
 		goto out;
 	}
 	/* A dup shares the offset a previous reader left at the end. */

@@ -70,18 +70,6 @@ nc_buf_free(struct nc_buf *b)
 	b->len = b->cap = 0;
 }
 
-void
-nc_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int
 parse_decimal(const char *s, size_t maxdigits, unsigned long min,
 	      unsigned long max, unsigned long *out)
@@ -205,12 +193,12 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 	}
 	envp[nenv] = NULL;
 	if (pipe2(in, O_CLOEXEC) < 0 || (out && pipe2(outp, O_CLOEXEC) < 0)) {
-		nc_errf(err, errlen, "pipe: %s", strerror(errno));
+		ddp_errf(err, errlen, "pipe: %s", strerror(errno));
 		goto out;
 	}
 	pid = fork();
 	if (pid < 0) {
-		nc_errf(err, errlen, "fork: %s", strerror(errno));
+		ddp_errf(err, errlen, "fork: %s", strerror(errno));
 		goto out;
 	}
 	if (pid == 0) {
@@ -267,8 +255,8 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 				} else if (out->len + (size_t)r <= NC_OUT_MAX) {
 					if (nc_buf_printf(out, "%.*s", (int)r,
 							  chunk) < 0) {
-						nc_errf(err, errlen,
-							"out of memory");
+						ddp_errf(err, errlen,
+							 "out of memory");
 						goto out;
 					}
 				}
@@ -280,18 +268,18 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 	status = wait_until(pid, deadline);
 	pid = -1;
 	if (status < 0) {
-		nc_errf(err, errlen, "%s timed out after %u s", argv[0],
-			timeout_s);
+		ddp_errf(err, errlen, "%s timed out after %u s", argv[0],
+			 timeout_s);
 		goto out;
 	}
 	if (WIFSIGNALED(status)) {
-		nc_errf(err, errlen, "%s killed by signal %d", argv[0],
-			WTERMSIG(status));
+		ddp_errf(err, errlen, "%s killed by signal %d", argv[0],
+			 WTERMSIG(status));
 		goto out;
 	}
 	rv = WEXITSTATUS(status);
 	if (rv != 0)
-		nc_errf(err, errlen, "%s exited with status %d", argv[0], rv);
+		ddp_errf(err, errlen, "%s exited with status %d", argv[0], rv);
 out:
 	if (pid > 0)
 		wait_until(pid, now_s());
@@ -316,12 +304,12 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 
 	err[0] = '\0';
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		nc_errf(err, errlen, "pipe: %s", strerror(errno));
+		ddp_errf(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	pid = fork();
 	if (pid < 0) {
-		nc_errf(err, errlen, "fork: %s", strerror(errno));
+		ddp_errf(err, errlen, "fork: %s", strerror(errno));
 		goto out;
 	}
 	if (pid == 0) {
@@ -360,14 +348,14 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 	err[got] = '\0';
 	status = wait_until(pid, deadline);
 	if (status < 0) {
-		nc_errf(err, errlen, "timed out after %u s", timeout_s);
+		ddp_errf(err, errlen, "timed out after %u s", timeout_s);
 		goto out;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		rv = 0;
 	} else if (!err[0]) {
-		nc_errf(err, errlen, "check process failed (status %d)",
-			status);
+		ddp_errf(err, errlen, "check process failed (status %d)",
+			 status);
 	}
 out:
 	close_fd(&p[0]);

@@ -14,8 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "ddp_util.h"
-#include "wk.h"
+#include "rdv.h"
+#include "reduce.h"
 
 static enum ddp_status
 env_long(const char *name, long min, long max, long dflt, int required,
@@ -139,16 +141,16 @@ tune_from_env(struct ddp_comm *comm)
 	const char *v = getenv("DDP_TCP_ALGO");
 	long n;
 
-	comm->algo = WK_ALGO_AUTO;
+	comm->mesh.algo = WK_ALGO_AUTO;
 	if (v && strcmp(v, "rd") == 0)
-		comm->algo = WK_ALGO_RD;
+		comm->mesh.algo = WK_ALGO_RD;
 	else if (v && strcmp(v, "ring") == 0)
-		comm->algo = WK_ALGO_RING;
-	comm->ring_min = 64 * 1024;
-	comm->seg_bytes = 512 * 1024;
+		comm->mesh.algo = WK_ALGO_RING;
+	comm->mesh.ring_min = 64 * 1024;
+	comm->mesh.seg_bytes = 512 * 1024;
 	v = getenv("DDP_TCP_SEGMENT");
 	if (v && ddp_parse_long(v, 64, 64L << 20, &n) == 0)
-		comm->seg_bytes = (size_t)n;
+		comm->mesh.seg_bytes = (size_t)n;
 	v = getenv("DDP_NCCL_CHECK");
 	comm->check_calls = !(v && strcmp(v, "0") == 0);
 }
@@ -204,13 +206,21 @@ static enum ddp_status
 host_bcast(struct ddp_comm *comm, void *buf, size_t bytes, int root)
 {
 	/* Control-plane broadcast of opaque bytes (the NCCL unique id). */
-	return tcp_broadcast(comm, buf, (bytes + 1) / 2, DDP_FLOAT16, root);
+	return tcp_broadcast(&comm->mesh, buf, (bytes + 1) / 2, DDP_FLOAT16,
+			     root);
+}
+
+/* Non-blocking: a peer's death or abort seen on the TCP mesh. */
+static enum ddp_status
+host_check(struct ddp_comm *comm)
+{
+	return tcp_check_peers(&comm->mesh);
 }
 
 static const struct wk_nccl_host nccl_host_proto = {
 	.broadcast = host_bcast,
 	.err = wk_err,
-	.check = tcp_check_peers,
+	.check = host_check,
 };
 
 /*
@@ -230,11 +240,11 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 
 	comm->backend = DDP_BACKEND_TCP;
 	comm->bops = &wk_tcp_ops;
-	comm->bstate = comm;
+	comm->bstate = &comm->mesh;
 	if (want == DDP_BACKEND_TCP)
 		return DDP_OK;
 	host.comm = comm;
-	host.rank_host = comm->myhost;
+	host.rank_host = comm->mesh.myhost;
 	h = open_nccl_plugin(why, sizeof(why));
 	if (h) {
 		*(void **)&probe = dlsym(h, WK_NCCL_PROBE);
@@ -253,8 +263,9 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 		pst = DDP_ERR_BACKEND;
 	}
 	ok = pst == DDP_OK ? 1.0f : 0.0f;
-	if (comm->size > 1) {
-		st = tcp_allreduce(comm, &ok, &ok, 1, DDP_FLOAT32, DDP_MIN);
+	if (comm->mesh.size > 1) {
+		st = tcp_allreduce(&comm->mesh, &ok, &ok, 1, DDP_FLOAT32,
+				   DDP_MIN);
 		if (st)
 			goto out;
 	}
@@ -268,15 +279,16 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 				st = wk_err(pst ? pst : DDP_ERR_NO_GPU,
 					    "DDP_BACKEND=nccl on rank %d "
 					    "(%s): %s",
-					    comm->rank, comm->myhost, why);
+					    comm->mesh.rank, comm->mesh.myhost,
+					    why);
 			goto out;
 		}
-		wk_log(3, "rank %d: using TCP backend (%s)", comm->rank,
+		wk_log(3, "rank %d: using TCP backend (%s)", comm->mesh.rank,
 		       why[0] ? why : "a rank has no usable GPU");
 		goto out;
 	}
-	st = open_fn(&host, comm->rank, comm->size, comm->local_rank,
-		     comm->timeout_s, &comm->bops, &comm->bstate);
+	st = open_fn(&host, comm->mesh.rank, comm->mesh.size, comm->local_rank,
+		     comm->mesh.timeout_s, &comm->bops, &comm->bstate);
 	if (st)
 		goto out;
 	comm->backend = DDP_BACKEND_NCCL;
@@ -308,24 +320,27 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 	comm = calloc(1, sizeof(*comm));
 	if (!comm)
 		return wk_err(DDP_ERR_NOMEM, "ddp_comm_init: out of memory");
-	comm->rank = cfg->rank;
-	comm->size = cfg->world_size;
+	comm->mesh.rank = cfg->rank;
+	comm->mesh.size = cfg->world_size;
 	comm->local_rank = cfg->local_rank;
-	comm->timeout_s = cfg->timeout_s;
+	comm->mesh.timeout_s = cfg->timeout_s;
 	pthread_mutex_init(&comm->lock, NULL);
 	tune_from_env(comm);
-	if (gethostname(comm->myhost, sizeof(comm->myhost) - 1) < 0)
-		ddp_fmt(comm->myhost, sizeof(comm->myhost), "unknown-host");
-	comm->peers = calloc((size_t)comm->size, sizeof(*comm->peers));
-	if (!comm->peers) {
+	if (gethostname(comm->mesh.myhost, sizeof(comm->mesh.myhost) - 1) < 0)
+		ddp_fmt(comm->mesh.myhost, sizeof(comm->mesh.myhost),
+			"unknown-host");
+	comm->mesh.peers =
+		calloc((size_t)comm->mesh.size, sizeof(*comm->mesh.peers));
+	if (!comm->mesh.peers) {
 		st = wk_err(DDP_ERR_NOMEM, "ddp_comm_init: out of memory");
 		goto out;
 	}
-	for (i = 0; i < comm->size; i++)
-		comm->peers[i].fd = -1;
-	ddp_fmt(comm->peers[comm->rank].host, DDP_HOST_MAX, "%s", comm->myhost);
-	if (comm->size > 1) {
-		st = rdv_connect_all(comm, cfg);
+	for (i = 0; i < comm->mesh.size; i++)
+		comm->mesh.peers[i].fd = -1;
+	ddp_fmt(comm->mesh.peers[comm->mesh.rank].host, DDP_HOST_MAX, "%s",
+		comm->mesh.myhost);
+	if (comm->mesh.size > 1) {
+		st = rdv_connect_all(&comm->mesh, cfg);
 		if (st)
 			goto out;
 	}
@@ -337,8 +352,8 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 out:
 	if (comm) {
 		/* Tell the peers why, so they fail with this reason. */
-		if (comm->size > 1)
-			tcp_send_abort(comm, wk_errbuf());
+		if (comm->mesh.size > 1)
+			tcp_send_abort(&comm->mesh, wk_errbuf());
 		ddp_comm_destroy(comm);
 	}
 	return st;
@@ -368,10 +383,7 @@ ddp_comm_destroy(struct ddp_comm *comm)
 		comm->bops->destroy(comm->bstate);
 	if (comm->bdl)
 		dlclose(comm->bdl);
-	if (comm->peers)
-		tcp_close_all(comm);
-	free(comm->peers);
-	free(comm->scratch);
+	tcp_mesh_fini(&comm->mesh);
 	pthread_mutex_destroy(&comm->lock);
 	free(comm);
 }
@@ -379,13 +391,13 @@ ddp_comm_destroy(struct ddp_comm *comm)
 int
 ddp_comm_rank(const struct ddp_comm *comm)
 {
-	return comm ? comm->rank : -1;
+	return comm ? comm->mesh.rank : -1;
 }
 
 int
 ddp_comm_size(const struct ddp_comm *comm)
 {
-	return comm ? comm->size : -1;
+	return comm ? comm->mesh.size : -1;
 }
 
 int
@@ -403,9 +415,9 @@ ddp_comm_backend(const struct ddp_comm *comm)
 const char *
 ddp_comm_host(const struct ddp_comm *comm, int r)
 {
-	if (!comm || r < 0 || r >= comm->size)
+	if (!comm || r < 0 || r >= comm->mesh.size)
 		return NULL;
-	return comm->peers[r].host;
+	return comm->mesh.peers[r].host;
 }
 
 enum ddp_status
@@ -416,7 +428,7 @@ wk_comm_fail(struct ddp_comm *comm, enum ddp_status st)
 		comm->fail_status = st;
 		ddp_fmt(comm->fail_msg, sizeof(comm->fail_msg), "%s",
 			wk_errbuf());
-		tcp_send_abort(comm, comm->fail_msg);
+		tcp_send_abort(&comm->mesh, comm->fail_msg);
 	}
 	return st;
 }
@@ -466,7 +478,7 @@ agree(struct ddp_comm *comm, enum wk_coll coll, enum ddp_dtype dtype, int op,
 	call.op = (uint8_t)op;
 	call.count = count;
 	call.aux = (uint32_t)root << 8 | WK_ALGO_NCCL;
-	return tcp_agree(comm, &call);
+	return tcp_agree(&comm->mesh, &call);
 }
 
 static enum ddp_status
@@ -487,12 +499,13 @@ static enum ddp_status
 check_broadcast(const struct ddp_comm *comm, const char *what, const void *buf,
 		size_t count, enum ddp_dtype dtype, int root)
 {
-	if (!wk_dtype_ok(dtype) || root < 0 || root >= comm->size ||
+	if (!wk_dtype_ok(dtype) || root < 0 || root >= comm->mesh.size ||
 	    (count && !buf))
 		return wk_err(DDP_ERR_INVALID,
 			      "%s: bad arguments (type %d, root %d of %d, "
 			      "count %zu, buffer %p)",
-			      what, (int)dtype, root, comm->size, count, buf);
+			      what, (int)dtype, root, comm->mesh.size, count,
+			      buf);
 	return DDP_OK;
 }
 
@@ -585,7 +598,7 @@ ddp_barrier(struct ddp_comm *comm)
 
 	if (st)
 		return st;
-	return leave(comm, tcp_barrier(comm));
+	return leave(comm, tcp_barrier(&comm->mesh));
 }
 
 enum ddp_status
@@ -596,7 +609,8 @@ wk_ctl_allreduce(struct ddp_comm *comm, void *buf, size_t count,
 
 	if (st)
 		return st;
-	return leave(comm, tcp_allreduce(comm, buf, buf, count, dtype, op));
+	return leave(comm,
+		     tcp_allreduce(&comm->mesh, buf, buf, count, dtype, op));
 }
 
 /* Without a communicator (or before init) buffers are host memory. */

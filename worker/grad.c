@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "ddp_util.h"
-#include "wk.h"
+#include "reduce.h"
 
 struct gs_param {
 	void *param;

@@ -3,7 +3,8 @@
 # the optional NCCL backend object, examples/train, unit tests and fuzzers.
 
 WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
-              worker/rdv.c worker/tcp.c worker/grad.c
+              worker/net.c worker/auth.c worker/rdv.c worker/tcp.c \
+              worker/grad.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 WORKER_LIBS := $(MUNGE_LIBS) -lpthread -ldl -lm
 LIBDDP_SO := $(BUILD)/worker/libddp.so

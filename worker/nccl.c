@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wk.h"
+#include "backend.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

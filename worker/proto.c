@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ddp_util.h"
-#include "wk.h"
+#include "proto.h"
 
 static void
 put16(uint8_t *p, uint16_t v)

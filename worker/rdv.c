@@ -13,24 +13,21 @@
  * anything valid yet, refusal logs summarised after the first few, and
  * ranks that connect again when rank 0 drops them or a squatter answers.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <munge.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "ddp_util.h"
-#include "wk.h"
+#include "net.h"
+#include "proto.h"
+#include "rdv.h"
+#include "status.h"
 
 #define MAX_PENDING 256
 /* One address may hold at most this many pending connections: the ranks
@@ -49,18 +46,6 @@
 /* How long a rank waits for each reply of rank 0 before it connects
  * again (rank 0 answers an open or a hello at once). */
 #define REPLY_WAIT_S 10.0
-
-struct auth {
-	int on;
-	/* munge_decode leaves the decoded credential's options (or garbage
-	 * from a forged one) in its context: encoding uses its own. */
-	munge_ctx_t enc;
-	munge_ctx_t dec;
-	const char *job;
-	const char *step;
-	int world;
-	char socket[DDP_HOST_MAX];
-};
 
 struct pend {
 	int fd;
@@ -90,11 +75,12 @@ struct refusals {
 
 /* State of one rank's rendezvous. */
 struct rdv {
-	struct ddp_comm *comm;
-	struct auth auth;
+	struct wk_mesh *mesh;
+	struct wk_auth auth;
 	int lfd; /* master listener (rank 0) or data listener (others) */
 	int lport;
-	int local_only; /* DDP_AUTH=none on loopback: refuse other hosts */
+	int local_only;	 /* DDP_AUTH=none on loopback: refuse other hosts */
+	int port_waited; /* rank 0 found MASTER_PORT held at first */
 	uint8_t token[WK_TOKEN_LEN];
 	struct pend pend[MAX_PENDING];
 	int npend;
@@ -102,95 +88,6 @@ struct rdv {
 	struct refusals ref;
 	const struct ddp_config *cfg;
 };
-
-static void
-xclose(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
-static int
-io_wait(int fd, short ev, double deadline)
-{
-	struct pollfd p = {.fd = fd, .events = ev};
-	double left;
-	int rc;
-
-	for (;;) {
-		left = deadline - wk_now();
-		if (left <= 0)
-			return 0;
-		rc = poll(&p, 1, (int)(left * 1000) + 1);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc < 0)
-			return -1;
-		if (rc > 0)
-			return 1;
-	}
-}
-
-/* Writes all of buf before deadline: 0, or -1 with errno (ETIMEDOUT). */
-static int
-send_all(int fd, const void *buf, size_t len, double deadline)
-{
-	const uint8_t *p = buf;
-	ssize_t n;
-	int rc;
-
-	while (len) {
-		n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
-		rc = io_wait(fd, POLLOUT, deadline);
-		if (rc <= 0) {
-			if (rc == 0)
-				errno = ETIMEDOUT;
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* Reads exactly len bytes: 0, 1 on EOF, -1 with errno (ETIMEDOUT). */
-static int
-recv_all(int fd, void *buf, size_t len, double deadline)
-{
-	uint8_t *p = buf;
-	ssize_t n;
-	int rc;
-
-	while (len) {
-		n = recv(fd, p, len, MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return 1;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
-		rc = io_wait(fd, POLLIN, deadline);
-		if (rc <= 0) {
-			if (rc == 0)
-				errno = ETIMEDOUT;
-			return -1;
-		}
-	}
-	return 0;
-}
 
 /*
  * Reads one rendezvous message; *body (malloc'd, caller frees) receives
@@ -207,7 +104,7 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 
 	*body = NULL;
 	*other_version = 0;
-	rc = recv_all(fd, hdr, sizeof(hdr), deadline);
+	rc = net_recv_all(fd, hdr, sizeof(hdr), deadline);
 	if (rc == 0 && rdv_parse_header(hdr, sizeof(hdr), type, blen, why,
 					sizeof(why)) < 0) {
 		*other_version =
@@ -219,7 +116,7 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 		*body = malloc(*blen ? *blen : 1);
 		if (!*body)
 			return wk_err(DDP_ERR_NOMEM, "%s: out of memory", what);
-		rc = recv_all(fd, *body, *blen, deadline);
+		rc = net_recv_all(fd, *body, *blen, deadline);
 	}
 	if (rc == 1)
 		return wk_err(DDP_ERR_RENDEZVOUS, "%s: connection closed",
@@ -229,102 +126,6 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 						 : DDP_ERR_RENDEZVOUS,
 			      "%s: %s", what, strerror(errno));
 	return DDP_OK;
-}
-
-static void
-tune_socket(int fd)
-{
-	static long wmax = -2;
-	int one = 1, size = 4 << 20;
-	FILE *f;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	/* Setting SO_SNDBUF disables autotuning; only do it when the
-	 * kernel would grant the full size. */
-	if (wmax == -2) {
-		wmax = -1;
-		f = fopen("/proc/sys/net/core/wmem_max", "r");
-		if (f) {
-			if (fscanf(f, "%ld", &wmax) != 1)
-				wmax = -1;
-			fclose(f);
-		}
-	}
-	if (wmax >= size) {
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-	}
-}
-
-/*
- * The rendezvous sends small messages back to back (welcome, roster):
- * with Nagle's algorithm the second waits for the peer's delayed ack,
- * 20 ms on average. So from the first byte, not only after.
- */
-static void
-no_delay(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-/* 1 when sa is a loopback address (127/8, ::1, v4-mapped 127/8). */
-static int
-sa_loopback(const struct sockaddr *sa)
-{
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-
-	if (sa->sa_family == AF_INET)
-		return (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family != AF_INET6)
-		return 0;
-	if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
-		return s6->sin6_addr.s6_addr[12] == 127;
-	return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
-}
-
-/*
- * Numeric address and port of a socket address, v4-mapped IPv6 shown as
- * IPv4, so that both ends of a connection write it the same way.
- */
-static void
-sa_format(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
-	  int *port)
-{
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-
-	ddp_fmt(addr, addrlen, "?");
-	*port = 0;
-	if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-		inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], addr,
-			  (socklen_t)addrlen);
-		*port = ntohs(s6->sin6_port);
-	} else if (ss->ss_family == AF_INET6) {
-		inet_ntop(AF_INET6, &s6->sin6_addr, addr, (socklen_t)addrlen);
-		*port = ntohs(s6->sin6_port);
-	} else if (ss->ss_family == AF_INET) {
-		inet_ntop(AF_INET, &s4->sin_addr, addr, (socklen_t)addrlen);
-		*port = ntohs(s4->sin_port);
-	}
-}
-
-/* Address and port of this end (local) or the far end of fd. */
-static void
-sock_addr(int fd, int local, char *addr, size_t addrlen, int *port)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int rc;
-
-	memset(&ss, 0, sizeof(ss));
-	rc = local ? getsockname(fd, (struct sockaddr *)&ss, &sl)
-		   : getpeername(fd, (struct sockaddr *)&ss, &sl);
-	if (rc < 0)
-		ss.ss_family = AF_UNSPEC;
-	sa_format(&ss, addr, addrlen, port);
 }
 
 /*
@@ -337,353 +138,8 @@ rank_addr(int fd, int local, char *out, size_t outlen)
 	char addr[WK_ADDR_LEN];
 	int port;
 
-	sock_addr(fd, local, addr, sizeof(addr), &port);
+	net_sock_addr(fd, local, addr, sizeof(addr), &port);
 	ddp_fmt(out, outlen, "%s:%d", addr, port);
-}
-
-/* Listens on port (0: ephemeral) on every address, IPv6 dual-stack when
- * available. Returns the fd and the bound port, or -1 with errno. */
-static int
-listen_any(int port, int *bound)
-{
-	struct sockaddr_in6 s6;
-	struct sockaddr_in s4;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int fd, one = 1, zero = 0, err;
-
-	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd >= 0) {
-		memset(&s6, 0, sizeof(s6));
-		s6.sin6_family = AF_INET6;
-		s6.sin6_addr = in6addr_any;
-		s6.sin6_port = htons((uint16_t)port);
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-		if (bind(fd, (struct sockaddr *)&s6, sizeof(s6)) == 0)
-			goto bound;
-		err = errno;
-		close(fd);
-		if (err == EADDRINUSE) {
-			errno = err;
-			return -1;
-		}
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	memset(&s4, 0, sizeof(s4));
-	s4.sin_family = AF_INET;
-	s4.sin_addr.s_addr = htonl(INADDR_ANY);
-	s4.sin_port = htons((uint16_t)port);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&s4, sizeof(s4)) < 0)
-		goto fail;
-bound:
-	if (listen(fd, SOMAXCONN) < 0)
-		goto fail;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
-		goto fail;
-	*bound = ss.ss_family == AF_INET6
-			 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-			 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	return fd;
-fail:
-	err = errno;
-	close(fd);
-	errno = err;
-	return -1;
-}
-
-/*
- * One non-blocking connection attempt to host:port, bounded by deadline.
- * Returns the connected fd, or -1 with a reason in why.
- */
-static int
-connect_once(const char *host, int port, double deadline, char *why,
-	     size_t whylen)
-{
-	struct addrinfo hints, *res = NULL, *ai;
-	char service[16];
-	socklen_t sl;
-	int fd = -1, rc, soerr = 0;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	ddp_fmt(service, sizeof(service), "%d", port);
-	rc = getaddrinfo(host, service, &hints, &res);
-	if (rc != 0) {
-		ddp_fmt(why, whylen, "cannot resolve '%s': %s", host,
-			gai_strerror(rc));
-		return -1;
-	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family,
-			    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0) {
-			ddp_fmt(why, whylen, "socket: %s", strerror(errno));
-			continue;
-		}
-		no_delay(fd);
-		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-		if (rc < 0 && errno == EINPROGRESS) {
-			rc = io_wait(fd, POLLOUT, deadline);
-			if (rc == 0) {
-				ddp_fmt(why, whylen,
-					"connection timed out (packets "
-					"dropped?)");
-				xclose(&fd);
-				continue;
-			}
-			sl = sizeof(soerr);
-			if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR,
-						 &soerr, &sl) < 0)
-				soerr = errno;
-			rc = soerr ? -1 : 0;
-			errno = soerr;
-		}
-		if (rc == 0)
-			break;
-		ddp_fmt(why, whylen, "%s", strerror(errno));
-		xclose(&fd);
-	}
-	freeaddrinfo(res);
-	return fd;
-}
-
-/* Sleeps *delay (never past deadline) and doubles it up to 1 s; 0, or -1
- * when the deadline would pass first. */
-static int
-back_off(double *delay, double deadline)
-{
-	if (wk_now() + *delay >= deadline)
-		return -1;
-	usleep((useconds_t)(*delay * 1e6));
-	*delay = *delay * 2 < 1.0 ? *delay * 2 : 1.0;
-	return 0;
-}
-
-/*
- * Retries connect_once with back-off until deadline. Ranks start at once,
- * rank 0 a little after some: the first retry comes soon.
- */
-static int
-connect_retry(const char *host, int port, double deadline, char *why,
-	      size_t whylen)
-{
-	double delay = 0.01, now, attempt;
-	int fd;
-
-	for (;;) {
-		now = wk_now();
-		attempt = now + 5.0 < deadline ? now + 5.0 : deadline;
-		fd = connect_once(host, port, attempt, why, whylen);
-		if (fd >= 0)
-			return fd;
-		if (back_off(&delay, deadline) < 0)
-			return -1;
-	}
-}
-
-/* 1 when every address host resolves to is a loopback address. */
-static int
-host_is_loopback(const char *host)
-{
-	struct addrinfo hints, *res = NULL, *ai;
-	int all = 1;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(host, NULL, &hints, &res) != 0)
-		return 0;
-	for (ai = res; ai; ai = ai->ai_next)
-		if (!sa_loopback(ai->ai_addr))
-			all = 0;
-	freeaddrinfo(res);
-	return all;
-}
-
-/*
- * Whether munged answers on its socket, checked before the network is
- * touched: credentials are made only once rank 0 has answered, and a
- * missing munged should not look like a missing rank 0.
- */
-static enum ddp_status
-auth_probe(struct auth *a)
-{
-	struct sockaddr_un sun;
-	char *path = NULL;
-	int fd, rc;
-
-	if (munge_ctx_get(a->enc, MUNGE_OPT_SOCKET, &path) != EMUNGE_SUCCESS ||
-	    !path)
-		return DDP_OK;
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (ddp_fmt(sun.sun_path, sizeof(sun.sun_path), "%s", path) < 0)
-		return DDP_OK;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return DDP_OK;
-	rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
-	close(fd);
-	if (rc == 0)
-		return DDP_OK;
-	return wk_err(DDP_ERR_AUTH,
-		      "munged does not answer on %s: %s (is munged running on "
-		      "this node? set DDP_MUNGE_SOCKET to use another socket)",
-		      path, strerror(errno));
-}
-
-static enum ddp_status
-auth_init(struct auth *a, const struct ddp_config *cfg)
-{
-	munge_err_t e;
-
-	memset(a, 0, sizeof(*a));
-	a->on = cfg->auth;
-	a->job = cfg->job_id;
-	a->step = cfg->step_id;
-	a->world = cfg->world_size;
-	ddp_fmt(a->socket, sizeof(a->socket), "%s",
-		cfg->munge_socket[0] ? cfg->munge_socket
-				     : "munge's default socket");
-	if (!a->on)
-		return DDP_OK;
-	a->enc = munge_ctx_create();
-	a->dec = munge_ctx_create();
-	if (!a->enc || !a->dec)
-		return wk_err(DDP_ERR_NOMEM, "munge_ctx_create failed");
-	if (cfg->munge_socket[0]) {
-		e = munge_ctx_set(a->enc, MUNGE_OPT_SOCKET, cfg->munge_socket);
-		if (e == EMUNGE_SUCCESS)
-			e = munge_ctx_set(a->dec, MUNGE_OPT_SOCKET,
-					  cfg->munge_socket);
-		if (e != EMUNGE_SUCCESS)
-			return wk_err(DDP_ERR_AUTH,
-				      "munge: cannot use socket %s: %s",
-				      cfg->munge_socket, munge_strerror(e));
-	}
-	return auth_probe(a);
-}
-
-static void
-auth_fini(struct auth *a)
-{
-	if (a->enc)
-		munge_ctx_destroy(a->enc);
-	if (a->dec)
-		munge_ctx_destroy(a->dec);
-	a->enc = a->dec = NULL;
-}
-
-/*
- * A credential proving this process's uid, bound to kind, job, step, rank,
- * rank 0's nonce and the rank's address on this connection. Made anew for
- * every connection, so it is fresh whatever DDP_TIMEOUT is.
- */
-static enum ddp_status
-auth_encode(struct auth *a, const char *kind, int rank,
-	    const uint8_t nonce[RDV_NONCE_LEN], const char *addr, char *out,
-	    size_t outlen)
-{
-	char payload[512];
-	char *cred = NULL;
-	munge_err_t e;
-	enum ddp_status st = DDP_OK;
-
-	if (!a->on) {
-		ddp_fmt(out, outlen, "none");
-		return DDP_OK;
-	}
-	if (rdv_cred_payload(payload, sizeof(payload), kind, a->job, a->step,
-			     rank, a->world, nonce, addr) < 0)
-		return wk_err(DDP_ERR_INVALID, "job or step id too long");
-	e = munge_encode(&cred, a->enc, payload, (int)strlen(payload));
-	if (e != EMUNGE_SUCCESS) {
-		st = wk_err(DDP_ERR_AUTH,
-			    "munge cannot encode a credential: %s (is munged "
-			    "running on this node? socket: %s; set "
-			    "DDP_MUNGE_SOCKET to use another)",
-			    munge_ctx_strerror(a->enc), a->socket);
-	} else if (ddp_fmt(out, outlen, "%s", cred) < 0) {
-		st = wk_err(DDP_ERR_AUTH, "munge credential too long");
-	}
-	free(cred);
-	return st;
-}
-
-/* Makes a peer-supplied string printable in a log line. */
-static void
-sanitize(char *dst, size_t dlen, const void *src, size_t slen)
-{
-	const unsigned char *s = src;
-	size_t i, o = 0;
-
-	for (i = 0; i < slen && o + 1 < dlen; i++)
-		dst[o++] = (s[i] >= 0x20 && s[i] < 0x7f) ? (char)s[i] : '?';
-	dst[o] = '\0';
-}
-
-/*
- * 0 when cred proves this uid and carries exactly the payload for kind,
- * job, step, rank, nonce and addr; else -1 and why. munged refuses a
- * credential it decoded before (replay) or one past its time to live.
- */
-static int
-auth_verify(struct auth *a, const char *cred, const char *kind, int rank,
-	    const uint8_t nonce[RDV_NONCE_LEN], const char *addr, char *why,
-	    size_t whylen)
-{
-	char want[512], got[512];
-	void *buf = NULL;
-	int len = 0, rv = -1;
-	uid_t uid = (uid_t)-1;
-	gid_t gid = (gid_t)-1;
-	munge_err_t e;
-
-	if (!a->on) {
-		if (strcmp(cred, "none") == 0)
-			return 0;
-		ddp_fmt(why, whylen,
-			"DDP_AUTH=none here, but the peer sent "
-			"a credential");
-		return -1;
-	}
-	if (rdv_cred_payload(want, sizeof(want), kind, a->job, a->step, rank,
-			     a->world, nonce, addr) < 0) {
-		ddp_fmt(why, whylen, "job or step id too long");
-		return -1;
-	}
-	e = munge_decode(cred, a->dec, &buf, &len, &uid, &gid);
-	if (e != EMUNGE_SUCCESS) {
-		ddp_fmt(why, whylen, "invalid munge credential: %s",
-			munge_ctx_strerror(a->dec));
-		goto out;
-	}
-	if (uid != geteuid()) {
-		ddp_fmt(why, whylen,
-			"credential of uid %u, but this job runs as uid %u",
-			(unsigned)uid, (unsigned)geteuid());
-		goto out;
-	}
-	if (len < 0 || (size_t)len != strlen(want) || !buf ||
-	    memcmp(buf, want, (size_t)len) != 0) {
-		sanitize(got, sizeof(got), buf ? buf : "",
-			 buf ? (size_t)len : 0);
-		ddp_fmt(why, whylen,
-			"credential is for '%s', expected '%s' (another job "
-			"or step of the same user, or a connection relayed "
-			"through another process?)",
-			got, want);
-		goto out;
-	}
-	rv = 0;
-out:
-	free(buf);
-	return rv;
 }
 
 /* ---- refusals: the first few one per line, then summarised ---- */
@@ -699,7 +155,7 @@ refuse_flush(struct rdv *r, int force)
 	wk_log(0,
 	       "rank %d refused %lu more connection%s in the last %.0f s "
 	       "(%lu in all; the latest from %s: %s)",
-	       r->comm->rank, f->quiet, f->quiet == 1 ? "" : "s",
+	       r->mesh->rank, f->quiet, f->quiet == 1 ? "" : "s",
 	       now - f->since, f->total, f->last_from, f->last_why);
 	f->quiet = 0;
 	f->since = now;
@@ -717,7 +173,7 @@ refuse_log(struct rdv *r, const char *from, const char *why)
 		wk_log(0,
 		       "rank %d refused connection from %s: %s (still "
 		       "waiting for the job's ranks)%s",
-		       r->comm->rank, from, why,
+		       r->mesh->rank, from, why,
 		       f->logged == REFUSE_LOG_FIRST
 			       ? "; further refusals are counted and "
 				 "summarised every 10 s"
@@ -755,7 +211,7 @@ pend_drop(struct rdv *r, int i, const char *reason, int tell, uint16_t version)
 			wk_log(3, "refusal not delivered: %s", strerror(errno));
 		wk_buf_free(&b);
 	}
-	xclose(&r->pend[i].fd);
+	net_close(&r->pend[i].fd);
 	free(r->pend[i].buf);
 	r->pend[i] = r->pend[--r->npend];
 }
@@ -766,11 +222,11 @@ pend_refuse(struct rdv *r, int i, const char *reason)
 	pend_drop(r, i, reason, 1, 0);
 }
 
-/* Moves a verified connection to comm->peers[rank]. */
+/* Moves a verified connection to the mesh's peers[rank]. */
 static void
 pend_adopt(struct rdv *r, int i, int rank)
 {
-	struct wk_peer *p = &r->comm->peers[rank];
+	struct wk_peer *p = &r->mesh->peers[rank];
 
 	p->fd = r->pend[i].fd;
 	r->pend[i].fd = -1;
@@ -785,8 +241,8 @@ missing_ranks(struct rdv *r, int from, char *buf, size_t size)
 	int i, n = 0;
 
 	buf[0] = '\0';
-	for (i = from; i < r->comm->size; i++) {
-		if (r->comm->peers[i].fd >= 0)
+	for (i = from; i < r->mesh->size; i++) {
+		if (r->mesh->peers[i].fd >= 0)
 			continue;
 		if (n++ == 16) {
 			ddp_fmt(buf + off, size - off, ", ...");
@@ -806,12 +262,44 @@ pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 {
 	char why[256];
 
-	if (!b->bad && send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
+	if (!b->bad &&
+	    net_send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
 		return 0;
 	ddp_fmt(why, sizeof(why), "sending the %s failed: %s", what,
 		b->bad ? "out of memory" : strerror(errno));
 	pend_drop(r, i, why, 0, 0);
 	return -1;
+}
+
+/* 0 when an open's claim fits this job and a rank still missing; else -1
+ * and why. */
+static int
+open_claim_ok(const struct rdv *r, const struct rdv_open *o, char *why,
+	      size_t whylen)
+{
+	const struct wk_mesh *c = r->mesh;
+
+	if (strcmp(o->job, r->auth.job) != 0 ||
+	    strcmp(o->step, r->auth.step) != 0) {
+		ddp_fmt(why, whylen,
+			"rank %u claims job=%s step=%s, this is job=%s "
+			"step=%s (another job or step of the same user, or a "
+			"stale MASTER_PORT?)",
+			o->rank, o->job, o->step, r->auth.job, r->auth.step);
+		return -1;
+	}
+	if ((int)o->world != c->size) {
+		ddp_fmt(why, whylen,
+			"rank %u claims world size %u, this job has %d",
+			o->rank, o->world, c->size);
+		return -1;
+	}
+	if (o->rank == 0 || c->peers[o->rank].fd >= 0) {
+		ddp_fmt(why, whylen, "rank %u %s", o->rank,
+			o->rank ? "already joined" : "is this process");
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -822,7 +310,6 @@ pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 static void
 pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
-	struct ddp_comm *c = r->comm;
 	struct pend *p = &r->pend[i];
 	struct rdv_proof *pr = NULL;
 	struct rdv_open o;
@@ -831,26 +318,8 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 
 	if (rdv_parse_open(body, blen, &o, why, sizeof(why)) < 0)
 		goto refuse;
-	if (strcmp(o.job, r->auth.job) != 0 ||
-	    strcmp(o.step, r->auth.step) != 0) {
-		ddp_fmt(why, sizeof(why),
-			"rank %u claims job=%s step=%s, this is job=%s "
-			"step=%s (another job or step of the same user, or a "
-			"stale MASTER_PORT?)",
-			o.rank, o.job, o.step, r->auth.job, r->auth.step);
+	if (open_claim_ok(r, &o, why, sizeof(why)) < 0)
 		goto refuse;
-	}
-	if ((int)o.world != c->size) {
-		ddp_fmt(why, sizeof(why),
-			"rank %u claims world size %u, this job has %d", o.rank,
-			o.world, c->size);
-		goto refuse;
-	}
-	if (o.rank == 0 || c->peers[o.rank].fd >= 0) {
-		ddp_fmt(why, sizeof(why), "rank %u %s", o.rank,
-			o.rank ? "already joined" : "is this process");
-		goto refuse;
-	}
 	pr = calloc(1, sizeof(*pr));
 	if (!pr || getrandom(p->nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
 		ddp_fmt(why, sizeof(why), "rank 0: %s",
@@ -886,7 +355,7 @@ out:
 static void
 pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct pend *p = &r->pend[i];
 	struct rdv_hello *h = NULL;
 	struct wk_buf b = {0};
@@ -936,7 +405,7 @@ out:
 static void
 pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	struct rdv_peer_hello ph;
 	char why[256];
 	uint8_t diff = 0;
@@ -962,6 +431,44 @@ refuse:
 }
 
 /*
+ * A complete header in pending connection i: it must be the message this
+ * stage expects (a REFUSE goes back in the sender's protocol version when
+ * it speaks another); then room for the body. 0, or -1 when slot i was
+ * dropped.
+ */
+static int
+pend_header(struct rdv *r, int i, int peer_mode)
+{
+	struct pend *p = &r->pend[i];
+	uint16_t type, want, ver;
+	uint32_t blen;
+	char why[512];
+	uint8_t *nb;
+
+	if (rdv_parse_header(p->buf, p->have, &type, &blen, why, sizeof(why)) <
+	    0) {
+		ver = rdv_header_version(p->buf, p->have);
+		pend_drop(r, i, why, 1, ver != RDV_VERSION ? ver : 0);
+		return -1;
+	}
+	want = peer_mode ? RDV_PEER : p->stage ? RDV_HELLO : RDV_OPEN;
+	if (type != want) {
+		ddp_fmt(why, sizeof(why),
+			"unexpected message type %u (expected %u)", type, want);
+		pend_refuse(r, i, why);
+		return -1;
+	}
+	nb = realloc(p->buf, RDV_HDR_LEN + (size_t)blen);
+	if (!nb) {
+		pend_refuse(r, i, "out of memory");
+		return -1;
+	}
+	p->buf = nb;
+	p->need = RDV_HDR_LEN + (size_t)blen;
+	return 0;
+}
+
+/*
  * Reads what pending connection i has, handling complete messages, until
  * it would block or slot i is dropped or adopted (the last slot moves
  * into it then).
@@ -970,10 +477,9 @@ static void
 pend_read(struct rdv *r, int i, int peer_mode)
 {
 	struct pend *p = &r->pend[i];
-	uint16_t type, want, ver;
-	uint32_t blen;
+	const uint8_t *body;
+	size_t blen;
 	char why[512];
-	uint8_t *nb;
 	ssize_t n;
 	int fd = p->fd, stage;
 
@@ -1002,44 +508,20 @@ pend_read(struct rdv *r, int i, int peer_mode)
 		if (p->have < p->need)
 			continue;
 		if (p->need == RDV_HDR_LEN) {
-			if (rdv_parse_header(p->buf, p->have, &type, &blen, why,
-					     sizeof(why)) < 0) {
-				ver = rdv_header_version(p->buf, p->have);
-				pend_drop(r, i, why, 1,
-					  ver != RDV_VERSION ? ver : 0);
+			if (pend_header(r, i, peer_mode) < 0)
 				return;
-			}
-			want = peer_mode  ? RDV_PEER
-			       : p->stage ? RDV_HELLO
-					  : RDV_OPEN;
-			if (type != want) {
-				ddp_fmt(why, sizeof(why),
-					"unexpected message type %u "
-					"(expected %u)",
-					type, want);
-				pend_refuse(r, i, why);
-				return;
-			}
-			nb = realloc(p->buf, RDV_HDR_LEN + (size_t)blen);
-			if (!nb) {
-				pend_refuse(r, i, "out of memory");
-				return;
-			}
-			p->buf = nb;
-			p->need = RDV_HDR_LEN + (size_t)blen;
-			if (blen)
+			if (p->need > RDV_HDR_LEN)
 				continue;
 		}
 		stage = p->stage;
+		body = p->buf + RDV_HDR_LEN;
+		blen = p->need - RDV_HDR_LEN;
 		if (peer_mode)
-			pend_peer(r, i, p->buf + RDV_HDR_LEN,
-				  p->need - RDV_HDR_LEN);
+			pend_peer(r, i, body, blen);
 		else if (stage == 0)
-			pend_open(r, i, p->buf + RDV_HDR_LEN,
-				  p->need - RDV_HDR_LEN);
+			pend_open(r, i, body, blen);
 		else
-			pend_hello(r, i, p->buf + RDV_HDR_LEN,
-				   p->need - RDV_HDR_LEN);
+			pend_hello(r, i, body, blen);
 		if (i >= r->npend || r->pend[i].fd != fd ||
 		    r->pend[i].stage == stage)
 			return;
@@ -1154,9 +636,9 @@ accept_new(struct rdv *r, int peer_mode)
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		sa_format(&ss, addr, sizeof(addr), &port);
+		net_sa_format(&ss, addr, sizeof(addr), &port);
 		ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
-		if (r->local_only && !sa_loopback((struct sockaddr *)&ss)) {
+		if (r->local_only && !net_sa_loopback((struct sockaddr *)&ss)) {
 			refuse_log(r, from,
 				   "not from this host (DDP_AUTH=none with a "
 				   "loopback MASTER_ADDR accepts only local "
@@ -1173,7 +655,7 @@ accept_new(struct rdv *r, int peer_mode)
 			close(fd);
 			continue;
 		}
-		no_delay(fd);
+		net_no_delay(fd);
 		p = &r->pend[r->npend];
 		memset(p, 0, sizeof(*p));
 		p->fd = fd;
@@ -1190,6 +672,90 @@ accept_new(struct rdv *r, int peer_mode)
 	}
 }
 
+/* The error of a wait for ranks [from, size) that reached its deadline. */
+static enum ddp_status
+accept_timeout(struct rdv *r, int from, int peer_mode, int missing)
+{
+	struct wk_mesh *c = r->mesh;
+	char miss[256];
+
+	missing_ranks(r, from, miss, sizeof(miss));
+	if (peer_mode)
+		return wk_err(DDP_ERR_TIMEOUT,
+			      "rank %d timed out after %g s waiting for "
+			      "connections from ranks %s on its data port %d; "
+			      "check that the firewall between the job's nodes "
+			      "allows TCP between them (the slurm-ddp prolog "
+			      "opens it per job)",
+			      c->rank, c->timeout_s, miss, r->lport);
+	return wk_err(
+		DDP_ERR_TIMEOUT,
+		"rank 0 timed out after %g s waiting for ranks to join "
+		"at port %d: %d/%d joined, missing ranks %s; check that "
+		"every rank was started with the same "
+		"MASTER_ADDR/MASTER_PORT (srun --ddp: every node needs the "
+		"same port_key; `ddp-nodectl port JOB STEP` on each "
+		"compares them), and that the firewall lets TCP "
+		"port %d through",
+		c->timeout_s, r->lport, c->size - from - missing + 1, c->size,
+		miss, r->lport);
+}
+
+/* Drops the pending connections past their deadline, silently: a slow
+ * genuine rank connects again. */
+static void
+pend_expire(struct rdv *r, double now)
+{
+	int i;
+
+	for (i = 0; i < r->npend; i++) {
+		if (r->pend[i].deadline <= now) {
+			pend_drop(r, i, "no hello within 10 s", 0, 0);
+			i--;
+		}
+	}
+}
+
+/*
+ * One wait on the listener and every pending connection until deadline,
+ * the next pending deadline or the next refusal summary, then handles
+ * what came: reads first, then new connections.
+ */
+static enum ddp_status
+accept_poll(struct rdv *r, int peer_mode, double now, double deadline)
+{
+	struct pollfd pfd[MAX_PENDING + 1];
+	double wake = deadline;
+	int i, n;
+
+	if (r->ref.quiet && r->ref.next < wake)
+		wake = r->ref.next;
+	pfd[0].fd = r->lfd;
+	pfd[0].events = POLLIN;
+	n = 1;
+	for (i = 0; i < r->npend; i++) {
+		pfd[n].fd = r->pend[i].fd;
+		pfd[n].events = POLLIN;
+		n++;
+		if (r->pend[i].deadline < wake)
+			wake = r->pend[i].deadline;
+	}
+	if (poll(pfd, (nfds_t)n,
+		 wake > now ? (int)((wake - now) * 1000) + 1 : 0) < 0 &&
+	    errno != EINTR)
+		return wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
+	/* Walk pending slots backwards: handling one may move the last slot
+	 * into its place. */
+	for (i = n - 1; i >= 1; i--) {
+		if (i - 1 < r->npend && pfd[i].revents &&
+		    r->pend[i - 1].fd == pfd[i].fd)
+			pend_read(r, i - 1, peer_mode);
+	}
+	if (pfd[0].revents & POLLIN)
+		accept_new(r, peer_mode);
+	return DDP_OK;
+}
+
 /*
  * Accepts connections until every rank in [from, size) is connected:
  * opens and hellos with munge credentials (rank 0) or peer hellos with the
@@ -1199,96 +765,43 @@ accept_new(struct rdv *r, int peer_mode)
 static enum ddp_status
 accept_ranks(struct rdv *r, int from, int peer_mode, double deadline)
 {
-	struct pollfd pfd[MAX_PENDING + 1];
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	enum ddp_status st = DDP_OK;
-	char miss[256];
-	double now, wake;
-	int i, n, missing, joined;
+	double now;
+	int i, missing;
 
 	for (;;) {
 		missing = 0;
 		for (i = from; i < c->size; i++)
 			missing += c->peers[i].fd < 0;
 		if (!missing)
-			goto out;
+			break;
 		now = wk_now();
 		if (now >= deadline) {
-			joined = c->size - from - missing;
-			if (peer_mode)
-				st = wk_err(
-					DDP_ERR_TIMEOUT,
-					"rank %d timed out after %g s waiting "
-					"for connections from ranks %s on its "
-					"data port %d; check that the firewall "
-					"between the job's nodes allows TCP "
-					"between them (the slurm-ddp prolog "
-					"opens it per job)",
-					c->rank, c->timeout_s,
-					missing_ranks(r, from, miss,
-						      sizeof(miss)),
-					r->lport);
-			else
-				st = wk_err(
-					DDP_ERR_TIMEOUT,
-					"rank 0 timed out after %g s waiting "
-					"for ranks to join at port %d: %d/%d "
-					"joined, missing ranks %s; check that "
-					"every rank was started with the same "
-					"MASTER_ADDR/MASTER_PORT (srun --ddp: "
-					"every node needs the same port_key; "
-					"`ddp-nodectl port JOB STEP` on each "
-					"compares them), and that the firewall "
-					"lets TCP port %d through",
-					c->timeout_s, r->lport, joined + 1,
-					c->size,
-					missing_ranks(r, from, miss,
-						      sizeof(miss)),
-					r->lport);
-			goto out;
+			st = accept_timeout(r, from, peer_mode, missing);
+			break;
 		}
-		for (i = 0; i < r->npend; i++) {
-			if (r->pend[i].deadline <= now) {
-				/* Silently: a slow genuine rank connects
-				 * again. */
-				pend_drop(r, i, "no hello within 10 s", 0, 0);
-				i--;
-			}
-		}
+		pend_expire(r, now);
 		refuse_flush(r, 0);
-		wake = deadline;
-		if (r->ref.quiet && r->ref.next < wake)
-			wake = r->ref.next;
-		pfd[0].fd = r->lfd;
-		pfd[0].events = POLLIN;
-		n = 1;
-		for (i = 0; i < r->npend; i++) {
-			pfd[n].fd = r->pend[i].fd;
-			pfd[n].events = POLLIN;
-			n++;
-			if (r->pend[i].deadline < wake)
-				wake = r->pend[i].deadline;
-		}
-		if (poll(pfd, (nfds_t)n,
-			 wake > now ? (int)((wake - now) * 1000) + 1 : 0) < 0 &&
-		    errno != EINTR) {
-			st = wk_err(DDP_ERR_SYSTEM, "poll: %s",
-				    strerror(errno));
-			goto out;
-		}
-		/* Walk pending slots backwards: handling one may move the
-		 * last slot into its place. */
-		for (i = n - 1; i >= 1; i--) {
-			if (i - 1 < r->npend && pfd[i].revents &&
-			    r->pend[i - 1].fd == pfd[i].fd)
-				pend_read(r, i - 1, peer_mode);
-		}
-		if (pfd[0].revents & POLLIN)
-			accept_new(r, peer_mode);
+		st = accept_poll(r, peer_mode, now, deadline);
+		if (st)
+			break;
 	}
-out:
 	refuse_flush(r, 1);
 	return st;
+}
+
+/* net_listen_retry's note that MASTER_PORT is held: one line. */
+static void
+master_port_busy(int port, void *arg)
+{
+	struct rdv *r = arg;
+
+	wk_log(0,
+	       "rank 0: port %d (MASTER_PORT) is held by another process on "
+	       "this host; retrying until the timeout (%g s)",
+	       port, r->mesh->timeout_s);
+	r->port_waited = 1;
 }
 
 /*
@@ -1299,71 +812,59 @@ out:
 static enum ddp_status
 listen_master(struct rdv *r, double deadline)
 {
-	double delay = 0.05;
-	int port = r->cfg->master_port, logged = 0;
+	int port = r->cfg->master_port;
 
-	for (;;) {
-		r->lfd = listen_any(port, &r->lport);
-		if (r->lfd >= 0) {
-			if (logged)
-				wk_log(0,
-				       "rank 0: port %d is free now; "
-				       "listening",
-				       port);
-			return DDP_OK;
-		}
-		if (errno != EADDRINUSE)
-			return wk_err(DDP_ERR_RENDEZVOUS,
-				      "rank 0 cannot listen on port %d: %s",
-				      port, strerror(errno));
-		if (!logged) {
-			wk_log(0,
-			       "rank 0: port %d (MASTER_PORT) is held by "
-			       "another process on this host; retrying until "
-			       "the timeout (%g s)",
-			       port, r->comm->timeout_s);
-			logged = 1;
-		}
-		if (back_off(&delay, deadline) < 0)
-			return wk_err(
-				DDP_ERR_RENDEZVOUS,
-				"rank 0 cannot listen on port %d: another "
-				"process held it for the whole timeout (%g s). "
-				"srun --ddp picks a port per step, so this is "
-				"a leftover program or another user's; `ss "
-				"-ltnp 'sport = :%d'` as root names it. "
-				"--ddp-port=N picks another port; "
-				"ExclusiveUser=YES keeps other users off a "
-				"job's nodes",
-				port, r->comm->timeout_s, port);
+	r->lfd = net_listen_retry(port, deadline, &r->lport, master_port_busy,
+				  r);
+	if (r->lfd >= 0) {
+		if (r->port_waited)
+			wk_log(0, "rank 0: port %d is free now; listening",
+			       port);
+		return DDP_OK;
 	}
+	if (errno != EADDRINUSE)
+		return wk_err(DDP_ERR_RENDEZVOUS,
+			      "rank 0 cannot listen on port %d: %s", port,
+			      strerror(errno));
+	return wk_err(
+		DDP_ERR_RENDEZVOUS,
+		"rank 0 cannot listen on port %d: another process held "
+		"it for the whole timeout (%g s). srun --ddp picks a "
+		"port per step, so this is a leftover program or another "
+		"user's; `ss -ltnp 'sport = :%d'` as root names it. "
+		"--ddp-port=N picks another port; ExclusiveUser=YES keeps "
+		"other users off a job's nodes",
+		port, r->mesh->timeout_s, port);
 }
 
-static enum ddp_status
-master_side(struct rdv *r, double deadline)
+/* Tells every rank that joined why the job will not start (best effort,
+ * never blocks): the thread's last error, in a REFUSE. */
+static void
+master_refuse_joined(struct rdv *r)
 {
-	struct ddp_comm *c = r->comm;
-	struct rdv_roster_entry *ents = NULL;
+	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
-	enum ddp_status st;
 	int i;
 
-	st = listen_master(r, deadline);
-	if (st)
-		return st;
-	if (getrandom(r->token, sizeof(r->token), 0) !=
-	    (ssize_t)sizeof(r->token))
-		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
-	st = accept_ranks(r, 1, 0, deadline);
-	if (st) {
-		/* Tell those who joined why the job will not start. */
-		if (rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) == 0)
-			for (i = 1; i < c->size; i++)
-				if (c->peers[i].fd >= 0)
-					(void)send(c->peers[i].fd, b.p, b.len,
-						   MSG_NOSIGNAL | MSG_DONTWAIT);
-		goto out;
-	}
+	if (rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) == 0)
+		for (i = 1; i < c->size; i++)
+			if (c->peers[i].fd >= 0)
+				(void)send(c->peers[i].fd, b.p, b.len,
+					   MSG_NOSIGNAL | MSG_DONTWAIT);
+	wk_buf_free(&b);
+}
+
+/* Sends the roster (every rank's data address and host, and the mesh
+ * token) to every rank. */
+static enum ddp_status
+master_send_roster(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	struct rdv_roster_entry *ents = NULL;
+	struct wk_buf b = {0};
+	enum ddp_status st = DDP_OK;
+	int i;
+
 	ents = calloc((size_t)c->size, sizeof(*ents));
 	if (!ents) {
 		st = wk_err(DDP_ERR_NOMEM, "rank 0: out of memory");
@@ -1381,8 +882,8 @@ master_side(struct rdv *r, double deadline)
 		goto out;
 	}
 	for (i = 1; i < c->size; i++) {
-		if (send_all(c->peers[i].fd, b.p, b.len,
-			     wk_now() + c->timeout_s) < 0) {
+		if (net_send_all(c->peers[i].fd, b.p, b.len,
+				 wk_now() + c->timeout_s) < 0) {
 			st = wk_err(DDP_ERR_PEER,
 				    "rank 0: sending the roster to rank %d "
 				    "(%s) failed: %s",
@@ -1390,11 +891,32 @@ master_side(struct rdv *r, double deadline)
 			goto out;
 		}
 	}
-	st = DDP_OK;
 out:
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
 	free(ents);
 	wk_buf_free(&b);
 	return st;
+}
+
+/* Rank 0: MASTER_PORT, a fresh mesh token, every rank joined, the roster. */
+static enum ddp_status
+master_side(struct rdv *r, double deadline)
+{
+	enum ddp_status st;
+
+	st = listen_master(r, deadline);
+	if (st)
+		return st;
+	if (getrandom(r->token, sizeof(r->token), 0) !=
+	    (ssize_t)sizeof(r->token))
+		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
+	st = accept_ranks(r, 1, 0, deadline);
+	if (st) {
+		master_refuse_joined(r);
+		return st;
+	}
+	return master_send_roster(r);
 }
 
 /* The text of a REFUSE body, or why it could not be read. */
@@ -1408,73 +930,82 @@ refuse_text(const uint8_t *body, uint32_t blen, char *text, size_t textlen)
 }
 
 /*
- * One attempt to join rank 0 over the connected fd: open, rank 0's proof
- * (checked: this uid, job, step, our rank, and our own address as rank 0
- * sees it, so a proof relayed from another connection fails), then our
- * hello with a credential made now for this nonce and this address, then
- * the welcome. Returns DDP_OK, or an error with *retry set when another
- * connection may succeed (closed, silent, not rank 0) and clear when not
- * (refused by rank 0, another protocol version, no munge).
+ * Reads rank 0's next message of a join into *body (malloc'd, the caller
+ * frees it). A REFUSE becomes an error quoting rank 0's reason; it and a
+ * peer of another protocol version clear *retry.
  */
 static enum ddp_status
-join_once(struct rdv *r, int fd, double deadline, int *retry)
+join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
+	  uint16_t *type, uint8_t **body, uint32_t *blen, int *retry)
 {
-	struct ddp_comm *c = r->comm;
 	const struct ddp_config *cfg = r->cfg;
-	struct rdv_proof *pr = NULL;
-	struct rdv_hello *h = NULL;
-	struct rdv_open o;
-	struct wk_buf b = {0};
-	char myaddr[WK_ADDR_LEN + 8], why[1200], text[1024], what[64];
-	uint8_t *body = NULL;
+	char what[64], text[1024];
 	enum ddp_status st;
-	uint16_t type;
-	uint32_t blen;
-	double wait;
 	int other;
 
-	/* Every error names this rank: it ends in ddp_last_error(). */
+	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's %s",
+		r->mesh->rank, waiting_for);
+	st = recv_msg(fd, wait, what, type, body, blen, &other);
+	if (st) {
+		if (other)
+			*retry = 0;
+		return st;
+	}
+	if (*type != RDV_REFUSE)
+		return DDP_OK;
 	*retry = 0;
-	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
-						  : deadline;
-	rank_addr(fd, 1, myaddr, sizeof(myaddr));
+	refuse_text(*body, *blen, text, sizeof(text));
+	return wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
+		      cfg->master_addr, cfg->master_port, r->mesh->rank, text);
+}
+
+/* Join, phase 1: the open, naming the rank this process claims to be. */
+static enum ddp_status
+join_send_open(struct rdv *r, int fd, double wait, int *retry)
+{
+	struct wk_mesh *c = r->mesh;
+	struct wk_buf b = {0};
+	struct rdv_open o;
+	enum ddp_status st = DDP_OK;
+
 	memset(&o, 0, sizeof(o));
 	o.rank = (uint32_t)c->rank;
 	o.world = (uint32_t)c->size;
-	ddp_fmt(o.job, sizeof(o.job), "%s", cfg->job_id);
-	ddp_fmt(o.step, sizeof(o.step), "%s", cfg->step_id);
+	ddp_fmt(o.job, sizeof(o.job), "%s", r->cfg->job_id);
+	ddp_fmt(o.step, sizeof(o.step), "%s", r->cfg->step_id);
 	if (rdv_encode_open(&b, &o) < 0) {
+		*retry = 0;
 		st = wk_err(DDP_ERR_INVALID, "rank %d: job or step id too long",
 			    c->rank);
-		goto out;
-	}
-	*retry = 1;
-	if (send_all(fd, b.p, b.len, wait) < 0) {
+	} else if (net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending the open failed: %s", c->rank,
 			    strerror(errno));
-		goto out;
 	}
-	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's proof",
-		c->rank);
-	st = recv_msg(fd, wait, what, &type, &body, &blen, &other);
-	if (st) {
-		*retry = !other;
-		goto out;
-	}
-	if (type == RDV_REFUSE) {
-		*retry = 0;
-		refuse_text(body, blen, text, sizeof(text));
-		st = wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
-			    cfg->master_addr, cfg->master_port, c->rank, text);
-		goto out;
-	}
+	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * Join, phase 2: rank 0's proof (message type, body) checked: this uid,
+ * job, step, our rank, and our own address as rank 0 sees it (myaddr), so
+ * that a proof relayed from another connection fails. The parsed proof
+ * goes to *out (malloc'd, the caller frees it).
+ */
+static enum ddp_status
+join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
+		 uint32_t blen, const char *myaddr, struct rdv_proof **out,
+		 int *retry)
+{
+	struct wk_mesh *c = r->mesh;
+	struct rdv_proof *pr;
+	char why[1200];
+
 	pr = malloc(sizeof(*pr));
-	h = calloc(1, sizeof(*h));
-	if (!pr || !h) {
+	*out = pr;
+	if (!pr) {
 		*retry = 0;
-		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
-		goto out;
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
 	}
 	if (type != RDV_PROOF)
 		ddp_fmt(why, sizeof(why), "it sent message type %u first",
@@ -1482,13 +1013,33 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 	if (type != RDV_PROOF ||
 	    rdv_parse_proof(body, blen, pr, why, sizeof(why)) < 0 ||
 	    auth_verify(&r->auth, pr->cred, "rank0", c->rank, pr->nonce, myaddr,
-			why, sizeof(why)) < 0) {
-		st = wk_err(DDP_ERR_AUTH,
-			    "rank %d: the process at %s:%d did not prove it is "
-			    "rank 0 of this job (%s); another program may be "
-			    "using MASTER_PORT",
-			    c->rank, cfg->master_addr, cfg->master_port, why);
-		goto out;
+			why, sizeof(why)) < 0)
+		return wk_err(DDP_ERR_AUTH,
+			      "rank %d: the process at %s:%d did not prove it "
+			      "is rank 0 of this job (%s); another program may "
+			      "be using MASTER_PORT",
+			      c->rank, r->cfg->master_addr, r->cfg->master_port,
+			      why);
+	return DDP_OK;
+}
+
+/*
+ * Join, phase 3: our hello, with the data port, the host and a credential
+ * made now for rank 0's nonce and this connection's address.
+ */
+static enum ddp_status
+join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
+		const char *myaddr, int *retry)
+{
+	struct wk_mesh *c = r->mesh;
+	struct rdv_hello *h;
+	struct wk_buf b = {0};
+	enum ddp_status st;
+
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		*retry = 0;
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
 	}
 	h->rank = (uint32_t)c->rank;
 	h->world = (uint32_t)c->size;
@@ -1498,48 +1049,65 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 			 sizeof(h->cred));
 	if (st) {
 		*retry = 0;
-		goto out;
-	}
-	b.len = 0;
-	if (rdv_encode_hello(&b, h) < 0) {
+	} else if (rdv_encode_hello(&b, h) < 0) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: hello too large", c->rank);
-		goto out;
-	}
-	if (send_all(fd, b.p, b.len, wait) < 0) {
+	} else if (net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending hello to %s:%d failed: %s",
-			    c->rank, cfg->master_addr, cfg->master_port,
+			    c->rank, r->cfg->master_addr, r->cfg->master_port,
 			    strerror(errno));
-		goto out;
 	}
+	free(h);
+	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * One attempt to join rank 0 over the connected fd: open, rank 0's proof,
+ * our hello, the welcome (each phase waits at most REPLY_WAIT_S). Returns
+ * DDP_OK, or an error with *retry set when another connection may succeed
+ * (closed, silent, not rank 0) and clear when not (refused by rank 0,
+ * another protocol version, no munge). Every error names this rank: it
+ * ends in ddp_last_error().
+ */
+static enum ddp_status
+join_once(struct rdv *r, int fd, double deadline, int *retry)
+{
+	struct rdv_proof *pr = NULL;
+	char myaddr[WK_ADDR_LEN + 8];
+	uint8_t *body = NULL;
+	enum ddp_status st;
+	uint16_t type = 0;
+	uint32_t blen = 0;
+	double wait;
+
+	*retry = 1;
+	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
+						  : deadline;
+	rank_addr(fd, 1, myaddr, sizeof(myaddr));
+	st = join_send_open(r, fd, wait, retry);
+	if (!st)
+		st = join_recv(r, fd, wait, "proof", &type, &body, &blen,
+			       retry);
+	if (!st)
+		st = join_check_proof(r, type, body, blen, myaddr, &pr, retry);
+	if (!st)
+		st = join_send_hello(r, fd, wait, pr, myaddr, retry);
 	free(body);
-	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's welcome",
-		c->rank);
-	st = recv_msg(fd, wait, what, &type, &body, &blen, &other);
-	if (st)
-		goto out;
-	if (type == RDV_REFUSE) {
-		*retry = 0;
-		refuse_text(body, blen, text, sizeof(text));
-		st = wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
-			    cfg->master_addr, cfg->master_port, c->rank, text);
-		goto out;
-	}
-	if (type != RDV_WELCOME) {
+	body = NULL;
+	if (!st)
+		st = join_recv(r, fd, wait, "welcome", &type, &body, &blen,
+			       retry);
+	if (!st && type != RDV_WELCOME)
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: rank 0 sent message type %u instead of "
 			    "a welcome",
-			    c->rank, type);
-		goto out;
-	}
-	*retry = 0;
-	st = DDP_OK;
-out:
+			    r->mesh->rank, type);
+	if (!st)
+		*retry = 0;
 	free(body);
 	free(pr);
-	free(h);
-	wk_buf_free(&b);
 	return st;
 }
 
@@ -1551,7 +1119,7 @@ out:
 static enum ddp_status
 join_master(struct rdv *r, double deadline, int *out)
 {
-	struct ddp_comm *c = r->comm;
+	struct wk_mesh *c = r->mesh;
 	const struct ddp_config *cfg = r->cfg;
 	enum ddp_status st, last = DDP_OK;
 	char why[512], lasterr[WK_ERR_LEN];
@@ -1560,8 +1128,8 @@ join_master(struct rdv *r, double deadline, int *out)
 
 	lasterr[0] = '\0';
 	for (;;) {
-		fd = connect_retry(cfg->master_addr, cfg->master_port, deadline,
-				   why, sizeof(why));
+		fd = net_connect_retry(cfg->master_addr, cfg->master_port,
+				       deadline, why, sizeof(why));
 		if (fd < 0 && last)
 			return wk_err(last, "%s (until the timeout, %g s)",
 				      lasterr, c->timeout_s);
@@ -1574,8 +1142,7 @@ join_master(struct rdv *r, double deadline, int *out)
 				"running, that all ranks got the same "
 				"MASTER_ADDR and MASTER_PORT (srun --ddp: "
 				"the same port_key on every node), and that "
-				"the "
-				"firewall between the job's nodes lets TCP "
+				"the firewall between the job's nodes lets TCP "
 				"port %d through (the slurm-ddp prolog opens "
 				"it per job)",
 				c->rank, cfg->master_addr, cfg->master_port,
@@ -1589,7 +1156,7 @@ join_master(struct rdv *r, double deadline, int *out)
 			*out = fd;
 			return DDP_OK;
 		}
-		xclose(&fd);
+		net_close(&fd);
 		if (!retry)
 			return st;
 		/* The first failure is worth a line: a squatter, or a
@@ -1598,41 +1165,28 @@ join_master(struct rdv *r, double deadline, int *out)
 		       wk_errbuf());
 		last = st;
 		ddp_fmt(lasterr, sizeof(lasterr), "%s", wk_errbuf());
-		if (back_off(&delay, deadline) < 0)
+		if (net_back_off(&delay, deadline) < 0)
 			return wk_err(last, "%s (until the timeout, %g s)",
 				      lasterr, c->timeout_s);
 	}
 }
 
+/*
+ * Worker, phase 2: the roster on the joined connection fd (rank 0 sends it
+ * once every rank has joined, so this waits up to rank 0's timeout and a
+ * little more): every rank's data address, host and the mesh token.
+ */
 static enum ddp_status
-worker_side(struct rdv *r, double deadline)
+worker_recv_roster(struct rdv *r, int fd, struct rdv_roster_entry *ents)
 {
-	struct ddp_comm *c = r->comm;
-	struct rdv_roster_entry *ents = NULL;
-	struct rdv_peer_hello ph;
-	struct wk_buf b = {0};
+	struct wk_mesh *c = r->mesh;
 	char why[512], text[1024];
 	uint8_t *body = NULL;
 	enum ddp_status st;
 	uint16_t type;
 	uint32_t blen, world;
-	int fd = -1, s, other;
+	int s, other;
 
-	r->lfd = listen_any(0, &r->lport);
-	if (r->lfd < 0)
-		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
-			      c->rank, strerror(errno));
-	ents = calloc((size_t)c->size, sizeof(*ents));
-	if (!ents) {
-		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
-		goto out;
-	}
-	st = join_master(r, deadline, &fd);
-	if (st)
-		goto out;
-	c->peers[0].fd = fd;
-	ddp_fmt(c->peers[0].host, DDP_HOST_MAX, "%s", r->cfg->master_addr);
-	/* Rank 0 waits up to its timeout for the slowest rank. */
 	st = recv_msg(fd, wk_now() + c->timeout_s + 5,
 		      "waiting for the other ranks to join", &type, &body,
 		      &blen, &other);
@@ -1659,24 +1213,37 @@ worker_side(struct rdv *r, double deadline)
 		ddp_fmt(c->peers[s].addr, WK_ADDR_LEN, "%s", ents[s].addr);
 		c->peers[s].port = ents[s].port;
 	}
-	/*
-	 * Connect to every lower rank, then accept the higher ones: the
-	 * connects complete in the listeners' backlogs, so no cycle. The
-	 * token goes only to the address an authenticated rank joined from
-	 * and the data port it announced, which it holds until every higher
-	 * rank has connected to it.
-	 */
+out:
+	free(body);
+	return st;
+}
+
+/*
+ * Worker, phase 3: a connection to every lower rank's data listener, each
+ * opened with a peer hello carrying the token. The token goes only to the
+ * address an authenticated rank joined from and the data port it
+ * announced, which it holds until every higher rank has connected to it.
+ */
+static enum ddp_status
+worker_connect_lower(struct rdv *r, const struct rdv_roster_entry *ents,
+		     double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	struct rdv_peer_hello ph;
+	struct wk_buf b = {0};
+	enum ddp_status st = DDP_OK;
+	char why[512];
+	int s, fd;
+
 	ph.rank = (uint32_t)c->rank;
 	memcpy(ph.token, r->token, WK_TOKEN_LEN);
-	b.len = 0;
 	if (rdv_encode_peer(&b, &ph) < 0) {
 		st = wk_err(DDP_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	deadline = wk_now() + c->timeout_s;
 	for (s = 1; s < c->rank; s++) {
-		fd = connect_retry(ents[s].addr, ents[s].port, deadline, why,
-				   sizeof(why));
+		fd = net_connect_retry(ents[s].addr, ents[s].port, deadline,
+				       why, sizeof(why));
 		if (fd < 0) {
 			st = wk_err(DDP_ERR_RENDEZVOUS,
 				    "rank %d could not connect to rank %d at "
@@ -1688,21 +1255,57 @@ worker_side(struct rdv *r, double deadline)
 			goto out;
 		}
 		c->peers[s].fd = fd;
-		if (send_all(fd, b.p, b.len, deadline) < 0) {
+		if (net_send_all(fd, b.p, b.len, deadline) < 0) {
 			st = wk_err(DDP_ERR_RENDEZVOUS,
 				    "rank %d: hello to rank %d (%s) failed: %s",
 				    c->rank, s, ents[s].host, strerror(errno));
 			goto out;
 		}
 	}
-	st = accept_ranks(r, c->rank + 1, 1, deadline);
 out:
 	explicit_bzero(ph.token, sizeof(ph.token));
 	if (b.p)
 		explicit_bzero(b.p, b.cap);
-	free(body);
-	free(ents);
 	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * A rank other than 0: a data listener, the join (phase 1, join_master),
+ * the roster, then connections to the lower ranks and from the higher
+ * ones: the connects complete in the listeners' backlogs, so no cycle.
+ */
+static enum ddp_status
+worker_side(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	struct rdv_roster_entry *ents = NULL;
+	enum ddp_status st;
+	int fd = -1;
+
+	r->lfd = net_listen(0, &r->lport);
+	if (r->lfd < 0)
+		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
+			      c->rank, strerror(errno));
+	ents = calloc((size_t)c->size, sizeof(*ents));
+	if (!ents) {
+		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+		goto out;
+	}
+	st = join_master(r, deadline, &fd);
+	if (st)
+		goto out;
+	c->peers[0].fd = fd;
+	ddp_fmt(c->peers[0].host, DDP_HOST_MAX, "%s", r->cfg->master_addr);
+	st = worker_recv_roster(r, fd, ents);
+	if (st)
+		goto out;
+	deadline = wk_now() + c->timeout_s;
+	st = worker_connect_lower(r, ents, deadline);
+	if (!st)
+		st = accept_ranks(r, c->rank + 1, 1, deadline);
+out:
+	free(ents);
 	return st;
 }
 
@@ -1717,7 +1320,7 @@ auth_none_policy(struct rdv *r, const struct ddp_config *cfg)
 	const char *v = getenv("DDP_AUTH_NONE_NETWORK");
 	int network = v && strcmp(v, "1") == 0;
 
-	r->local_only = host_is_loopback(cfg->master_addr);
+	r->local_only = net_host_is_loopback(cfg->master_addr);
 	if (!r->local_only && !network)
 		return wk_err(
 			DDP_ERR_ENV,
@@ -1739,7 +1342,7 @@ auth_none_policy(struct rdv *r, const struct ddp_config *cfg)
 }
 
 enum ddp_status
-rdv_connect_all(struct ddp_comm *comm, const struct ddp_config *cfg)
+rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 {
 	struct rdv *r;
 	enum ddp_status st;
@@ -1749,7 +1352,7 @@ rdv_connect_all(struct ddp_comm *comm, const struct ddp_config *cfg)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return wk_err(DDP_ERR_NOMEM, "rendezvous: out of memory");
-	r->comm = comm;
+	r->mesh = m;
 	r->cfg = cfg;
 	r->lfd = -1;
 	st = auth_init(&r->auth, cfg);
@@ -1757,21 +1360,18 @@ rdv_connect_all(struct ddp_comm *comm, const struct ddp_config *cfg)
 		st = auth_none_policy(r, cfg);
 	if (st)
 		goto out;
-	st = comm->rank == 0 ? master_side(r, deadline)
-			     : worker_side(r, deadline);
+	st = m->rank == 0 ? master_side(r, deadline) : worker_side(r, deadline);
 	if (st)
 		goto out;
-	for (i = 0; i < comm->size; i++) {
-		if (i == comm->rank)
+	for (i = 0; i < m->size; i++) {
+		if (i == m->rank)
 			continue;
-		fcntl(comm->peers[i].fd, F_SETFL,
-		      fcntl(comm->peers[i].fd, F_GETFL) | O_NONBLOCK);
-		tune_socket(comm->peers[i].fd);
+		net_tune_data(m->peers[i].fd);
 	}
 out:
 	while (r->npend > 0)
 		pend_drop(r, r->npend - 1, NULL, 0, 0);
-	xclose(&r->lfd);
+	net_close(&r->lfd);
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
 	free(r);

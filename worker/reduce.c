@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "wk.h"
+#include "reduce.h"
 
 float
 wk_half_to_float(uint16_t h)

@@ -10,7 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "wk.h"
+#include "ddp_util.h"
+#include "status.h"
 
 static __thread char last_error[WK_ERR_LEN];
 
@@ -30,8 +31,7 @@ wk_err(enum ddp_status st, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	/* A truncated explanation is better than none. */
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	ddp_verrf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
 	return st;
 }

@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
-#include "wk.h"
+#include "net.h"
+#include "reduce.h"
+#include "status.h"
+#include "tcp.h"
 
 #define ABORT_MSG_MAX 1000
 
@@ -40,7 +43,7 @@ describe(const struct wk_frame *f, char *buf, size_t size)
 }
 
 static enum ddp_status
-lost_peer(struct ddp_comm *c, int p, const struct wk_frame *f, const char *how)
+lost_peer(struct wk_mesh *c, int p, const struct wk_frame *f, const char *how)
 {
 	char d[160];
 
@@ -58,40 +61,14 @@ lost_peer(struct ddp_comm *c, int p, const struct wk_frame *f, const char *how)
 		      p, c->peers[p].host, d, c->rank, c->myhost, how);
 }
 
-/* Reads exactly len bytes from a non-blocking fd within deadline. */
-static int
-read_exact(int fd, void *buf, size_t len, double deadline)
-{
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	uint8_t *p = buf;
-	ssize_t n;
-
-	while (len) {
-		n = recv(fd, p, len, MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -1;
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return -1;
-		if (wk_now() >= deadline ||
-		    poll(&pfd, 1, (int)((deadline - wk_now()) * 1000) + 1) < 0)
-			return -1;
-	}
-	return 0;
-}
-
 /* A peer sent ABORT (header in f): read its reason, return the error. */
 static enum ddp_status
-peer_aborted(struct ddp_comm *c, int p, const struct wk_frame *f)
+peer_aborted(struct wk_mesh *c, int p, const struct wk_frame *f)
 {
 	char msg[ABORT_MSG_MAX + 1];
 
 	if (f->len > ABORT_MSG_MAX ||
-	    read_exact(c->peers[p].fd, msg, f->len, wk_now() + 1.0) < 0)
+	    net_recv_all(c->peers[p].fd, msg, f->len, wk_now() + 1.0) != 0)
 		return wk_err(DDP_ERR_PEER,
 			      "rank %d (%s) aborted the job (reason not "
 			      "received)",
@@ -101,9 +78,30 @@ peer_aborted(struct ddp_comm *c, int p, const struct wk_frame *f)
 		      c->peers[p].host, msg);
 }
 
+/*
+ * A send to peer p failed. When p failed first it sent an ABORT before
+ * closing, and that frame is still queued on our side of the connection
+ * even after the reset: report p's reason, which names the rank that
+ * really died, rather than p as lost. Returns DDP_OK when none is queued.
+ */
+static enum ddp_status
+queued_abort(struct wk_mesh *c, int p)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	struct wk_frame f;
+
+	if (recv(c->peers[p].fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT) !=
+		    (ssize_t)sizeof(hdr) ||
+	    wk_frame_decode(hdr, &f) < 0 || f.type != WK_F_ABORT ||
+	    recv(c->peers[p].fd, hdr, sizeof(hdr), MSG_DONTWAIT) !=
+		    (ssize_t)sizeof(hdr))
+		return DDP_OK;
+	return peer_aborted(c, p, &f);
+}
+
 /* Compares a received frame header with what this rank expects. */
 static enum ddp_status
-check_frame(struct ddp_comm *c, int p, const struct wk_frame *want,
+check_frame(struct wk_mesh *c, int p, const struct wk_frame *want,
 	    const uint8_t *hdr, struct wk_frame *got)
 {
 	char dw[160], dg[160];
@@ -143,7 +141,7 @@ check_frame(struct ddp_comm *c, int p, const struct wk_frame *want,
 
 /* Records a STALL notice in hdr; returns 1 when it was one. */
 static int
-note_stall(struct ddp_comm *c, int p, const uint8_t *hdr)
+note_stall(struct wk_mesh *c, int p, const uint8_t *hdr)
 {
 	struct wk_frame f;
 
@@ -155,7 +153,7 @@ note_stall(struct ddp_comm *c, int p, const uint8_t *hdr)
 
 /* Tells every peer this rank timed out waiting for rank `waiting`. */
 static void
-send_stall(struct ddp_comm *c, int waiting)
+send_stall(struct wk_mesh *c, int waiting)
 {
 	uint8_t hdr[WK_FRAME_LEN];
 	struct wk_frame f;
@@ -179,7 +177,7 @@ send_stall(struct ddp_comm *c, int waiting)
  * stuck, and every rank names that one rather than its neighbour.
  */
 static enum ddp_status
-timeout_error(struct ddp_comm *c, int p, short events,
+timeout_error(struct wk_mesh *c, int p, short events,
 	      const struct wk_frame *cur)
 {
 	char d[160];
@@ -224,7 +222,7 @@ xop_init(struct xop *x, int peer, const struct wk_frame *tmpl, uint32_t unit,
 
 /* Moves bytes of a send: 1 done, 0 would block, <0 error (status). */
 static int
-send_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
+send_progress(struct wk_mesh *c, struct xop *x, enum ddp_status *st)
 {
 	struct wk_peer *p = &c->peers[x->peer];
 	size_t total = WK_FRAME_LEN + x->len;
@@ -261,7 +259,9 @@ send_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
 		}
 		ddp_fmt(why, sizeof(why), "send failed: %s",
 			n < 0 ? strerror(errno) : "no progress");
-		*st = lost_peer(c, x->peer, &x->f, why);
+		*st = queued_abort(c, x->peer);
+		if (!*st)
+			*st = lost_peer(c, x->peer, &x->f, why);
 		return -1;
 	}
 	p->send_mid = 0;
@@ -270,7 +270,7 @@ send_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
 
 /* Moves bytes of a receive: 1 done, 0 would block, <0 error. */
 static int
-recv_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
+recv_progress(struct wk_mesh *c, struct xop *x, enum ddp_status *st)
 {
 	struct wk_peer *p = &c->peers[x->peer];
 	size_t total = WK_FRAME_LEN + x->len;
@@ -320,7 +320,7 @@ recv_progress(struct ddp_comm *c, struct xop *x, enum ddp_status *st)
  * a goodbye, an abort, a death, or early data of a later step.
  */
 static enum ddp_status
-idle_event(struct ddp_comm *c, int p, const struct wk_frame *cur)
+idle_event(struct wk_mesh *c, int p, const struct wk_frame *cur)
 {
 	char dw[160], dg[160];
 	uint8_t hdr[WK_FRAME_LEN];
@@ -380,7 +380,7 @@ idle_event(struct ddp_comm *c, int p, const struct wk_frame *cur)
  * peer for goodbyes, aborts and deaths. Errors name the peer waited for.
  */
 static enum ddp_status
-poll_wait(struct ddp_comm *c, const struct want *w, int nw, double deadline,
+poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 	  const struct wk_frame *cur)
 {
 	struct pollfd *pfd;
@@ -453,7 +453,7 @@ out:
 
 /* Runs a set of concurrent sends and receives to completion. */
 static enum ddp_status
-run_xops(struct ddp_comm *c, struct xop *x, int nsend, int nrecv,
+run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 	 double deadline)
 {
 	struct want w[16];
@@ -492,7 +492,7 @@ run_xops(struct ddp_comm *c, struct xop *x, int nsend, int nrecv,
 }
 
 static enum ddp_status
-scratch(struct ddp_comm *c, size_t bytes)
+scratch(struct wk_mesh *c, size_t bytes)
 {
 	uint8_t *p;
 
@@ -509,7 +509,7 @@ scratch(struct ddp_comm *c, size_t bytes)
 }
 
 static void
-op_start(struct ddp_comm *c)
+op_start(struct wk_mesh *c)
 {
 	int i;
 
@@ -522,7 +522,7 @@ op_start(struct ddp_comm *c)
 
 /* Recursive doubling; non-powers of two fold the extra ranks first. */
 static enum ddp_status
-allreduce_rd(struct ddp_comm *c, uint8_t *buf, size_t count,
+allreduce_rd(struct wk_mesh *c, uint8_t *buf, size_t count,
 	     enum ddp_dtype dtype, enum ddp_op op, const struct wk_frame *t,
 	     double deadline)
 {
@@ -582,7 +582,7 @@ allreduce_rd(struct ddp_comm *c, uint8_t *buf, size_t count,
  * unit u done.
  */
 struct stream {
-	struct ddp_comm *c;
+	struct wk_mesh *c;
 	uint8_t *buf;
 	size_t count;
 	size_t esize;
@@ -643,7 +643,7 @@ unit_of(const struct stream *s, size_t u, int sending, size_t *off, size_t *n,
 static enum ddp_status
 run_stream(struct stream *s, const struct wk_frame *t, double deadline)
 {
-	struct ddp_comm *c = s->c;
+	struct wk_mesh *c = s->c;
 	size_t su = 0, ru = 0, off, n, lag = s->ring ? s->nseg : 0;
 	struct xop sx, rx;
 	int have_s = 0, have_r = 0, red_r = 0, red, rc, progress, nw;
@@ -727,7 +727,7 @@ run_stream(struct stream *s, const struct wk_frame *t, double deadline)
 }
 
 static void
-stream_setup(struct stream *s, struct ddp_comm *c, uint8_t *buf, size_t count,
+stream_setup(struct stream *s, struct wk_mesh *c, uint8_t *buf, size_t count,
 	     enum ddp_dtype dtype, int ring)
 {
 	size_t maxlen;
@@ -751,7 +751,7 @@ stream_setup(struct stream *s, struct ddp_comm *c, uint8_t *buf, size_t count,
 }
 
 static enum ddp_status
-allreduce_ring(struct ddp_comm *c, uint8_t *buf, size_t count,
+allreduce_ring(struct wk_mesh *c, uint8_t *buf, size_t count,
 	       enum ddp_dtype dtype, enum ddp_op op, const struct wk_frame *t,
 	       double deadline)
 {
@@ -770,7 +770,7 @@ allreduce_ring(struct ddp_comm *c, uint8_t *buf, size_t count,
 }
 
 enum ddp_status
-tcp_allreduce(struct ddp_comm *c, const void *sbuf, void *rbuf, size_t count,
+tcp_allreduce(struct wk_mesh *c, const void *sbuf, void *rbuf, size_t count,
 	      enum ddp_dtype dtype, enum ddp_op op)
 {
 	size_t bytes = count * ddp_dtype_size(dtype);
@@ -816,7 +816,7 @@ tcp_allreduce(struct ddp_comm *c, const void *sbuf, void *rbuf, size_t count,
 }
 
 enum ddp_status
-tcp_broadcast(struct ddp_comm *c, void *buf, size_t count, enum ddp_dtype dtype,
+tcp_broadcast(struct wk_mesh *c, void *buf, size_t count, enum ddp_dtype dtype,
 	      int root)
 {
 	size_t bytes = count * ddp_dtype_size(dtype);
@@ -866,7 +866,7 @@ tcp_broadcast(struct ddp_comm *c, void *buf, size_t count, enum ddp_dtype dtype,
 }
 
 enum ddp_status
-tcp_agree(struct ddp_comm *c, const struct wk_frame *call)
+tcp_agree(struct wk_mesh *c, const struct wk_frame *call)
 {
 	struct wk_frame t = *call;
 	struct xop x[2];
@@ -897,7 +897,7 @@ tcp_agree(struct ddp_comm *c, const struct wk_frame *call)
 }
 
 enum ddp_status
-tcp_barrier(struct ddp_comm *c)
+tcp_barrier(struct wk_mesh *c)
 {
 	struct wk_frame t;
 
@@ -907,7 +907,7 @@ tcp_barrier(struct ddp_comm *c)
 }
 
 enum ddp_status
-tcp_check_peers(struct ddp_comm *c)
+tcp_check_peers(struct wk_mesh *c)
 {
 	struct pollfd pfd[64];
 	struct wk_frame f;
@@ -937,7 +937,7 @@ tcp_check_peers(struct ddp_comm *c)
 }
 
 void
-tcp_send_abort(struct ddp_comm *c, const char *msg)
+tcp_send_abort(struct wk_mesh *c, const char *msg)
 {
 	uint8_t hdr[WK_FRAME_LEN];
 	struct wk_frame f;
@@ -970,17 +970,15 @@ tcp_send_abort(struct ddp_comm *c, const char *msg)
 		/* Never send anything after an abort. */
 		c->peers[i].send_mid = 1;
 	}
+	c->aborted = 1;
 }
 
 void
-tcp_close_all(struct ddp_comm *c)
+tcp_close_all(struct wk_mesh *c)
 {
 	uint8_t hdr[WK_FRAME_LEN], junk[4096];
-	struct pollfd pfd;
 	struct wk_frame f;
 	double deadline = wk_now() + 1.0;
-	size_t off;
-	ssize_t n;
 	int i;
 
 	memset(&f, 0, sizeof(f));
@@ -989,21 +987,11 @@ tcp_close_all(struct ddp_comm *c)
 	for (i = 0; i < c->size; i++) {
 		if (i == c->rank || c->peers[i].fd < 0)
 			continue;
-		for (off = 0; !c->failed && !c->peers[i].send_mid &&
-			      off < sizeof(hdr);) {
-			n = send(c->peers[i].fd, hdr + off, sizeof(hdr) - off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0) {
-				off += (size_t)n;
-				continue;
-			}
-			if (n < 0 && errno != EAGAIN && errno != EINTR)
-				break;
-			pfd.fd = c->peers[i].fd;
-			pfd.events = POLLOUT;
-			if (wk_now() >= deadline || poll(&pfd, 1, 100) < 0)
-				break;
-		}
+		/* Best effort: a peer that takes nothing for a second
+		 * sees the connection close instead. */
+		if (!c->aborted && !c->peers[i].send_mid)
+			(void)net_send_all(c->peers[i].fd, hdr, sizeof(hdr),
+					   deadline);
 		shutdown(c->peers[i].fd, SHUT_WR);
 		/* Unread bytes at close() would reset the connection and
 		 * could discard our goodbye at the peer; drain first. */
@@ -1013,6 +1001,18 @@ tcp_close_all(struct ddp_comm *c)
 		close(c->peers[i].fd);
 		c->peers[i].fd = -1;
 	}
+}
+
+void
+tcp_mesh_fini(struct wk_mesh *c)
+{
+	if (c->peers)
+		tcp_close_all(c);
+	free(c->peers);
+	free(c->scratch);
+	c->peers = NULL;
+	c->scratch = NULL;
+	c->scratch_len = 0;
 }
 
 /* ---- the TCP backend: host buffers, state = the communicator ---- */

@@ -25,13 +25,13 @@ unset multiplot
 set output "latency.png"
 set logscale y 10
 set format y "%g"
-set multiplot layout 1,2 title "Allreduce time per call (median of runs)"
+set multiplot layout 1,2 title "Allreduce time per call (median of runs, bars: min-max of the runs' medians)"
 do for [n in "2 4"] {
 	set title sprintf("2 nodes, %s ranks", n)
 	set ylabel "time (us)"
-	plot sprintf("raw/plot-libddp-%s.dat", n) using 1:2 with linespoints lw 2 title "libddp", \
-	     sprintf("raw/plot-openmpi-%s.dat", n) using 1:2 with linespoints lw 2 title "Open MPI", \
-	     sprintf("raw/plot-gloo-%s.dat", n) using 1:2 with linespoints lw 2 title "Gloo"
+	plot sprintf("raw/plot-libddp-%s.dat", n) using 1:2:7:8 with yerrorlines lw 2 title "libddp", \
+	     sprintf("raw/plot-openmpi-%s.dat", n) using 1:2:7:8 with yerrorlines lw 2 title "Open MPI", \
+	     sprintf("raw/plot-gloo-%s.dat", n) using 1:2:7:8 with yerrorlines lw 2 title "Gloo"
 }
 unset multiplot
 

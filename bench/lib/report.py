@@ -4,9 +4,11 @@
 
 Reads RESULTS_DIR/raw/*.csv and writes RESULTS_DIR/{allreduce,ratios,tcp,
 launch,train,overlap}.csv, RESULTS_DIR/summary.md and the gnuplot data
-files under RESULTS_DIR/raw/. Every figure is the median over runs with
-its spread (min-max over runs); ratios are computed within each run first
-(libddp against the peer measured in the same run), then summarised.
+files under RESULTS_DIR/raw/. Every figure is given as the median over
+runs, its p95 and its min-max over runs; an allreduce run's own figure is
+the median of its iterations, its p95 the iterations' p95. Ratios are
+computed within each run first (libddp against the peer measured in the
+same run), then summarised. Targets are judged on the worst run.
 """
 import csv
 import os
@@ -33,6 +35,15 @@ def spread(xs):
     return (min(xs), max(xs)) if xs else (None, None)
 
 
+def p95(xs):
+    """95th percentile, nearest rank: a value that was measured (with 5
+    runs, the largest)."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[max(0, -(-95 * len(s) // 100) - 1)]
+
+
 def human(b):
     for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= div and b % div == 0:
@@ -40,21 +51,23 @@ def human(b):
     return "%d B" % b
 
 
-def fmt_us(x):
-    if x is None:
-        return "-"
-    return "%.0f" % x if x >= 100 else "%.1f" % x
+def fmt_time(x):
+    return "%.1f" % x if x < 100 else "%.0f" % x
 
 
-def fmt_pm(xs, f="%.3f"):
-    """median and, when several runs exist, the relative spread."""
-    if not xs:
+def fmt_range(xs, f="%.3f"):
+    """min–max over runs, or "-" with fewer than two runs."""
+    if len(xs) < 2:
         return "-"
-    m = med(xs)
-    if len(xs) < 2 or not m:
-        return f % m
     lo, hi = spread(xs)
-    return (f + " ±%.0f%%") % (m, 50 * (hi - lo) / m)
+    return (f + "–" + f) % (lo, hi)
+
+
+def stat_cells(xs, f="%.3f"):
+    """median, p95 and min–max over runs: three table cells."""
+    if not xs:
+        return ["-", "-", "-"]
+    return [f % med(xs), f % p95(xs), fmt_range(xs, f)]
 
 
 def fmt_ratio(xs):
@@ -66,11 +79,27 @@ def fmt_ratio(xs):
     return "%.2f× (%.2f–%.2f)" % (med(xs), lo, hi)
 
 
+def fmt_med_range(xs, f="%.3f"):
+    """median with the min–max over runs in parentheses."""
+    if not xs:
+        return "-"
+    if len(xs) < 2:
+        return f % med(xs)
+    return (f + " (" + f + "–" + f + ")") % ((med(xs),) + spread(xs))
+
+
 def overlap_cells(o):
     """compute, comm, off, on and hidden cells of an overlap table row."""
-    lo, hi = spread(o["hidden"])
-    return [fmt_pm(o[k], "%.1f") for k in ("compute_ms", "comm_ms", "off_ms", "on_ms")] + \
-        ["%.0f %% (%.0f … %.0f %%)" % (100 * med(o["hidden"]), 100 * lo, 100 * hi)]
+    return [fmt_med_range(o[k], "%.1f") for k in ("compute_ms", "comm_ms", "off_ms", "on_ms")] + \
+        [fmt_med_range([100 * x for x in o["hidden"]], "%.0f") + " %"]
+
+
+def worst_cell(xs, f, worst):
+    """the worst run's value and, with several runs, the median beside it."""
+    w = worst(xs)
+    if len(xs) < 2:
+        return f % w
+    return (f + " (median " + f + ", %d runs)") % (w, med(xs), len(xs))
 
 
 def write_csv(path, header, rows):
@@ -164,13 +193,14 @@ def main():
         for n in (2, 4):
             keys = sorted(k for k in ar if k[0] == impl and k[1] == n)
             with open(os.path.join(raw, "plot-%s-%d.dat" % (impl, n)), "w") as f:
-                f.write("# bytes median_us p95_us busbw busbw_min busbw_max\n")
+                f.write("# bytes median_us p95_us busbw busbw_min busbw_max"
+                        " median_us_min median_us_max (over runs)\n")
                 for k in keys:
                     v = ar[k]
-                    lo, hi = spread(v["busbw_GBps"])
-                    f.write("%d %g %g %g %g %g\n" % (
-                        k[2], med(v["median_us"]), med(v["p95_us"]),
-                        med(v["busbw_GBps"]), lo, hi))
+                    f.write("%d %g %g %g %g %g %g %g\n" % (
+                        (k[2], med(v["median_us"]), med(v["p95_us"]),
+                         med(v["busbw_GBps"])) + spread(v["busbw_GBps"])
+                        + spread(v["median_us"])))
 
     # ---- launch ----
     launch = defaultdict(lambda: defaultdict(list))
@@ -257,14 +287,16 @@ def main():
     # ---- summary.md ----
     md.append("# slurm-ddp benchmarks\n")
     md.append("Minicluster: 2 Slurm nodes as network namespaces on one "
-              "machine; medians over runs, ± is half the min–max spread "
-              "over runs; ratios are taken within each run. Method and "
-              "caveats: `bench/README.md`.\n")
+              "machine. Every figure: median over runs, p95 (nearest "
+              "rank, so with 5 runs the largest) and min–max over runs; "
+              "an allreduce run's figure is the median of its iterations "
+              "and its p95 column the iterations' p95 (median over runs). "
+              "Ratios are taken within each run; targets are judged on "
+              "the worst run. Method and caveats: `bench/README.md`.\n")
     md.append("```\n" + env.strip() + "\n```\n")
 
     def r_at(n, b, peer, k):
-        v = ratio.get((n, b, peer), {}).get(k, [])
-        return v
+        return ratio.get((n, b, peer), {}).get(k, [])
 
     def big_sizes(n):
         return sorted({b for (i, nn, b) in ar if i == "libddp" and nn == n and b >= 1 << 20})
@@ -272,55 +304,58 @@ def main():
     def small_sizes(n):
         return sorted({b for (i, nn, b) in ar if i == "libddp" and nn == n and b <= 4096})
 
+    def status(ok):
+        return "met" if ok else "missed"
+
+    # Each target on its worst run: the lowest busbw ratio, fraction or
+    # hidden share and the highest latency ratio or launch time of any
+    # run (and, over sizes, of the worst size).
     tgt = []
     for n in (2, 4):
         for peer, want in (("openmpi", 1.2), ("gloo", 1.5)):
-            vals = [(b, med(r_at(n, b, peer, "bw"))) for b in big_sizes(n)
-                    if r_at(n, b, peer, "bw")]
+            vals = [(b, r_at(n, b, peer, "bw")) for b in big_sizes(n) if r_at(n, b, peer, "bw")]
             if vals:
-                worst = min(vals, key=lambda x: x[1])
+                b, xs = min(vals, key=lambda x: min(x[1]))
                 tgt.append(["busbw ≥ %.1f× %s, ≥ 1 MiB, %d ranks" % (want, NAMES[peer], n),
-                            "min %.2f× (at %s)" % (worst[1], human(worst[0])),
-                            "met" if worst[1] >= want else "missed"])
+                            "%s at %s" % (worst_cell(xs, "%.2f×", min), human(b)),
+                            status(min(xs) >= want)])
         for peer, want in (("openmpi", 1.0), ("gloo", 0.5)):
-            vals = [(b, med(r_at(n, b, peer, "lat"))) for b in small_sizes(n)
-                    if r_at(n, b, peer, "lat")]
+            vals = [(b, r_at(n, b, peer, "lat")) for b in small_sizes(n) if r_at(n, b, peer, "lat")]
             if vals:
-                worst = max(vals, key=lambda x: x[1])
+                b, xs = max(vals, key=lambda x: max(x[1]))
                 tgt.append(["latency ≤ %.1f× %s, ≤ 4 KiB, %d ranks" % (want, NAMES[peer], n),
-                            "max %.2f× (at %s)" % (worst[1], human(worst[0])),
-                            "met" if worst[1] <= want else "missed"])
+                            "%s at %s" % (worst_cell(xs, "%.2f×", max), human(b)),
+                            status(max(xs) <= want)])
         v = ar.get(("libddp", n, 64 << 20), {}).get("busbw_GBps")
         fr = ceiling_frac(n, 64 << 20)
         if v and (fr or ceil1):
-            frac = med(fr) if fr else med(v) / ceil1
-            tgt.append(["busbw ≥ 80 %% of raw TCP at 64 MiB, %d ranks" % n,
-                        "%.0f %% of 1 stream%s (%.2f of %.2f GB/s)%s" % (
-                            100 * frac, ", same run" if fr else "", med(v), ceil1,
-                            "; %.0f %% of 4 streams" % (100 * med(v) / ceil4) if ceil4 else ""),
-                        "met" if frac >= 0.8 else "missed"])
+            if not fr:
+                fr = [x / ceil1 for x in v]
+            tgt.append(["busbw ≥ 80 %% of raw TCP (1 stream%s) at 64 MiB, %d ranks"
+                        % (", same run" if inrun else "", n),
+                        worst_cell([100 * x for x in fr], "%.0f %%", min),
+                        status(min(fr) >= 0.8)])
     if launch_ratio:
         tgt.append(["PyTorch launch: srun --ddp ≤ 0.5× srun + torchrun",
-                    fmt_ratio(launch_ratio),
-                    "met" if med(launch_ratio) <= 0.5 else "missed"])
+                    worst_cell(launch_ratio, "%.2f×", max),
+                    status(max(launch_ratio) <= 0.5)])
     elif os.path.exists(os.path.join(raw, "launch-ddp.txt")):
         tgt.append(["PyTorch launch: srun --ddp ≤ 0.5× srun + torchrun",
                     "plugin not installed", "not measured"])
     if ddp_adds:
-        lo, hi = spread(ddp_adds)
         tgt.append(["--ddp adds ≤ 10 ms to srun true",
-                    "%+.0f ms (%+.0f … %+.0f)" % (1e3 * med(ddp_adds), 1e3 * lo, 1e3 * hi),
-                    "met" if med(ddp_adds) <= 0.010 else "missed"])
+                    worst_cell([1e3 * x for x in ddp_adds], "%+.0f ms", max),
+                    status(max(ddp_adds) <= 0.010)])
     if ov["hidden"]:
         tgt.append(["overlap hides ≥ 50 % of communication (minicluster)",
-                    "%.0f %% (bench/overlap)" % (100 * med(ov["hidden"])),
-                    "met" if med(ov["hidden"]) >= 0.5 else "missed"])
+                    worst_cell([100 * x for x in ov["hidden"]], "%.0f %%", min),
+                    status(min(ov["hidden"]) >= 0.5)])
     if ovl["hidden"]:
-        tgt.append(["overlap hides ≥ 50 % of communication (node with spare cores)",
-                    "%.0f %% (bench/overlap, bench/gpu-run)" % (100 * med(ovl["hidden"])),
-                    "met" if med(ovl["hidden"]) >= 0.5 else "missed"])
+        tgt.append(["overlap hides ≥ 50 % of communication (node with spare cores, bench/gpu-run)",
+                    worst_cell([100 * x for x in ovl["hidden"]], "%.0f %%", min),
+                    status(min(ovl["hidden"]) >= 0.5)])
     md.append("## Targets\n")
-    md.append("| target | measured | status |\n|---|---|---|")
+    md.append("| target | worst run (median of runs) | status, on the worst run |\n|---|---|---|")
     md.extend("| %s | %s | %s |" % tuple(t) for t in tgt)
     md.append("")
     if bad:
@@ -329,9 +364,9 @@ def main():
 
     if tcp:
         md.append("## Raw TCP between two nodes (iperf3)\n")
-        md.append("| mode | GB/s |\n|---|---|")
+        md.append("| mode | GB/s median | p95 | min–max |\n|---|---|---|---|")
         for m, v in sorted(tcp.items()):
-            md.append("| %s | %s |" % (m, fmt_pm(v, "%.2f")))
+            md.append("| %s | %s |" % (m, " | ".join(stat_cells(v, "%.2f"))))
         md.append("")
 
     for n in (2, 4):
@@ -339,22 +374,49 @@ def main():
         if not sizes:
             continue
         have = [i for i in IMPLS if any((i, n, b) in ar for b in sizes)]
+        peers = [p for p in have if p != "libddp"]
         md.append("## Allreduce, fp32 sum in place, 2 nodes × %d rank%s (%d ranks)\n"
                   % (n // 2, "s" if n > 2 else "", n))
-        hdr = ["size"] + ["%s µs" % NAMES[i] for i in have] + \
-              ["%s busbw GB/s" % NAMES[i] for i in have] + \
-              ["libddp/%s busbw" % NAMES[p] for p in have if p != "libddp"] + \
-              ["libddp/%s time" % NAMES[p] for p in have if p != "libddp"]
+        md.append("Time per call, µs: median over runs of each run's median "
+                  "iteration, the iterations' p95, min–max over runs of the "
+                  "run's median; libddp/peer: median (min–max) of the "
+                  "within-run ratios.\n")
+        hdr = ["size"] + ["%s %s" % (NAMES[i], c) for i in have
+                          for c in ("µs", "p95 µs", "min–max µs")] + \
+              ["libddp/%s time" % NAMES[p] for p in peers]
         md.append("| " + " | ".join(hdr) + " |")
         md.append("|" + "---|" * len(hdr))
         for b in sizes:
             row = [human(b)]
-            row += [fmt_pm(ar[(i, n, b)]["median_us"], "%.1f" if med(ar[(i, n, b)]["median_us"]) < 100 else "%.0f")
-                    if (i, n, b) in ar else "-" for i in have]
-            row += [fmt_pm(ar[(i, n, b)]["busbw_GBps"], "%.3f") if (i, n, b) in ar else "-"
-                    for i in have]
-            row += [fmt_ratio(r_at(n, b, p, "bw")) for p in have if p != "libddp"]
-            row += [fmt_ratio(r_at(n, b, p, "lat")) for p in have if p != "libddp"]
+            for i in have:
+                v = ar.get((i, n, b))
+                if not v:
+                    row += ["-", "-", "-"]
+                    continue
+                row += [fmt_time(med(v["median_us"])), fmt_time(med(v["p95_us"])),
+                        fmt_range(v["median_us"], "%.1f" if max(v["median_us"]) < 100 else "%.0f")]
+            row += [fmt_ratio(r_at(n, b, p, "lat")) for p in peers]
+            md.append("| " + " | ".join(row) + " |")
+        md.append("")
+        md.append("busbw, GB/s: median, p95 (the run whose median time is "
+                  "the p95 over runs) and min–max over runs.\n")
+        hdr = ["size"] + ["%s %s" % (NAMES[i], c) for i in have
+                          for c in ("busbw", "p95", "min–max")] + \
+              ["libddp/%s busbw" % NAMES[p] for p in peers]
+        md.append("| " + " | ".join(hdr) + " |")
+        md.append("|" + "---|" * len(hdr))
+        for b in sizes:
+            row = [human(b)]
+            for i in have:
+                v = ar.get((i, n, b))
+                if not v:
+                    row += ["-", "-", "-"]
+                    continue
+                bw = v["busbw_GBps"]
+                # busbw falls as time rises: its p95 is the 5th percentile.
+                row += ["%.3f" % med(bw), "%.3f" % -p95([-x for x in bw]),
+                        fmt_range(bw, "%.3f")]
+            row += [fmt_ratio(r_at(n, b, p, "bw")) for p in peers]
             md.append("| " + " | ".join(row) + " |")
         md.append("")
         if ceil1:
@@ -367,14 +429,18 @@ def main():
     if os.path.exists(coll):
         md.append("Open MPI collective selection:\n\n```\n%s\n```\n"
                   % open(coll).read().strip())
+    place = os.path.join(raw, "placement.txt")
+    if os.path.exists(place):
+        md.append("Placement of the `srun --ddp` launches (`--ddp-verbose`):\n\n```\n%s\n```\n"
+                  % open(place).read().strip())
     md.append("![busbw](busbw.png)\n\n![latency](latency.png)\n")
 
     if launch or os.path.exists(os.path.join(raw, "launch-ddp.txt")):
         md.append("## Launch, 2 nodes × 2 ranks\n")
         md.append("Wall time from srun's start (on the login host) to the "
                   "first completed allreduce on rank 0; for `true`, to srun's "
-                  "exit.\n")
-        md.append("| launch | to first allreduce s | to exit s |\n|---|---|---|")
+                  "exit. Median, p95 and min–max over repetitions.\n")
+        md.append("| launch | to first allreduce s | p95 | min–max | to exit s |\n|---|---|---|---|---|")
         labels = {"srun-true": "`srun true`",
                   "srun-ddp-true": "`srun --ddp true`",
                   "libddp-ddp": "libddp program, `srun --ddp`",
@@ -382,10 +448,10 @@ def main():
                   "torch-torchrun": "PyTorch script, `srun` + `torchrun` (c10d)"}
         for w in labels:
             if w in launch:
-                md.append("| %s | %s | %s |" % (labels[w], fmt_pm(launch[w]["first"], "%.3f"),
-                                                fmt_pm(launch[w]["total"], "%.3f")))
+                md.append("| %s | %s | %s |" % (labels[w], " | ".join(stat_cells(launch[w]["first"], "%.3f")),
+                                                "%.3f" % med(launch[w]["total"])))
             elif os.path.exists(os.path.join(raw, "launch-ddp.txt")) and "ddp" in w:
-                md.append("| %s | plugin not installed | |" % labels[w])
+                md.append("| %s | plugin not installed | | | |" % labels[w])
         if launch_ratio:
             md.append("\nsrun --ddp / torchrun (PyTorch, same run): %s" % fmt_ratio(launch_ratio))
         if ddp_adds:
@@ -394,11 +460,13 @@ def main():
 
     if train:
         md.append("## Training: examples/train (MLP, synthetic CIFAR-10 format)\n")
-        md.append("| ranks | samples/s | step ms | speed-up vs 1 rank |\n|---|---|---|---|")
+        md.append("| ranks | samples/s | p95 | min–max | step ms | speed-up vs 1 rank |\n|---|---|---|---|---|---|")
         base = med(train.get(1, {}).get("sps", [])) if 1 in train else None
         for n, v in sorted(train.items()):
-            md.append("| %d | %s | %s | %s |" % (
-                n, fmt_pm(v["sps"], "%.0f"), fmt_pm(v["step"], "%.2f"),
+            # Fewer samples/s is worse: the p95 is the 5th percentile.
+            md.append("| %d | %.0f | %.0f | %s | %.2f | %s |" % (
+                n, med(v["sps"]), -p95([-x for x in v["sps"]]),
+                fmt_range(v["sps"], "%.0f"), med(v["step"]),
                 "%.2f×" % (med(v["sps"]) / base) if base else "-"))
         md.append("")
     if overlap:
@@ -431,10 +499,10 @@ def main():
         for b in sorted({b for (t, i, b) in gpu if t == "allreduce"}):
             lib, nccl = gpu.get(("allreduce", "libddp", b)), gpu.get(("allreduce", "nccl", b))
             md.append("| %s | %s | %s | %s | %s |" % (
-                human(b), fmt_pm(lib["us"], "%.1f") if lib else "-",
-                fmt_pm(nccl["us"], "%.1f") if nccl else "-",
+                human(b), fmt_med_range(lib["us"], "%.1f") if lib else "-",
+                fmt_med_range(nccl["us"], "%.1f") if nccl else "-",
                 fmt_ratio(gpu_ratio.get(b)),
-                fmt_pm(lib["GBps"], "%.1f") if lib else "-"))
+                fmt_med_range(lib["GBps"], "%.1f") if lib else "-"))
         md.append("")
         ceil = [v for (t, i, b), d in gpu.items() if t == "copy" for v in d["GBps"]]
         md.append("Gradient sync step (every gradient marked ready, then the "
@@ -443,7 +511,7 @@ def main():
                   "against the device's own copy bandwidth (`cudaMemcpy` "
                   "device to device, %s GB/s). Gradient views (registered "
                   "with grad NULL) live in the bucket and are not copied.\n"
-                  % (fmt_pm(ceil, "%.0f") if ceil else "-"))
+                  % (fmt_med_range(ceil, "%.0f") if ceil else "-"))
         md.append("| gradients | step ms, copied | GB/s copied | of copy bandwidth "
                   "| step ms, views | copied / views |\n|---|---|---|---|---|---|")
         for (t, i, b), d in sorted(gpu.items(), key=lambda x: (x[0][2], x[0][1])):
@@ -453,9 +521,9 @@ def main():
             frac = "%.1f %%" % (100 * med(d["GBps"]) / med(ceil)) if ceil else "-"
             md.append("| %s (%s) | %s | %s | %s | %s | %s |" % (
                 i.replace("grad sync ", ""), human(b),
-                fmt_pm([x / 1e3 for x in d["us"]], "%.2f"),
-                fmt_pm(d["GBps"], "%.1f"), frac,
-                fmt_pm([x / 1e3 for x in v["us"]], "%.2f") if v else "-",
+                fmt_med_range([x / 1e3 for x in d["us"]], "%.2f"),
+                fmt_med_range(d["GBps"], "%.1f"), frac,
+                fmt_med_range([x / 1e3 for x in v["us"]], "%.2f") if v else "-",
                 "%.1f×" % (med(d["us"]) / med(v["us"])) if v else "-"))
         md.append("")
         if not all(ok for d in gpu.values() for ok in d["ok"]):

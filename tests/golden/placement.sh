@@ -3,6 +3,9 @@
 # tests/topologies with several rank counts and options, and diffs each
 # case against tests/golden/placement/<topology>.out, where cases sit under
 # "# label" headers. UPDATE=1 rewrites the expected files instead.
+# As root, every case runs a second time through the plugin's topology
+# cache (ddp-plan --cache: the XML written as the cache and read back
+# through its checks) and must give the same expected output.
 # Then, on every topology, one rank per GPU: every rank gets the same NCCL_*
 # variables, exactly the site's (tests/golden/nccl.conf), and none without
 # a site setting.
@@ -55,6 +58,15 @@ cases=(
 	"ranks=64|--ranks 64"
 	"ranks=4 config=nccl.conf|--ranks 4 --config $ncclconf"
 )
+
+# The cache needs a root-owned directory (the plugin trusts only root's).
+cachedir=""
+if [ "$(id -u)" -eq 0 ]; then
+	cachedir=$(mktemp -d)
+	trap 'rm -rf "$cachedir"' EXIT
+else
+	tap 0 "# skip the cached-topology runs: the cache is trusted only from root"
+fi
 
 # section FILE LABEL: prints the lines under "# LABEL" up to the next header.
 section() {
@@ -116,6 +128,15 @@ exit status $?"
 		else
 			tap 1 "$name $label"
 			diff -u <(section "$exp" "$label") <(printf '%s\n' "$got") | sed 's/^/# /' || true
+		fi
+		[ -n "$cachedir" ] || continue
+		cached=$("$plan" --topology "$xml" --cache "$cachedir/topology.xml" "${args[@]}" 2>&1) || cached="$cached
+exit status $?"
+		if [ "$cached" = "$got" ] && diff -u <(section "$exp" "$label") <(printf '%s\n' "$cached") >/dev/null; then
+			tap 0 "$name $label, through the topology cache"
+		else
+			tap 1 "$name $label, through the topology cache"
+			diff -u <(section "$exp" "$label") <(printf '%s\n' "$cached") | sed 's/^/# /' || true
 		fi
 	done
 	if [ "${UPDATE:-0}" = 1 ]; then

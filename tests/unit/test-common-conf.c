@@ -161,6 +161,22 @@ test_check_keys(void)
 	       "check_path");
 	refused("check_path", "ddp-check", "absolute path");
 	refused("check_path", "", "absolute path");
+	TAP_STREQ(c.topology_cache, "/run/slurm-ddp/topology.xml",
+		  "default topology_cache");
+	tap_ok(ddp_conf_set(&c, "topology_cache", "none", err, sizeof(err)) ==
+			       0 &&
+		       c.topology_cache[0] == '\0' &&
+		       ddp_conf_format(&c, "topology_cache", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "none"),
+	       "topology_cache none: no cache, shown as none");
+	tap_ok(ddp_conf_set(&c, "topology_cache", "/var/cache/ddp/topo.xml/",
+			    err, sizeof(err)) == 0 &&
+		       !strcmp(c.topology_cache, "/var/cache/ddp/topo.xml"),
+	       "topology_cache path");
+	refused("topology_cache", "", "or none");
+	refused("topology_cache", "topo.xml", "absolute path");
+	refused("topology_cache", "/run/../tmp/t.xml", "absolute path");
 }
 
 /*
@@ -188,7 +204,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 20 && defaults_ok == nkeys,
+	tap_ok(nkeys == 21 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);
@@ -249,7 +265,7 @@ test_table(void)
 			named++;
 	}
 	if (!tap_ok(named == nkeys && strstr(err, "'colour'") &&
-			    strstr(err, " or check_path"),
+			    strstr(err, " or topology_cache"),
 		    "the unknown-key message names every key of the table"))
 		tap_diag("%s", err);
 	tap_ok(ddp_conf_key_names(names, 40, ", ") < 0,

@@ -167,7 +167,7 @@ main(void)
 				   sizeof(err)) < 0 &&
 		       strstr(err, "key=value") &&
 		       strstr(err, "config, topology, port_range") &&
-		       strstr(err, "check_path)"),
+		       strstr(err, "topology_cache)"),
 	       "plugstack argument without '=' refused, naming every key");
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_rel, err,
 				   sizeof(err)) < 0 &&

@@ -109,7 +109,7 @@ sleeper(void *arg, char *err, size_t errlen)
 static int
 failer(void *arg, char *err, size_t errlen)
 {
-	nc_errf(err, errlen, "child says %s", (const char *)arg);
+	ddp_errf(err, errlen, "child says %s", (const char *)arg);
 	return -1;
 }
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "test-worker-rdv.h"
-#include "wk.h"
+#include "proto.h"
 
 static char munge_sock[200];
 

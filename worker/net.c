@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libddp's sockets: the one place that loops over partial reads and
+ * writes, retries connects and binds, and tunes connections (net.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ddp_util.h"
+#include "net.h"
+#include "status.h"
+
+void
+net_close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+int
+net_wait(int fd, short ev, double deadline)
+{
+	struct pollfd p = {.fd = fd, .events = ev};
+	double left;
+	int rc;
+
+	for (;;) {
+		left = deadline - wk_now();
+		if (left <= 0)
+			return 0;
+		rc = poll(&p, 1, (int)(left * 1000) + 1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -1;
+		if (rc > 0)
+			return 1;
+	}
+}
+
+int
+net_send_all(int fd, const void *buf, size_t len, double deadline)
+{
+	const uint8_t *p = buf;
+	ssize_t n;
+	int rc;
+
+	while (len) {
+		n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		rc = net_wait(fd, POLLOUT, deadline);
+		if (rc <= 0) {
+			if (rc == 0)
+				errno = ETIMEDOUT;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+net_recv_all(int fd, void *buf, size_t len, double deadline)
+{
+	uint8_t *p = buf;
+	ssize_t n;
+	int rc;
+
+	while (len) {
+		n = recv(fd, p, len, MSG_DONTWAIT);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return 1;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		rc = net_wait(fd, POLLIN, deadline);
+		if (rc <= 0) {
+			if (rc == 0)
+				errno = ETIMEDOUT;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* net.core.wmem_max, read once per process (-1: unknown). */
+static long wmem_max = -1;
+static pthread_once_t wmem_max_once = PTHREAD_ONCE_INIT;
+
+static void
+read_wmem_max(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+
+	if (!f)
+		return;
+	if (fscanf(f, "%ld", &wmem_max) != 1)
+		wmem_max = -1;
+	fclose(f);
+}
+
+void
+net_tune_data(int fd)
+{
+	int one = 1, size = 4 << 20, fl;
+
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* Setting SO_SNDBUF disables autotuning; only do it when the
+	 * kernel would grant the full size. */
+	pthread_once(&wmem_max_once, read_wmem_max);
+	if (wmem_max >= size) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	}
+}
+
+void
+net_no_delay(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int
+net_sa_loopback(const struct sockaddr *sa)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+	if (sa->sa_family == AF_INET)
+		return (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family != AF_INET6)
+		return 0;
+	if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+		return s6->sin6_addr.s6_addr[12] == 127;
+	return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+}
+
+void
+net_sa_format(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
+	      int *port)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+	ddp_fmt(addr, addrlen, "?");
+	*port = 0;
+	if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], addr,
+			  (socklen_t)addrlen);
+		*port = ntohs(s6->sin6_port);
+	} else if (ss->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &s6->sin6_addr, addr, (socklen_t)addrlen);
+		*port = ntohs(s6->sin6_port);
+	} else if (ss->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &s4->sin_addr, addr, (socklen_t)addrlen);
+		*port = ntohs(s4->sin_port);
+	}
+}
+
+void
+net_sock_addr(int fd, int local, char *addr, size_t addrlen, int *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int rc;
+
+	memset(&ss, 0, sizeof(ss));
+	rc = local ? getsockname(fd, (struct sockaddr *)&ss, &sl)
+		   : getpeername(fd, (struct sockaddr *)&ss, &sl);
+	if (rc < 0)
+		ss.ss_family = AF_UNSPEC;
+	net_sa_format(&ss, addr, addrlen, port);
+}
+
+int
+net_listen(int port, int *bound)
+{
+	struct sockaddr_in6 s6;
+	struct sockaddr_in s4;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int fd, one = 1, zero = 0, err;
+
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd >= 0) {
+		memset(&s6, 0, sizeof(s6));
+		s6.sin6_family = AF_INET6;
+		s6.sin6_addr = in6addr_any;
+		s6.sin6_port = htons((uint16_t)port);
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		if (bind(fd, (struct sockaddr *)&s6, sizeof(s6)) == 0)
+			goto bound;
+		err = errno;
+		close(fd);
+		if (err == EADDRINUSE) {
+			errno = err;
+			return -1;
+		}
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	memset(&s4, 0, sizeof(s4));
+	s4.sin_family = AF_INET;
+	s4.sin_addr.s_addr = htonl(INADDR_ANY);
+	s4.sin_port = htons((uint16_t)port);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&s4, sizeof(s4)) < 0)
+		goto fail;
+bound:
+	if (listen(fd, SOMAXCONN) < 0)
+		goto fail;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		goto fail;
+	*bound = ss.ss_family == AF_INET6
+			 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+			 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+fail:
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+int
+net_listen_retry(int port, double deadline, int *bound,
+		 void (*busy)(int port, void *arg), void *arg)
+{
+	double delay = 0.05;
+	int fd, told = 0;
+
+	for (;;) {
+		fd = net_listen(port, bound);
+		if (fd >= 0 || errno != EADDRINUSE)
+			return fd;
+		if (!told && busy)
+			busy(port, arg);
+		told = 1;
+		if (net_back_off(&delay, deadline) < 0) {
+			errno = EADDRINUSE;
+			return -1;
+		}
+	}
+}
+
+int
+net_connect_once(const char *host, int port, double deadline, char *why,
+		 size_t whylen)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	char service[16];
+	socklen_t sl;
+	int fd = -1, rc, soerr = 0;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	ddp_fmt(service, sizeof(service), "%d", port);
+	rc = getaddrinfo(host, service, &hints, &res);
+	if (rc != 0) {
+		ddp_fmt(why, whylen, "cannot resolve '%s': %s", host,
+			gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family,
+			    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0) {
+			ddp_fmt(why, whylen, "socket: %s", strerror(errno));
+			continue;
+		}
+		net_no_delay(fd);
+		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+		if (rc < 0 && errno == EINPROGRESS) {
+			rc = net_wait(fd, POLLOUT, deadline);
+			if (rc == 0) {
+				ddp_fmt(why, whylen,
+					"connection timed out (packets "
+					"dropped?)");
+				net_close(&fd);
+				continue;
+			}
+			sl = sizeof(soerr);
+			if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR,
+						 &soerr, &sl) < 0)
+				soerr = errno;
+			rc = soerr ? -1 : 0;
+			errno = soerr;
+		}
+		if (rc == 0)
+			break;
+		ddp_fmt(why, whylen, "%s", strerror(errno));
+		net_close(&fd);
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+int
+net_back_off(double *delay, double deadline)
+{
+	if (wk_now() + *delay >= deadline)
+		return -1;
+	usleep((useconds_t)(*delay * 1e6));
+	*delay = *delay * 2 < 1.0 ? *delay * 2 : 1.0;
+	return 0;
+}
+
+int
+net_connect_retry(const char *host, int port, double deadline, char *why,
+		  size_t whylen)
+{
+	double delay = 0.01, now, attempt;
+	int fd;
+
+	for (;;) {
+		now = wk_now();
+		attempt = now + 5.0 < deadline ? now + 5.0 : deadline;
+		fd = net_connect_once(host, port, attempt, why, whylen);
+		if (fd >= 0)
+			return fd;
+		if (net_back_off(&delay, deadline) < 0)
+			return -1;
+	}
+}
+
+int
+net_host_is_loopback(const char *host)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	int all = 1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0)
+		return 0;
+	for (ai = res; ai; ai = ai->ai_next)
+		if (!net_sa_loopback(ai->ai_addr))
+			all = 0;
+	freeaddrinfo(res);
+	return all;
+}

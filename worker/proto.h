@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libddp's wire formats (proto.c): the rendezvous messages, the munge
+ * credential's payload and the collective frame header. Pure functions
+ * over byte buffers, little endian, bounds-checked and fuzzed
+ * (tests/fuzz/fuzz-rdv.c): no I/O, no global state, so every function is
+ * thread-safe. Failures return -1 (with a reason in err where the
+ * function takes one); nothing here sets the thread's last error. Uses
+ * only ddp.h.
+ */
+#ifndef DDP_WK_PROTO_H
+#define DDP_WK_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddp.h"
+
+#define WK_TOKEN_LEN 32
+#define WK_ADDR_LEN 64
+/* Largest rendezvous message body: a munge credential is well below. */
+#define RDV_MAX_BODY 65536
+#define RDV_HDR_LEN 12
+#define RDV_MAGIC 0x52504444u /* "DDPR" little endian */
+/* 2: rank 0 proves itself first, credentials bind a nonce and the
+ * connection (1 sent the rank's credential first, unbound). */
+#define RDV_VERSION 2
+/* Largest world the wire formats carry. */
+#define WK_MAX_WORLD 65536
+#define WK_MAX_CRED 8192
+/* Rank 0's fresh random nonce per rendezvous connection. */
+#define RDV_NONCE_LEN 16
+
+/*
+ * The rendezvous, one connection per rank to rank 0:
+ *   rank -> 0  OPEN    rank, world, job, step (a claim; nothing secret)
+ *   0 -> rank  PROOF   nonce + rank 0's credential for that nonce and the
+ *                      rank's socket address as rank 0 sees it
+ *   rank -> 0  HELLO   data port, host + the rank's credential for the
+ *                      same nonce and its own socket address
+ *   0 -> rank  WELCOME (empty), later ROSTER (addresses + mesh token)
+ * REFUSE (reason, then close) may come instead of any reply. Then every
+ * rank sends PEER (rank + token) to each lower rank's data listener.
+ */
+enum rdv_type {
+	RDV_HELLO = 1,	 /* rank -> rank 0: who I am + munge credential */
+	RDV_WELCOME = 2, /* rank 0 -> rank: joined (empty text) */
+	RDV_REFUSE = 3,	 /* rank 0 -> anyone: reason, then close */
+	RDV_ROSTER = 4,	 /* rank 0 -> rank: every rank's address + token */
+	RDV_PEER = 5,	 /* rank -> lower rank's data listener: rank+token */
+	RDV_OPEN = 6,	 /* rank -> rank 0, first: the rank it claims */
+	RDV_PROOF = 7,	 /* rank 0 -> rank: nonce + rank 0's credential */
+};
+#define RDV_TYPE_MAX RDV_PROOF
+
+struct rdv_open {
+	uint32_t rank;
+	uint32_t world;
+	char job[DDP_ID_MAX];
+	char step[DDP_ID_MAX];
+};
+
+struct rdv_proof {
+	uint8_t nonce[RDV_NONCE_LEN];
+	char cred[WK_MAX_CRED]; /* NUL-terminated munge credential */
+};
+
+struct rdv_hello {
+	uint32_t rank;
+	uint32_t world;
+	uint16_t data_port;
+	char host[DDP_HOST_MAX];
+	char cred[WK_MAX_CRED]; /* NUL-terminated munge credential */
+};
+
+struct rdv_roster_entry {
+	uint16_t port;
+	char addr[WK_ADDR_LEN];
+	char host[DDP_HOST_MAX];
+};
+
+struct rdv_peer_hello {
+	uint32_t rank;
+	uint8_t token[WK_TOKEN_LEN];
+};
+
+/* A growable output buffer; on allocation failure bad is set. */
+struct wk_buf {
+	uint8_t *p;
+	size_t len;
+	size_t cap;
+	int bad;
+};
+
+void wk_buf_free(struct wk_buf *b);
+/*
+ * Each rdv_encode_* appends one complete message (header + body) to b.
+ * Returns 0 or -1 (too long or out of memory).
+ */
+int rdv_encode_open(struct wk_buf *b, const struct rdv_open *o);
+int rdv_encode_proof(struct wk_buf *b, const struct rdv_proof *p);
+int rdv_encode_hello(struct wk_buf *b, const struct rdv_hello *h);
+int rdv_encode_text(struct wk_buf *b, enum rdv_type type, const char *text);
+/* A REFUSE under another protocol version's header, so that a rank of
+ * another slurm-ddp release can read why (text messages are unchanged). */
+int rdv_encode_refuse_as(struct wk_buf *b, uint16_t version, const char *text);
+int rdv_encode_roster(struct wk_buf *b, uint32_t world,
+		      const uint8_t token[WK_TOKEN_LEN],
+		      const struct rdv_roster_entry *ents);
+int rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
+
+/*
+ * Checks a 12-byte message header: returns 0 with *type and *body_len, or
+ * -1 with a reason in err for a bad magic, version, type or length.
+ */
+int rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
+		     uint32_t *body_len, char *err, size_t errlen);
+/* The protocol version of a header with slurm-ddp's magic, else 0. */
+uint16_t rdv_header_version(const uint8_t *buf, size_t len);
+/* Body decoders: 0, or -1 with a reason in err. Never read past len. */
+int rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o,
+		   char *err, size_t errlen);
+int rdv_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p,
+		    char *err, size_t errlen);
+int rdv_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h,
+		    char *err, size_t errlen);
+int rdv_parse_text(const uint8_t *body, size_t len, char *text, size_t textlen,
+		   char *err, size_t errlen);
+/* ents must hold max_world entries; *world receives the count. */
+int rdv_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
+		     uint32_t *world, uint8_t token[WK_TOKEN_LEN],
+		     struct rdv_roster_entry *ents, char *err, size_t errlen);
+int rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
+		   char *err, size_t errlen);
+
+/*
+ * The payload bound into a munge credential: kind ("rank0" for rank 0's
+ * proof to `rank`, "hello" for the rank's own), job, step, rank, world,
+ * rank 0's nonce for this connection and the rank's socket address
+ * ("ADDR:PORT", as rank_addr() in rdv.c writes it). Both sides build it
+ * from what they know and compare it with the decoded payload byte for
+ * byte. 0, or -1 when it does not fit in size.
+ */
+int rdv_cred_payload(char *buf, size_t size, const char *kind, const char *job,
+		     const char *step, int rank, int world,
+		     const uint8_t nonce[RDV_NONCE_LEN], const char *addr);
+
+/* Collective frame header, 32 bytes on the wire. */
+#define WK_FRAME_LEN 32
+#define WK_FRAME_MAGIC 0x46504444u /* "DDPF" */
+enum wk_frame_type {
+	WK_F_DATA = 1,
+	WK_F_ABORT = 2,
+	WK_F_BYE = 3,
+	WK_F_STALL = 4, /* "I timed out waiting for rank <aux>" (notice) */
+};
+enum wk_coll {
+	WK_C_ALLREDUCE = 1,
+	WK_C_BCAST = 2,
+	WK_C_BARRIER = 3,
+};
+/* A collective's algorithm, in a frame's aux. */
+enum wk_algo {
+	WK_ALGO_AUTO = 0,
+	WK_ALGO_RD = 1,
+	WK_ALGO_RING = 2,
+	WK_ALGO_TREE = 3,
+	WK_ALGO_CHAIN = 4,
+	WK_ALGO_NCCL = 5, /* the call runs on the NCCL data plane */
+};
+
+struct wk_frame {
+	uint8_t type;
+	uint8_t coll;
+	uint8_t dtype;
+	uint8_t op;
+	uint32_t seq;
+	uint32_t unit;
+	uint64_t count;
+	uint32_t len;
+	uint32_t aux; /* allreduce: algorithm; broadcast: root */
+};
+void wk_frame_encode(uint8_t out[WK_FRAME_LEN], const struct wk_frame *f);
+/* 0, or -1 for a bad magic or type. */
+int wk_frame_decode(const uint8_t in[WK_FRAME_LEN], struct wk_frame *f);
+/* "allreduce #5 (float32 sum, 1000 elements, ring)" into buf. */
+void wk_frame_describe(const struct wk_frame *f, char *buf, size_t size);
+const char *wk_dtype_name(int dtype);
+const char *wk_op_name(int op);
+
+#endif

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libddp's TCP mesh and its collectives (tcp.c): one connection per pair
+ * of ranks, made by the rendezvous (rdv.h), carrying the control plane of
+ * every communicator and the data plane of the TCP backend (wk_tcp_ops,
+ * whose state is the mesh). Uses status.h, net.h, proto.h, reduce.h and
+ * backend.h; knows nothing of the communicator above it.
+ *
+ * Ownership: the mesh is embedded in its communicator, which allocates
+ * peers (size entries, fd -1) before the rendezvous fills them and frees
+ * everything with tcp_mesh_fini. tcp.c grows scratch as it needs.
+ *
+ * Errors: the collectives set the thread's last error (wk_err) naming the
+ * rank, its host and the call, and return DDP_ERR_PEER (a peer died or
+ * aborted), DDP_ERR_MISMATCH (ranks called different collectives),
+ * DDP_ERR_TIMEOUT (naming the rank really stuck when STALL notices lead
+ * to it), DDP_ERR_NOMEM or DDP_ERR_SYSTEM. The mesh stays usable only for
+ * tcp_send_abort and tcp_mesh_fini after a failure; the communicator
+ * marks itself failed.
+ *
+ * Thread safety: none inside; the communicator's lock serialises every
+ * call on one mesh.
+ */
+#ifndef DDP_WK_TCP_H
+#define DDP_WK_TCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "ddp.h"
+#include "proto.h"
+
+struct wk_peer {
+	int fd;
+	int port;
+	char addr[WK_ADDR_LEN];
+	char host[DDP_HOST_MAX];
+	int bye;       /* peer said goodbye (ddp_comm_destroy) */
+	int early;     /* peer has unread data of a later step: stop peeking */
+	int send_mid;  /* a frame to this peer is partly sent */
+	int waits_for; /* from its STALL notice this operation, or -1 */
+};
+
+struct wk_mesh {
+	int rank;
+	int size;
+	double timeout_s;
+	struct wk_peer *peers; /* size entries; peers[rank] is this rank */
+	uint32_t seq;	       /* collectives so far, in every frame */
+	uint8_t *scratch;
+	size_t scratch_len;
+	int algo; /* enum wk_algo: 0 auto, 1 recursive doubling, 2 ring */
+	size_t ring_min;  /* bytes from which auto picks the ring */
+	size_t seg_bytes; /* ring/chain segment */
+	char myhost[DDP_HOST_MAX];
+	int aborted;  /* tcp_send_abort ran: nothing is sent any more */
+	int in_grace; /* timed out; collecting STALL notices */
+	double grace_end;
+};
+
+/* Allreduce of host buffers (s may equal r); op AVG divides by size. */
+enum ddp_status tcp_allreduce(struct wk_mesh *c, const void *s, void *r,
+			      size_t count, enum ddp_dtype dtype,
+			      enum ddp_op op);
+/* Broadcast of a host buffer from root. */
+enum ddp_status tcp_broadcast(struct wk_mesh *c, void *buf, size_t count,
+			      enum ddp_dtype dtype, int root);
+enum ddp_status tcp_barrier(struct wk_mesh *c);
+/*
+ * The control plane's agreement on one call of the data plane: every rank
+ * exchanges call's header (coll, dtype, op, count, aux) like a barrier;
+ * a rank whose neighbour called something else fails with
+ * DDP_ERR_MISMATCH naming both calls, a rank that does not come within
+ * the timeout is named. Carries no data.
+ */
+enum ddp_status tcp_agree(struct wk_mesh *c, const struct wk_frame *call);
+/* Non-blocking look at every connection for deaths and aborts. */
+enum ddp_status tcp_check_peers(struct wk_mesh *c);
+/*
+ * Best-effort ABORT frame with msg (borrowed) to every peer that can take
+ * one, without blocking; from then on nothing more is sent (aborted).
+ */
+void tcp_send_abort(struct wk_mesh *c, const char *msg);
+/* Goodbye to every peer (unless aborted), then close: within 1 s. */
+void tcp_close_all(struct wk_mesh *c);
+/* tcp_close_all, then frees peers and scratch; c may be half set up. */
+void tcp_mesh_fini(struct wk_mesh *c);
+/* The TCP backend's ops (host memory; state: the mesh). */
+extern const struct wk_backend_ops wk_tcp_ops;
+
+#endif
