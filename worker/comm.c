@@ -16,6 +16,7 @@
 
 #include "comm.h"
 #include "ddp_util.h"
+#include "hier.h"
 #include "rdv.h"
 #include "reduce.h"
 
@@ -135,17 +136,24 @@ ddp_config_from_env(struct ddp_config *cfg)
 	return DDP_OK;
 }
 
-static void
+static enum ddp_status
 tune_from_env(struct ddp_comm *comm)
 {
 	const char *v = getenv("DDP_TCP_ALGO");
 	long n;
 
-	comm->mesh.algo = WK_ALGO_AUTO;
-	if (v && strcmp(v, "rd") == 0)
+	if (!v || !*v || strcmp(v, "auto") == 0)
+		comm->mesh.algo = WK_ALGO_AUTO;
+	else if (strcmp(v, "rd") == 0)
 		comm->mesh.algo = WK_ALGO_RD;
-	else if (v && strcmp(v, "ring") == 0)
+	else if (strcmp(v, "ring") == 0)
 		comm->mesh.algo = WK_ALGO_RING;
+	else if (strcmp(v, "hier") == 0)
+		comm->mesh.algo = WK_ALGO_HIER;
+	else
+		return wk_err(
+			DDP_ERR_ENV,
+			"DDP_TCP_ALGO='%.64s': use auto, rd, ring or hier", v);
 	comm->mesh.ring_min = 64 * 1024;
 	comm->mesh.seg_bytes = 512 * 1024;
 	v = getenv("DDP_TCP_SEGMENT");
@@ -153,6 +161,9 @@ tune_from_env(struct ddp_comm *comm)
 		comm->mesh.seg_bytes = (size_t)n;
 	v = getenv("DDP_NCCL_CHECK");
 	comm->check_calls = !(v && strcmp(v, "0") == 0);
+	/* DDP_HOSTNAME: ranks naming the same host share memory. */
+	return env_str("DDP_HOSTNAME", "", comm->mesh.myhost,
+		       sizeof(comm->mesh.myhost));
 }
 
 /* Loads libddp-nccl.so from beside libddp (or DDP_NCCL_PLUGIN). */
@@ -325,8 +336,11 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 	comm->local_rank = cfg->local_rank;
 	comm->mesh.timeout_s = cfg->timeout_s;
 	pthread_mutex_init(&comm->lock, NULL);
-	tune_from_env(comm);
-	if (gethostname(comm->mesh.myhost, sizeof(comm->mesh.myhost) - 1) < 0)
+	st = tune_from_env(comm);
+	if (st)
+		goto out;
+	if (!comm->mesh.myhost[0] &&
+	    gethostname(comm->mesh.myhost, sizeof(comm->mesh.myhost) - 1) < 0)
 		ddp_fmt(comm->mesh.myhost, sizeof(comm->mesh.myhost),
 			"unknown-host");
 	comm->mesh.peers =
@@ -345,6 +359,8 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 			goto out;
 	}
 	st = choose_backend(comm, cfg->backend);
+	if (!st && comm->backend == DDP_BACKEND_TCP && comm->mesh.size > 1)
+		st = wk_hier_setup(&comm->mesh);
 	if (st)
 		goto out;
 	*out = comm;
@@ -383,6 +399,7 @@ ddp_comm_destroy(struct ddp_comm *comm)
 		comm->bops->destroy(comm->bstate);
 	if (comm->bdl)
 		dlclose(comm->bdl);
+	wk_hier_free(&comm->mesh);
 	tcp_mesh_fini(&comm->mesh);
 	pthread_mutex_destroy(&comm->lock);
 	free(comm);

@@ -7,15 +7,17 @@
  *
  *   status.h       last error, log, clock
  *   proto.h        wire formats (pure)       reduce.h  reductions (pure)
- *   net.h          sockets                   auth.h    munge credentials
+ *   net.h          sockets                   shm.h     node shared memory
+ *   auth.h         munge credentials
  *   backend.h      the data-plane backend contract
  *   tcp.h          the TCP mesh and its collectives
  *   rdv.h          the rendezvous that connects the mesh
+ *   hier.h         the hierarchical allreduce (shared memory + the mesh)
  *   comm.h         this header
  *
  * Every include points down this list; a lower layer that must reach up
  * does so through a function pointer in its own struct (struct
- * wk_nccl_host in backend.h), never by a call.
+ * wk_nccl_host in backend.h, the mesh's hier_allreduce), never by a call.
  *
  * Thread safety: every public entry point and the functions below take
  * the communicator's lock (wk_fence_record and wk_fence_free excepted);

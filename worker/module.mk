@@ -4,7 +4,7 @@
 
 WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
               worker/net.c worker/auth.c worker/rdv.c worker/tcp.c \
-              worker/grad.c
+              worker/grad.c worker/shm.c worker/hier.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 WORKER_LIBS := $(MUNGE_LIBS) -lpthread -ldl -lm
 LIBDDP_SO := $(BUILD)/worker/libddp.so
@@ -15,6 +15,7 @@ TRAIN := $(BUILD)/examples/train
 
 # The reduction loops are on the ring's critical path; -O3 vectorises them.
 $(BUILD)/worker/reduce.o: MOD_CFLAGS += -O3
+$(BUILD)/worker/hier.o: MOD_CFLAGS += -O3
 
 # Where an installed libddp finds libddp-nccl.so when it is linked
 # statically (no dladdr path to look beside).

@@ -617,6 +617,8 @@ algo_name(uint32_t a)
 		return "chain";
 	case WK_ALGO_NCCL:
 		return "NCCL";
+	case WK_ALGO_HIER:
+		return "hierarchical";
 	default:
 		return "unknown algorithm";
 	}
@@ -641,6 +643,9 @@ wk_frame_describe(const struct wk_frame *f, char *buf, size_t size)
 		break;
 	case WK_C_BARRIER:
 		(void)ddp_fmt(buf, size, "barrier #%u", f->seq);
+		break;
+	case WK_C_HIER_SETUP:
+		(void)ddp_fmt(buf, size, "shared-memory setup #%u", f->seq);
 		break;
 	case 0:
 		(void)ddp_fmt(buf, size, "a GPU (NCCL) collective");

@@ -158,6 +158,7 @@ enum wk_coll {
 	WK_C_ALLREDUCE = 1,
 	WK_C_BCAST = 2,
 	WK_C_BARRIER = 3,
+	WK_C_HIER_SETUP = 4, /* a node leader hands out its segment (hier.c) */
 };
 /* A collective's algorithm, in a frame's aux. */
 enum wk_algo {
@@ -167,6 +168,7 @@ enum wk_algo {
 	WK_ALGO_TREE = 3,
 	WK_ALGO_CHAIN = 4,
 	WK_ALGO_NCCL = 5, /* the call runs on the NCCL data plane */
+	WK_ALGO_HIER = 6, /* within nodes in shared memory, then across */
 };
 
 struct wk_frame {

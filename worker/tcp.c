@@ -591,6 +591,8 @@ struct stream {
 	int ring;
 	int left;
 	int right;
+	int P;	     /* ring members (the world, or a group) */
+	int r;	     /* this rank's place among them */
 	size_t seg;  /* elements per segment */
 	size_t nseg; /* segments per chunk (ring) or buffer (chain) */
 	size_t units;
@@ -599,8 +601,8 @@ struct stream {
 static void
 chunk_of(const struct stream *s, int chunk, size_t *start, size_t *len)
 {
-	size_t P = (size_t)s->c->size, base = s->count / P,
-	       extra = s->count % P, k = (size_t)chunk;
+	size_t P = (size_t)s->P, base = s->count / P, extra = s->count % P,
+	       k = (size_t)chunk;
 
 	*start = k * base + (k < extra ? k : extra);
 	*len = base + (k < extra);
@@ -611,7 +613,7 @@ static void
 unit_of(const struct stream *s, size_t u, int sending, size_t *off, size_t *n,
 	int *reduce)
 {
-	int P = s->c->size, r = s->c->rank, g, chunk;
+	int P = s->P, r = s->r, g, chunk;
 	size_t j = u % s->nseg, start, len;
 
 	*reduce = 0;
@@ -728,13 +730,15 @@ run_stream(struct stream *s, const struct wk_frame *t, double deadline)
 
 static void
 stream_setup(struct stream *s, struct wk_mesh *c, uint8_t *buf, size_t count,
-	     enum ddp_dtype dtype, int ring)
+	     enum ddp_dtype dtype, int ring, int group_size)
 {
 	size_t maxlen;
 
 	memset(s, 0, sizeof(*s));
 	s->ring = ring;
 	s->c = c;
+	s->P = group_size ? group_size : c->size;
+	s->r = c->rank;
 	s->buf = buf;
 	s->count = count;
 	s->dtype = dtype;
@@ -742,7 +746,7 @@ stream_setup(struct stream *s, struct wk_mesh *c, uint8_t *buf, size_t count,
 	s->seg = c->seg_bytes / s->esize;
 	if (!s->seg)
 		s->seg = 1;
-	maxlen = count / (size_t)c->size + (count % (size_t)c->size != 0);
+	maxlen = count / (size_t)s->P + (count % (size_t)s->P != 0);
 	if (!s->ring)
 		maxlen = count;
 	s->nseg = (maxlen + s->seg - 1) / s->seg;
@@ -758,7 +762,7 @@ allreduce_ring(struct wk_mesh *c, uint8_t *buf, size_t count,
 	struct stream s;
 	enum ddp_status st;
 
-	stream_setup(&s, c, buf, count, dtype, 1);
+	stream_setup(&s, c, buf, count, dtype, 1, 0);
 	s.op = op;
 	s.left = (c->rank - 1 + c->size) % c->size;
 	s.right = (c->rank + 1) % c->size;
@@ -767,6 +771,54 @@ allreduce_ring(struct wk_mesh *c, uint8_t *buf, size_t count,
 	if (st)
 		return st;
 	return run_stream(&s, t, deadline);
+}
+
+enum ddp_status
+tcp_ring_group(struct wk_mesh *c, const int *grp, int n, int me, void *buf,
+	       size_t count, enum ddp_dtype dtype, enum ddp_op op,
+	       const struct wk_frame *t, double deadline)
+{
+	struct stream s;
+	enum ddp_status st;
+
+	if (n < 2)
+		return DDP_OK;
+	stream_setup(&s, c, buf, count, dtype, 1, n);
+	s.r = me;
+	s.op = op;
+	s.left = grp[(me - 1 + n) % n];
+	s.right = grp[(me + 1) % n];
+	s.units = (size_t)(2 * (n - 1)) * s.nseg;
+	st = scratch(c, s.seg * s.esize);
+	if (st)
+		return st;
+	return run_stream(&s, t, deadline);
+}
+
+enum ddp_status
+tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to, const void *sbuf,
+	 size_t slen, int from, void *rbuf, size_t rlen, double deadline)
+{
+	struct xop x[2];
+	int ns = 0, nr = 0;
+
+	if (to >= 0)
+		xop_init(&x[ns++], to, t, t->unit, (void *)sbuf, slen);
+	if (from >= 0)
+		xop_init(&x[ns + nr++], from, t, t->unit, rbuf, rlen);
+	return ns + nr ? run_xops(c, x, ns, nr, deadline) : DDP_OK;
+}
+
+void
+tcp_op_start(struct wk_mesh *c)
+{
+	op_start(c);
+}
+
+void
+tcp_stall(struct wk_mesh *c, int waiting)
+{
+	send_stall(c, waiting);
 }
 
 enum ddp_status
@@ -785,9 +837,12 @@ tcp_allreduce(struct wk_mesh *c, const void *sbuf, void *rbuf, size_t count,
 		return DDP_OK;
 	algo = c->algo;
 	if (algo == WK_ALGO_AUTO)
-		algo = bytes >= c->ring_min && count >= (size_t)c->size
-			       ? WK_ALGO_RING
-			       : WK_ALGO_RD;
+		algo = bytes < c->ring_min	  ? WK_ALGO_RD
+		       : c->hier		  ? WK_ALGO_HIER
+		       : count >= (size_t)c->size ? WK_ALGO_RING
+						  : WK_ALGO_RD;
+	if (algo == WK_ALGO_HIER && (!c->hier || count == 0))
+		algo = count >= (size_t)c->size ? WK_ALGO_RING : WK_ALGO_RD;
 	/* Frames carry 32-bit lengths. */
 	if (algo == WK_ALGO_RD && bytes > (1u << 30))
 		algo = WK_ALGO_RING;
@@ -802,6 +857,10 @@ tcp_allreduce(struct wk_mesh *c, const void *sbuf, void *rbuf, size_t count,
 	t.count = count;
 	t.aux = (uint32_t)algo;
 	op_start(c);
+	if (algo == WK_ALGO_HIER)
+		/* Divides by the world size itself, per stripe. */
+		return c->hier_allreduce(c, rbuf, count, dtype, op, &t,
+					 wk_now() + c->timeout_s);
 	if (algo == WK_ALGO_RING)
 		st = allreduce_ring(c, rbuf, count, dtype,
 				    op == DDP_AVG ? DDP_SUM : op, &t,
@@ -840,7 +899,7 @@ tcp_broadcast(struct wk_mesh *c, void *buf, size_t count, enum ddp_dtype dtype,
 	t.aux = ((uint32_t)root << 8) | (uint32_t)algo;
 	op_start(c);
 	if (algo == WK_ALGO_CHAIN) {
-		stream_setup(&s, c, buf, count, dtype, 0);
+		stream_setup(&s, c, buf, count, dtype, 0, 0);
 		s.left = vr > 0 ? (c->rank - 1 + P) % P : -1;
 		s.right = vr < P - 1 ? (c->rank + 1) % P : -1;
 		s.units = s.nseg;
@@ -909,12 +968,19 @@ tcp_barrier(struct wk_mesh *c)
 enum ddp_status
 tcp_check_peers(struct wk_mesh *c)
 {
-	struct pollfd pfd[64];
 	struct wk_frame f;
+
+	memset(&f, 0, sizeof(f));
+	return tcp_watch(c, &f);
+}
+
+enum ddp_status
+tcp_watch(struct wk_mesh *c, const struct wk_frame *cur)
+{
+	struct pollfd pfd[64];
 	enum ddp_status st = DDP_OK;
 	int i, base, n, who[64];
 
-	memset(&f, 0, sizeof(f));
 	/* In batches: no allocation on this frequently called path. */
 	for (base = 0; base < c->size && !st; base += 64) {
 		n = 0;
@@ -931,7 +997,7 @@ tcp_check_peers(struct wk_mesh *c)
 			continue;
 		for (i = 0; i < n && !st; i++)
 			if (pfd[i].revents)
-				st = idle_event(c, who[i], &f);
+				st = idle_event(c, who[i], cur);
 	}
 	return st;
 }

@@ -42,6 +42,8 @@ struct wk_peer {
 	int waits_for; /* from its STALL notice this operation, or -1 */
 };
 
+struct wk_hier; /* hier.c */
+
 struct wk_mesh {
 	int rank;
 	int size;
@@ -50,13 +52,25 @@ struct wk_mesh {
 	uint32_t seq;	       /* collectives so far, in every frame */
 	uint8_t *scratch;
 	size_t scratch_len;
-	int algo; /* enum wk_algo: 0 auto, 1 recursive doubling, 2 ring */
+	int algo;	  /* enum wk_algo: auto, rd, ring or hier */
 	size_t ring_min;  /* bytes from which auto picks the ring */
 	size_t seg_bytes; /* ring/chain segment */
 	char myhost[DDP_HOST_MAX];
 	int aborted;  /* tcp_send_abort ran: nothing is sent any more */
 	int in_grace; /* timed out; collecting STALL notices */
 	double grace_end;
+	/*
+	 * The hierarchical allreduce (hier.c, a layer above), set by
+	 * wk_hier_setup when every rank can use it, else NULL: hier is its
+	 * state, hier_allreduce reduces buf in place under t's header (AVG
+	 * divided by size) and is what tcp_allreduce runs for WK_ALGO_HIER.
+	 */
+	struct wk_hier *hier;
+	enum ddp_status (*hier_allreduce)(struct wk_mesh *c, void *buf,
+					  size_t count, enum ddp_dtype dtype,
+					  enum ddp_op op,
+					  const struct wk_frame *t,
+					  double deadline);
 };
 
 /* Allreduce of host buffers (s may equal r); op AVG divides by size. */
@@ -77,6 +91,28 @@ enum ddp_status tcp_barrier(struct wk_mesh *c);
 enum ddp_status tcp_agree(struct wk_mesh *c, const struct wk_frame *call);
 /* Non-blocking look at every connection for deaths and aborts. */
 enum ddp_status tcp_check_peers(struct wk_mesh *c);
+/* The same with the call in progress: a peer's data of that call under
+ * another header is a mismatch. */
+enum ddp_status tcp_watch(struct wk_mesh *c, const struct wk_frame *cur);
+/* Resets the per-operation peer state (stall notices, early data). */
+void tcp_op_start(struct wk_mesh *c);
+/* Tells every peer this rank timed out waiting for rank `waiting`, so
+ * their timeout errors name that rank (STALL notice). */
+void tcp_stall(struct wk_mesh *c, int waiting);
+/*
+ * Ring allreduce of buf (count elements, op not AVG) among the n ranks
+ * grp[] (this rank is grp[me]) with frames under t's header, within
+ * deadline. Borrows buf and grp. Errors as the collectives'.
+ */
+enum ddp_status tcp_ring_group(struct wk_mesh *c, const int *grp, int n, int me,
+			       void *buf, size_t count, enum ddp_dtype dtype,
+			       enum ddp_op op, const struct wk_frame *t,
+			       double deadline);
+/* One frame under t's header (unit t->unit) to rank `to` and/or one from
+ * rank `from` (-1: none), concurrently; borrows the buffers. */
+enum ddp_status tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to,
+			 const void *sbuf, size_t slen, int from, void *rbuf,
+			 size_t rlen, double deadline);
 /*
  * Best-effort ABORT frame with msg (borrowed) to every peer that can take
  * one, without blocking; from then on nothing more is sent (aborted).

@@ -16,8 +16,9 @@ import statistics
 import sys
 from collections import defaultdict
 
-IMPLS = ["libddp", "openmpi", "gloo"]
-NAMES = {"libddp": "libddp", "openmpi": "Open MPI", "gloo": "Gloo"}
+IMPLS = ["libddp", "libddp-flat", "openmpi", "gloo"]
+NAMES = {"libddp": "libddp", "libddp-flat": "libddp flat ring",
+         "openmpi": "Open MPI", "gloo": "Gloo"}
 
 
 def read(path):
@@ -171,14 +172,17 @@ def main():
     for (impl, n, b, run), r in per_run.items():
         if impl != "libddp":
             continue
-        for peer in ("openmpi", "gloo"):
+        for peer in ("libddp-flat", "openmpi", "gloo"):
             p = per_run.get((peer, n, b, run))
             if not p:
                 continue
             ratio[(n, b, peer)]["lat"].append(
                 float(r["median_us"]) / float(p["median_us"]))
+            # Same bytes and ranks: the busbw ratio is the inverse time
+            # ratio, which a busbw printed as 0.000000 (Open MPI's 25 ms
+            # for 8 B) cannot turn into a division by zero.
             ratio[(n, b, peer)]["bw"].append(
-                float(r["busbw_GBps"]) / float(p["busbw_GBps"]))
+                float(p["median_us"]) / float(r["median_us"]))
     write_csv(os.path.join(out, "ratios.csv"),
               ["ranks", "bytes", "peer", "runs", "latency_ratio",
                "latency_ratio_min", "latency_ratio_max", "busbw_ratio",

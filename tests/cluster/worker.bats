@@ -53,6 +53,53 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 	[ "$(crcs | sort -u)" = "$with_overlap" ]
 }
 
+@test "--ntasks-per-node=2: the hierarchical allreduce is used, and gives what the flat algorithms give" {
+	local hier_crc hier_losses ring_losses
+	run mc_run -- env DDP_TIMEOUT=60 DDP_DEBUG=1 srun --nodes=2 --ntasks-per-node=2 --ddp \
+		"$train" --synthetic 1024 --epochs 2
+	show
+	[ "$status" -eq 0 ]
+	# Chosen from the host map: every rank says so, with its place.
+	[ "$(grep -cE 'rank [0-3] \(node[0-9]+\): hierarchical allreduce: 2 nodes, 2 ranks on this one \(local [01]\), 2 stripes' <<<"$output")" -eq 4 ]
+	[ "$(crcs | wc -l)" -eq 4 ]
+	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+	# Every bucket through it: node sums of 2 ranks, then the 2 nodes'
+	# sums added, which is recursive doubling's order on 2 x 2 ranks, so
+	# the weights are bit for bit those of DDP_TCP_ALGO=rd.
+	run mc_run -- env DDP_TIMEOUT=60 DDP_TCP_ALGO=hier srun --nodes=2 --ntasks-per-node=2 --ddp \
+		"$train" --synthetic 1024 --epochs 2
+	show
+	[ "$status" -eq 0 ]
+	hier_crc=$(crcs | sort -u)
+	[ "$(printf '%s\n' "$hier_crc" | wc -l)" -eq 1 ]
+	hier_losses=$(grep -oE '^epoch [0-9]+ loss [0-9.]+' <<<"$output")
+	[ -n "$hier_losses" ]
+	run mc_run -- env DDP_TIMEOUT=60 DDP_DEBUG=1 DDP_TCP_ALGO=rd srun --nodes=2 \
+		--ntasks-per-node=2 --ddp "$train" --synthetic 1024 --epochs 2
+	show
+	[ "$status" -eq 0 ]
+	[[ $output != *"hierarchical allreduce:"* ]]
+	[ "$(crcs | wc -l)" -eq 4 ]
+	[ "$(crcs | sort -u)" = "$hier_crc" ]
+	# The ring adds in another order: the same losses at the precision
+	# train prints.
+	run mc_run -- env DDP_TIMEOUT=60 DDP_TCP_ALGO=ring srun --nodes=2 \
+		--ntasks-per-node=2 --ddp "$train" --synthetic 1024 --epochs 2
+	show
+	[ "$status" -eq 0 ]
+	ring_losses=$(grep -oE '^epoch [0-9]+ loss [0-9.]+' <<<"$output")
+	[ "$hier_losses" = "$ring_losses" ]
+	# An exactly checkable allreduce (ddp-check's: the sum of rank + 1)
+	# passes with the hierarchical algorithm across the two nodes.
+	local check=${MINICLUSTER_STAGE:-$repo_root/build/stage}/usr/local/bin/ddp-check
+	[ -x "$check" ] || return 0
+	run mc_run -- env DDP_TIMEOUT=60 DDP_DEBUG=1 srun --nodes=2 --ntasks-per-node=2 --ddp "$check"
+	show
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'hierarchical allreduce: 2 nodes' <<<"$output")" -eq 4 ]
+	[[ $output == *"ddp-check: ok"* ]]
+}
+
 @test "a rank killed with SIGKILL mid-training ends every other rank within the timeout + 5 s" {
 	local timeout=20 killed end
 	run mc_run -- env DDP_TIMEOUT=$timeout srun --nodes=2 --gpus-per-node=2 --ddp \
