@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
+#include "port.h"
 
 /* Longest configured path: leaves room for "/<user>/<jobid>" below it. */
 #define CONF_PATH_MAX 1024
@@ -343,6 +344,9 @@ static const struct conf_key keys[] = {
 	{"port_range", KEY_PORTS, 1024, 65535,
 	 "LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", "29400-29999",
 	 FIELD(port_min)},
+	{"port_key", KEY_PATH, 0, CONF_PATH_MAX - 1,
+	 PATH_TEXT ", or \"\" for ports anyone can compute",
+	 DDP_PORT_KEY_DEFAULT, FIELD(port_key)},
 	{"default_bind", KEY_BIND, 0, 0, DDP_BIND_ACCEPTED, "core",
 	 FIELD(default_bind)},
 	{"shared_root", KEY_PATH, 0, CONF_PATH_MAX - 1,

@@ -15,6 +15,10 @@
  * in brackets):
  *   port_range       LOW-HIGH rendezvous ports, outside the kernel's
  *                    ephemeral range [29400-29999]
+ *   port_key         file of the site's secret that keys the MASTER_PORT
+ *                    choice (see port.h: root's, mode 0600, the same on
+ *                    every node); "" = the public formula, which any user
+ *                    can compute [/etc/slurm/ddp-port.key]
  *   default_bind     none|numa|core [core]
  *   shared_root      directory holding per-job shared dirs, "" = none [""]
  *   shared_fstypes   comma list of accepted file-system types
@@ -130,6 +134,7 @@ int ddp_check_parse(const char *s, enum ddp_check *out);
 struct ddp_conf {
 	unsigned port_min;
 	unsigned port_max;
+	char port_key[PATH_MAX]; /* "" = public port formula */
 	enum ddp_bind default_bind;
 	char shared_root[PATH_MAX];
 	char shared_fstypes[DDP_CONF_MAX_FSTYPES][32];

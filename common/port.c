@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Deterministic rendezvous port choice inside the site's port_range, plus
- * an advisory bind probe for the master node. */
+/* Deterministic rendezvous port choice inside the site's port_range,
+ * public or keyed with the site's port key, plus an advisory bind probe
+ * for the master node. */
 #include "port.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ddp_util.h"
@@ -24,6 +28,281 @@ ddp_port_choose(unsigned long job_id, unsigned long step_id, unsigned min,
 	/* Reduce first: job_id * stride must not wrap around. */
 	slot = ((job_id % size) * stride + step_id % size) % size;
 	return (long)(min + slot);
+}
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
+	} while (0)
+
+static uint64_t
+le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+uint64_t
+ddp_siphash24(const unsigned char key[16], const void *msg, size_t len)
+{
+	const unsigned char *in = msg;
+	uint64_t k0 = le64(key), k1 = le64(key + 8), m, b;
+	uint64_t v0 = 0x736f6d6570736575ULL ^ k0;
+	uint64_t v1 = 0x646f72616e646f6dULL ^ k1;
+	uint64_t v2 = 0x6c7967656e657261ULL ^ k0;
+	uint64_t v3 = 0x7465646279746573ULL ^ k1;
+	size_t i, left = len & 7;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		m = le64(in + i);
+		v3 ^= m;
+		SIPROUND;
+		SIPROUND;
+		v0 ^= m;
+	}
+	b = (uint64_t)len << 56;
+	while (left--)
+		b |= (uint64_t)in[i + left] << (8 * left);
+	v3 ^= b;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+#undef SIPROUND
+#undef ROTL
+
+#define FEISTEL_ROUNDS 8
+
+/* One Feistel round's function: SipHash of a fixed, domain-separated
+ * encoding of (block, range, round, half), little-endian. */
+static uint64_t
+round_fn(const struct ddp_port_key *key, unsigned long block, unsigned min,
+	 unsigned max, unsigned round, uint64_t half)
+{
+	unsigned char m[8 + 8 + 2 + 2 + 1 + 4];
+	uint64_t blk = block;
+	size_t i;
+
+	memcpy(m, "ddpport1", 8);
+	for (i = 0; i < 8; i++)
+		m[8 + i] = (unsigned char)(blk >> (8 * i));
+	m[16] = (unsigned char)min;
+	m[17] = (unsigned char)(min >> 8);
+	m[18] = (unsigned char)max;
+	m[19] = (unsigned char)(max >> 8);
+	m[20] = (unsigned char)round;
+	for (i = 0; i < 4; i++)
+		m[21 + i] = (unsigned char)(half >> (8 * i));
+	return ddp_siphash24(key->k, m, sizeof(m));
+}
+
+/* The block's permutation of [0, size), size >= 2: a balanced Feistel
+ * network on 2 * h bits (2^(2h) >= size), cycle-walked into the range.
+ * The walk ends: x's cycle under the bijection comes back to x < size. */
+static unsigned long
+permute(const struct ddp_port_key *key, unsigned long block, unsigned min,
+	unsigned max, unsigned long size, unsigned long x)
+{
+	unsigned h = 1, r;
+	uint64_t mask, left, right, t;
+
+	while ((1UL << (2 * h)) < size)
+		h++;
+	mask = ((uint64_t)1 << h) - 1;
+	do {
+		left = x >> h;
+		right = x & mask;
+		for (r = 0; r < FEISTEL_ROUNDS; r++) {
+			t = left ^
+			    (round_fn(key, block, min, max, r, right) & mask);
+			left = right;
+			right = t;
+		}
+		x = (unsigned long)((left << h) | right);
+	} while (x >= size);
+	return x;
+}
+
+long
+ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
+		      unsigned long step_id, unsigned min, unsigned max)
+{
+	unsigned long size, stride, per_block, slot;
+
+	if (!key || min == 0 || max > 65535 || min > max)
+		return -1;
+	size = (unsigned long)max - min + 1;
+	if (size == 1)
+		return (long)min;
+	stride = size >= 2 * DDP_PORT_STRIDE ? DDP_PORT_STRIDE : 1;
+	per_block = size / stride;
+	/* Inside a block, j * stride + step < size for step < stride: the
+	 * public scheme's separation, before the permutation. */
+	slot = ((job_id % per_block) * stride + step_id % size) % size;
+	return (long)(min +
+		      permute(key, job_id / per_block, min, max, size, slot));
+}
+
+void
+ddp_port_key_wipe(struct ddp_port_key *key)
+{
+	explicit_bzero(key, sizeof(*key));
+}
+
+/* Says what would work, after what was wrong with the key file. */
+#define KEY_FIX                                                            \
+	"; use a regular file of %d-%d random bytes, owner uid %lu, mode " \
+	"0600, in a directory only uid %lu can write, identical on every " \
+	"node: (umask 077; head -c 32 /dev/urandom >%.200s), copied like " \
+	"munge.key; or port_key = \"\" in ddp.conf (ports anyone can compute)"
+
+/* Checks the key file's directory, named by path up to its last '/'. */
+static int
+check_key_dir(const char *path, uid_t owner, char *err, size_t errlen)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	size_t len;
+
+	if (!slash || path[0] != '/') {
+		ddp_errf(err, errlen,
+			 "port_key %.200s: not an absolute path" KEY_FIX, path,
+			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
+			 (unsigned long)owner, (unsigned long)owner, path);
+		return -1;
+	}
+	len = slash == path ? 1 : (size_t)(slash - path);
+	if (len >= sizeof(dir)) {
+		ddp_errf(err, errlen, "port_key %.200s: path too long", path);
+		return -1;
+	}
+	memcpy(dir, path, len);
+	dir[len] = '\0';
+	if (stat(dir, &st) < 0) {
+		ddp_errf(err, errlen, "port_key %.200s: directory %.200s: %s",
+			 path, dir, strerror(errno));
+		return -1;
+	}
+	if (st.st_uid != owner || (st.st_mode & 022)) {
+		snprintf(
+			err, errlen,
+			"port_key %.200s: directory %.200s is owned by uid %lu "
+			"with mode %04o: others could replace the key; it "
+			"must be owned by uid %lu and not writable by group "
+			"or others (chown %lu %.200s; chmod go-w %.200s)",
+			path, dir, (unsigned long)st.st_uid,
+			(unsigned)(st.st_mode & 07777), (unsigned long)owner,
+			(unsigned long)owner, dir, dir);
+		return -1;
+	}
+	return 0;
+}
+
+int
+ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
+		  char *err, size_t errlen)
+{
+	unsigned char buf[DDP_PORT_KEY_MAX + 1];
+	struct stat st;
+	size_t got = 0, i;
+	ssize_t n;
+	int fd = -1, rc = -1;
+
+	if (errlen)
+		err[0] = '\0';
+	memset(key, 0, sizeof(*key));
+	if (!path) {
+		ddp_errf(err, errlen, "port_key: no path given");
+		goto out;
+	}
+	if (check_key_dir(path, owner, err, errlen) < 0)
+		goto out;
+	fd = open(path,
+		  O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		ddp_errf(err, errlen, "port_key %.200s: %s" KEY_FIX, path,
+			 errno == ELOOP ? "is a symlink, refused"
+					: strerror(errno),
+			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
+			 (unsigned long)owner, (unsigned long)owner, path);
+		goto out;
+	}
+	if (fstat(fd, &st) < 0) {
+		ddp_errf(err, errlen, "port_key %.200s: %s", path,
+			 strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != owner || (st.st_mode & 077)) {
+		ddp_errf(err, errlen,
+			 "port_key %.200s: %s owned by uid %lu with mode "
+			 "%04o%s" KEY_FIX,
+			 path,
+			 S_ISREG(st.st_mode) ? "file" : "not a regular file,",
+			 (unsigned long)st.st_uid,
+			 (unsigned)(st.st_mode & 07777),
+			 (st.st_mode & 077) ? ": others can read or change it"
+					    : "",
+			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
+			 (unsigned long)owner, (unsigned long)owner, path);
+		goto out;
+	}
+	while (got < sizeof(buf)) {
+		n = read(fd, buf + got, sizeof(buf) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ddp_errf(err, errlen, "port_key %.200s: %s", path,
+				 strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got < DDP_PORT_KEY_MIN || got > DDP_PORT_KEY_MAX) {
+		ddp_errf(err, errlen, "port_key %.200s: %s (%zu bytes)" KEY_FIX,
+			 path,
+			 got < DDP_PORT_KEY_MIN ? "too short" : "too long", got,
+			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
+			 (unsigned long)owner, (unsigned long)owner, path);
+		goto out;
+	}
+	for (i = 0; i < got; i++)
+		key->k[i % sizeof(key->k)] ^= buf[i];
+	rc = 0;
+out:
+	explicit_bzero(buf, sizeof(buf));
+	if (rc < 0)
+		ddp_port_key_wipe(key);
+	if (fd >= 0)
+		close(fd);
+	return rc;
 }
 
 long

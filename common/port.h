@@ -1,28 +1,88 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MASTER_PORT choice. Every rank of a step computes the port on its own
- * node from the job and step ids alone, so all ranks agree without talking
- * to each other; the mapping keeps concurrent steps of one job, and steps
- * of jobs with nearby ids, on different ports.
+ * node, so all ranks agree without talking to each other; the mapping
+ * keeps concurrent steps of one job, and steps of jobs with nearby ids, on
+ * different ports.
  *
- * Scheme: slot = (job_id * stride + step_id) mod size, where size is the
- * number of ports in [min, max] and stride = DDP_PORT_STRIDE when size is
- * at least 2 * DDP_PORT_STRIDE (else 1). Steps with ids that differ by
- * less than stride never share a port within one job, and jobs whose ids
- * differ by less than size / stride never share a port as long as each
- * runs fewer than stride concurrent steps. Reentrant.
+ * Public scheme (ddp_port_choose, port_key = ""): slot = (job_id * stride
+ * + step_id) mod size, where size is the number of ports in [min, max] and
+ * stride = DDP_PORT_STRIDE when size is at least 2 * DDP_PORT_STRIDE (else
+ * 1). Steps with ids that differ by less than stride never share a port
+ * within one job, and jobs whose ids differ by less than size / stride
+ * never share a port as long as each runs fewer than stride concurrent
+ * steps. Anyone who knows the job id can compute it, and bind it first.
+ *
+ * Keyed scheme (ddp_port_choose_keyed, the default): job ids are cut into
+ * blocks of W = size / stride consecutive ids; inside a block the public
+ * slot, (job_id mod W) * stride + step_id, is mapped through a keyed
+ * pseudo-random permutation of [0, size) that is different for every
+ * block: an 8-round Feistel network on the smallest even number of bits
+ * covering size, with SipHash-2-4 under the site key as its round function
+ * and cycle walking back into [0, size). Being a permutation, it keeps the
+ * public scheme's separation for steps of one job and for jobs of one
+ * block; two jobs in different blocks get independent ports (they share
+ * one with probability about 1 / size). Without the key, the port of a
+ * step is uniform over the range, even to someone who has watched the
+ * ports of every earlier job (a new block, a new permutation). Reentrant.
  */
 #ifndef DDP_PORT_H
 #define DDP_PORT_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
 #define DDP_PORT_STRIDE 16
 
+/* The site's port key file, ddp.conf's port_key [this path]. */
+#define DDP_PORT_KEY_DEFAULT "/etc/slurm/ddp-port.key"
+/* Accepted key file sizes in bytes: 16 (128 bits) up to 4096. */
+#define DDP_PORT_KEY_MIN 16
+#define DDP_PORT_KEY_MAX 4096
+
+/* The key the keyed scheme uses: the file's bytes XOR-folded into 128
+ * bits (a file of random bytes gives a uniform key). */
+struct ddp_port_key {
+	unsigned char k[16];
+};
+
 /*
- * Returns the port for (job_id, step_id) inside [min, max], or -1 when the
- * range is empty or not within 1..65535.
+ * The public scheme (see above): the port for (job_id, step_id) inside
+ * [min, max], or -1 when the range is empty or not within 1..65535.
  */
 long ddp_port_choose(unsigned long job_id, unsigned long step_id, unsigned min,
 		     unsigned max);
+
+/*
+ * The keyed scheme (see above): the port for (job_id, step_id) inside
+ * [min, max] under key (borrowed, not kept), or -1 when the range is empty
+ * or not within 1..65535. Same inputs, same port, on every node.
+ */
+long ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
+			   unsigned long step_id, unsigned min, unsigned max);
+
+/*
+ * Reads the port key file path into key. The file must be a regular file
+ * (not a symlink) owned by uid owner (root, 0, in slurmstepd) with no
+ * group or other permission bits (0600 or 0400), in a directory owned by
+ * owner and not writable by group or others, and hold DDP_PORT_KEY_MIN to
+ * DDP_PORT_KEY_MAX bytes. Returns 0, or -1 with err naming the file, its
+ * owner and mode and what would work; key is zeroed on error. Nothing of
+ * the file stays in memory but key (see ddp_port_key_wipe).
+ */
+int ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
+		      char *err, size_t errlen);
+
+/* Zeroes key in a way the compiler keeps. */
+void ddp_port_key_wipe(struct ddp_port_key *key);
+
+/*
+ * SipHash-2-4 (Aumasson and Bernstein) of msg[0..len) under a 128-bit key:
+ * the keyed scheme's round function, exported for its test vectors.
+ */
+uint64_t ddp_siphash24(const unsigned char key[16], const void *msg,
+		       size_t len);
 
 /*
  * Parses a port given by a user (--ddp-port, MASTER_PORT): decimal digits

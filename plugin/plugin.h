@@ -27,6 +27,7 @@
 #include "gpulist.h"
 #include "hostlist.h"
 #include "placement.h"
+#include "port.h"
 
 /* One node of a --ddp step, in slurmstepd: computed in user_init, used by
  * task_init, freed in exit. */
@@ -38,7 +39,13 @@ struct ddp_node {
 	char host[DDP_HOSTNAME_MAX + 1];
 	char master[DDP_HOSTNAME_MAX + 1];
 	long port; /* 0: keep the user's MASTER_PORT */
-	char port_note[128];
+	char port_note[160];
+	/* The site's port key, read as root in init_post_opt and wiped once
+	 * the port is chosen: 1 loaded, 0 not read (port_key = ""), -1
+	 * unusable (port_key_error says why; raised only when needed). */
+	int port_key_state;
+	struct ddp_port_key port_key;
+	char port_key_error[DDP_ERR_LEN];
 	char user[65];
 	enum ddp_bind bind;
 	struct ddp_topo *topo;
@@ -94,6 +101,13 @@ int local_post_opt(struct ddp_plugin *p);
 /* sbatch and salloc, from slurm_spank_init_post_opt: refuses --ddp
  * before anything is queued when the site configuration is broken. */
 int local_alloc_post_opt(struct ddp_plugin *p);
+
+/*
+ * slurmstepd, from slurm_spank_init_post_opt (as root, options known):
+ * reads the site's port key for a --ddp step, which the job's user
+ * cannot read. A key problem is kept for remote_user_init. Cannot fail.
+ */
+void remote_load_port_key(struct ddp_plugin *p);
 
 /*
  * slurmstepd, from slurm_spank_init_post_opt (root): loads the node's

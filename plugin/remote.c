@@ -141,6 +141,23 @@ compute_plan(struct ddp_node *n, spank_t sp)
 	return rc;
 }
 
+void
+remote_load_port_key(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+
+	if (!p->opts.enabled || p->conf_error[0] || !p->conf.port_key[0])
+		return;
+	/* Owner 0, not geteuid(): a key the job's user could write would
+	 * let them choose other jobs' ports. */
+	if (ddp_port_key_load(p->conf.port_key, 0, &n->port_key,
+			      n->port_key_error,
+			      sizeof(n->port_key_error)) == 0)
+		n->port_key_state = 1;
+	else
+		n->port_key_state = -1;
+}
+
 static void
 choose_port(struct ddp_plugin *p, spank_t sp)
 {
@@ -150,7 +167,7 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 
 	if (p->opts.port) {
 		n->port = p->opts.port;
-		return;
+		goto out;
 	}
 	jobenv(sp, "MASTER_PORT", preset, sizeof(preset));
 	jobenv(sp, PORT_MARK, mark, sizeof(mark));
@@ -160,24 +177,45 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 				   "--ddp: MASTER_PORT=%.40s is not a port "
 				   "(1-65535): unset it or pass --ddp-port=N",
 				   preset);
-			return;
+			goto out;
 		}
 		n->port = 0; /* the user's own wins */
-		return;
+		goto out;
 	}
-	port = ddp_port_choose(n->jobid, n->stepid, p->conf.port_min,
-			       p->conf.port_max);
+	if (n->port_key_state < 0) {
+		node_error(n,
+			   "--ddp: %s: %s (until the admin fixes it, "
+			   "--ddp-port=N or MASTER_PORT choose the port)",
+			   n->host, n->port_key_error);
+		goto out;
+	}
+	if (p->conf.port_key[0] && n->port_key_state == 0) {
+		/* init_post_opt did not run: never fall back to the public
+		 * formula unasked. */
+		node_error(n, "--ddp: %s: port_key %s was not read", n->host,
+			   p->conf.port_key);
+		goto out;
+	}
+	port = n->port_key_state > 0
+		       ? ddp_port_choose_keyed(&n->port_key, n->jobid,
+					       n->stepid, p->conf.port_min,
+					       p->conf.port_max)
+		       : ddp_port_choose(n->jobid, n->stepid, p->conf.port_min,
+					 p->conf.port_max);
 	if (port < 0) {
 		node_error(n, "--ddp: the site's port_range is empty");
-		return;
+		goto out;
 	}
 	n->port = port;
 	/* Advisory: the master node can at least say the port is busy. */
 	if (n->nodeid == 0 && ddp_port_probe((unsigned)port) == 0 &&
 	    ddp_fmt(n->port_note, sizeof(n->port_note),
-		    " (port %ld already in use on %s: pass --ddp-port)", port,
-		    n->host) < 0)
+		    " (port %ld already in use on %s: rank 0 waits for it "
+		    "until DDP_TIMEOUT; --ddp-port=N picks another)",
+		    port, n->host) < 0)
 		n->port_note[0] = '\0';
+out:
+	ddp_port_key_wipe(&n->port_key);
 }
 
 /*
@@ -271,54 +309,64 @@ read_layout(struct ddp_node *n, spank_t sp, uid_t *uid)
 	return 0;
 }
 
-int
-remote_user_init(struct ddp_plugin *p, spank_t sp)
+/* remote_user_init's work; problems go to the node's error. */
+static void
+user_init(struct ddp_plugin *p, spank_t sp)
 {
 	struct ddp_node *n = &p->node;
 	char err[DDP_ERR_LEN];
 	uid_t uid;
 
 	if (!p->opts.enabled)
-		return 0;
+		return;
 	if (spank_get_item(sp, S_JOB_STEPID, &n->stepid) != ESPANK_SUCCESS)
-		return 0;
+		return;
 	/* Nothing to do in the batch script, the extern step or an
 	 * interactive step: --ddp given to sbatch/salloc reaches them too. */
 	if (n->stepid == SLURM_BATCH_SCRIPT || n->stepid == SLURM_EXTERN_CONT ||
 	    n->stepid == SLURM_INTERACTIVE_STEP ||
 	    n->stepid >= SLURM_INTERACTIVE_STEP)
-		return 0;
+		return;
 	n->active = 1;
 	if (p->conf_error[0]) {
 		node_error(n, "%s: --ddp cannot run until the admin fixes it",
 			   p->conf_error);
-		return 0;
+		return;
 	}
 	n->bind = p->opts.bind >= 0 ? (enum ddp_bind)p->opts.bind
 				    : p->conf.default_bind;
 	if (read_layout(n, sp, &uid) < 0)
-		return 0;
+		return;
 	choose_port(p, sp);
 	/* Here privileges are dropped to the job's user, who must be able
 	 * to open their own directories anyway (root-squashed NFS). */
 	if (check_dirs(p, uid) < 0)
-		return 0;
+		return;
 	/* A site interface filter that selects nothing here would make
 	 * NCCL's bootstrap fail or hang on this node: say so instead. */
 	if (ddp_conf_check_socket_ifname(&p->conf, err, sizeof(err)) < 0) {
 		node_error(n, "--ddp: %s: %s", n->host, err);
-		return 0;
+		return;
 	}
 	/* remote_post_opt read it from the site's cache, or left it here. */
 	if (!n->topo &&
 	    ddp_topo_load(&n->topo, p->topology_xml[0] ? p->topology_xml : NULL,
 			  err, sizeof(err)) < 0) {
 		node_error(n, "--ddp: %s", err);
-		return 0;
+		return;
 	}
 	/* The GPU list may only be in the tasks' environment: then each
 	 * task computes the (identical) plan in task_init. */
 	compute_plan(n, sp);
+}
+
+int
+remote_user_init(struct ddp_plugin *p, spank_t sp)
+{
+	user_init(p, sp);
+	/* Whatever happened, the key leaves slurmstepd's memory before the
+	 * tasks fork from it. */
+	ddp_port_key_wipe(&p->node.port_key);
 	return 0;
 }
 
@@ -615,6 +663,7 @@ remote_exit(struct ddp_plugin *p)
 {
 	struct ddp_node *n = &p->node;
 
+	ddp_port_key_wipe(&n->port_key);
 	ddp_plan_free(n->plan);
 	n->plan = NULL;
 	ddp_topo_destroy(n->topo);

@@ -147,8 +147,8 @@ slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* Called in srun, sbatch, salloc and slurmstepd once the options are
- * parsed. */
+/* Called in srun, sbatch, salloc and slurmstepd (as root) once the
+ * options are parsed. */
 EXPORT int
 slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -158,6 +158,7 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	case S_CTX_ALLOCATOR:
 		return local_alloc_post_opt(&plugin);
 	case S_CTX_REMOTE:
+		remote_load_port_key(&plugin);
 		remote_post_opt(&plugin, sp);
 		return 0;
 	default:

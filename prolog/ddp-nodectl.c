@@ -24,6 +24,7 @@
 #include "ddp_util.h"
 #include "hostlist.h"
 #include "nodectl.h"
+#include "port.h"
 
 #define NFT_TIMEOUT_S 30
 #define SLURM_TIMEOUT_S 30
@@ -79,6 +80,10 @@ usage(FILE *f)
 		"                         remove shared dirs of finished jobs "
 		"after retention\n"
 		"  show                   print the effective configuration\n"
+		"  port JOBID STEPID      print the MASTER_PORT srun --ddp "
+		"chooses for the step\n"
+		"                         (reads port_key: root; the same on "
+		"every node)\n"
 		"CONF defaults to $DDP_CONF, else %s.\n",
 		DDP_CONF_DEFAULT);
 }
@@ -921,6 +926,20 @@ cmd_install(const struct ddp_conf *conf)
 		ddp_error("install: %s", err);
 		rv = EX_NODE;
 	}
+	/* Said at boot rather than at the first --ddp step. */
+	if (conf->port_key[0]) {
+		struct ddp_port_key key;
+		char kerr[1024];
+
+		if (ddp_port_key_load(conf->port_key, 0, &key, kerr,
+				      sizeof(kerr)) < 0) {
+			ddp_error("install: %s", kerr);
+			rv = EX_NODE;
+		} else {
+			ddp_info("port key %s ready", conf->port_key);
+		}
+		ddp_port_key_wipe(&key);
+	}
 	return rv;
 }
 
@@ -939,6 +958,47 @@ cmd_show(const struct ddp_conf *conf)
 		}
 		printf("%s = %s\n", key, value);
 	}
+	return EX_OK;
+}
+
+/*
+ * The MASTER_PORT srun --ddp gives step JOBID.STEPID when the user sets
+ * none: how an admin checks that every node holds the same port_key (run
+ * it on each and compare) and finds the port of a step. Needs what the
+ * plugin needs, a key file only root can read.
+ */
+static int
+cmd_port(const struct ddp_conf *conf, int argc, char **argv)
+{
+	struct ddp_port_key key;
+	char err[1024];
+	long job, step, port;
+
+	if (argc != 3 || ddp_parse_long(argv[1], 0, 4294967295L, &job) < 0 ||
+	    ddp_parse_long(argv[2], 0, 4294967295L, &step) < 0) {
+		ddp_error("port: expected JOBID STEPID (whole numbers, e.g. "
+			  "port 1234 0)");
+		return EX_USAGE;
+	}
+	if (!conf->port_key[0]) {
+		port = ddp_port_choose((unsigned long)job, (unsigned long)step,
+				       conf->port_min, conf->port_max);
+	} else {
+		if (ddp_port_key_load(conf->port_key, 0, &key, err,
+				      sizeof(err)) < 0) {
+			ddp_error("%s", err);
+			return EX_NODE;
+		}
+		port = ddp_port_choose_keyed(&key, (unsigned long)job,
+					     (unsigned long)step,
+					     conf->port_min, conf->port_max);
+		ddp_port_key_wipe(&key);
+	}
+	if (port < 0) {
+		ddp_error("port: port_range is empty");
+		return EX_NODE;
+	}
+	printf("%ld\n", port);
 	return EX_OK;
 }
 
@@ -969,7 +1029,7 @@ main(int argc, char **argv)
 	}
 	cmd = argv[optind];
 	umask(022);
-	use_syslog = strcmp(cmd, "show") != 0;
+	use_syslog = strcmp(cmd, "show") != 0 && strcmp(cmd, "port") != 0;
 	if (use_syslog)
 		openlog(strcmp(cmd, "epilog") == 0   ? "ddp-epilog"
 			: strcmp(cmd, "prolog") == 0 ? "ddp-prolog"
@@ -1002,6 +1062,8 @@ main(int argc, char **argv)
 		return cmd_sweep(&conf, argc, argv);
 	if (strcmp(cmd, "show") == 0)
 		return cmd_show(&conf);
+	if (strcmp(cmd, "port") == 0)
+		return cmd_port(&conf, argc, argv);
 	usage(stderr);
 	return EX_USAGE;
 }

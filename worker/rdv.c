@@ -688,14 +688,17 @@ accept_timeout(struct rdv *r, int from, int peer_mode, int missing)
 			      "allows TCP between them (the slurm-ddp prolog "
 			      "opens it per job)",
 			      c->rank, c->timeout_s, miss, r->lport);
-	return wk_err(DDP_ERR_TIMEOUT,
-		      "rank 0 timed out after %g s waiting for ranks to join "
-		      "at port %d: %d/%d joined, missing ranks %s; check that "
-		      "every rank was started with the same "
-		      "MASTER_ADDR/MASTER_PORT, and that the firewall lets TCP "
-		      "port %d through",
-		      c->timeout_s, r->lport, c->size - from - missing + 1,
-		      c->size, miss, r->lport);
+	return wk_err(
+		DDP_ERR_TIMEOUT,
+		"rank 0 timed out after %g s waiting for ranks to join "
+		"at port %d: %d/%d joined, missing ranks %s; check that "
+		"every rank was started with the same "
+		"MASTER_ADDR/MASTER_PORT (srun --ddp: every node needs the "
+		"same port_key; `ddp-nodectl port JOB STEP` on each "
+		"compares them), and that the firewall lets TCP "
+		"port %d through",
+		c->timeout_s, r->lport, c->size - from - missing + 1, c->size,
+		miss, r->lport);
 }
 
 /* Drops the pending connections past their deadline, silently: a slow
@@ -823,12 +826,15 @@ listen_master(struct rdv *r, double deadline)
 		return wk_err(DDP_ERR_RENDEZVOUS,
 			      "rank 0 cannot listen on port %d: %s", port,
 			      strerror(errno));
-	return wk_err(DDP_ERR_RENDEZVOUS,
-		      "rank 0 cannot listen on port %d: another process held "
-		      "it for the whole timeout (%g s). srun --ddp picks a "
-		      "port per step, so this is a leftover program or another "
-		      "user's; `ss -ltnp 'sport = :%d'` as root names it",
-		      port, r->mesh->timeout_s, port);
+	return wk_err(
+		DDP_ERR_RENDEZVOUS,
+		"rank 0 cannot listen on port %d: another process held "
+		"it for the whole timeout (%g s). srun --ddp picks a "
+		"port per step, so this is a leftover program or another "
+		"user's; `ss -ltnp 'sport = :%d'` as root names it. "
+		"--ddp-port=N picks another port; ExclusiveUser=YES keeps "
+		"other users off a job's nodes",
+		port, r->mesh->timeout_s, port);
 }
 
 /* Tells every rank that joined why the job will not start (best effort,
@@ -1134,8 +1140,9 @@ join_master(struct rdv *r, double deadline, int *out)
 				"(MASTER_ADDR:MASTER_PORT) within %g s: %s. "
 				"Check that rank 0 of this job step is "
 				"running, that all ranks got the same "
-				"MASTER_ADDR and MASTER_PORT, and that the "
-				"firewall between the job's nodes lets TCP "
+				"MASTER_ADDR and MASTER_PORT (srun --ddp: "
+				"the same port_key on every node), and that "
+				"the firewall between the job's nodes lets TCP "
 				"port %d through (the slurm-ddp prolog opens "
 				"it per job)",
 				c->rank, cfg->master_addr, cfg->master_port,

@@ -28,7 +28,9 @@ scratch_root = $tmp/scratch
 state_dir = $tmp/state
 scontrol_path = $tmp/bin/scontrol
 firewall_timeout = 1h
+port_key = $tmp/port.key
 EOF
+	(umask 077 && head -c 32 /dev/urandom >"$tmp/port.key")
 	export DDP_CONF=$tmp/ddp.conf
 	export SLURM_JOB_ID=12 SLURM_JOB_UID=65534 SLURM_JOB_GID=65534
 	export SLURM_NODELIST='n[1-2]' SLURMD_NODENAME=n1
@@ -205,7 +207,7 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	run on node "$repo/prolog/ddp-prolog"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ $output == *"ddp.conf:7: firewall: invalid value 'maybe'"* ]]
+	[[ $output == *"ddp.conf:8: firewall: invalid value 'maybe'"* ]]
 	[ ! -e "$tmp/scontrol.log" ]
 	[ "$(elements)" -eq 0 ]
 	run on node "$repo/prolog/ddp-epilog"
@@ -421,6 +423,24 @@ os.close(os.open("data", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))' "$tmp/scr
 	[ "$status" -eq 1 ]
 	[[ $output == *"scratch root $tmp/scratch is owned by uid 65534, not root"* ]]
 	on node nft list chain inet ddp input >/dev/null
+}
+
+@test "install checks port_key: ready when root's 0600, exit 1 naming file, owner, mode and fix otherwise" {
+	run on node "$helper" install
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"port key $tmp/port.key ready"* ]]
+	chmod 0644 "$tmp/port.key"
+	run on node "$helper" install
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ $output == *"port_key $tmp/port.key: file owned by uid 0 with mode 0644: others can read or change it"*"head -c 32 /dev/urandom"* ]]
+	rm "$tmp/port.key"
+	run on node "$helper" install
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ $output == *"port_key $tmp/port.key: No such file or directory"* ]]
+	[ ! -e "$tmp/port.key" ]
 }
 
 @test "a shared user dir another user made is refused without draining, nothing handed over" {

@@ -126,6 +126,95 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	[ "$(printf '%s\n' "$output" | grep -vE '^srun: job [0-9]+ ' | sort -u)" = 29777 ]
 }
 
+# public_port JOB STEP: the MASTER_PORT of the public formula (port_key
+# = ""), which anyone who knows the job and step ids can compute.
+public_port() { echo $((29400 + (($1 % 600) * 16 + $2 % 600) % 600)); }
+
+# nodectl: the staged ddp-nodectl, next to the staged prolog.
+nodectl() {
+	local target
+	target=$(sed -n "s/^exec '\(.*\)' \"\$@\"$/\1/p" "$(mc_state)/etc/prolog")
+	echo "$(dirname "$target")/../../sbin/ddp-nodectl"
+}
+
+@test "MASTER_PORT is keyed with the site's port_key: another user who knows job, step and nodes cannot compute it" {
+	local st key helper j s p n=0 public=0 steps
+	st=$(mc_state)
+	key=$st/etc/ddp-port.key
+	helper=$(nodectl)
+	[ -x "$helper" ] || skip "ddp-nodectl is not staged"
+	[ "$(stat -c '%u %a' "$key")" = "0 600" ]
+	# Three steps of one job of the other user, ddptest.
+	run mc_run --user ddptest -- salloc -N2 bash -c '
+		for s in 0 1 2; do
+			srun -N2 --ntasks-per-node=1 --ddp bash -c "echo \$(hostname) J=\$SLURM_JOB_ID S=\$SLURM_STEP_ID P=\$MASTER_PORT"
+		done'
+	show
+	[ "$status" -eq 0 ]
+	steps=$output
+	[ "$(printf '%s\n' "$steps" | grep -c ' P=')" -eq 6 ]
+	while read -r j s p; do
+		n=$((n + 1))
+		# Both nodes of the step computed the same port on their own.
+		[ "$(printf '%s\n' "$steps" | grep -c " J=$j S=$s P=$p$")" -eq 2 ]
+		[ "$p" -ge 29400 ]
+		[ "$p" -le 29999 ]
+		if [ "$p" -eq "$(public_port "$j" "$s")" ]; then public=$((public + 1)); fi
+		# root, with the key, computes it on either node...
+		for node in node1 node2; do
+			run mc_exec "$node" -- "$helper" -c "$st/etc/ddp.conf" port "$j" "$s"
+			show
+			[ "$status" -eq 0 ]
+			[ "$output" = "$p" ]
+		done
+		# ...the job's nodes' other users cannot: the key is root's.
+		run mc_exec node1 --user ddptest -- "$helper" -c "$st/etc/ddp.conf" port "$j" "$s"
+		[ "$status" -ne 0 ]
+		[[ $output == *"port_key $key: Permission denied"* ]]
+		[[ $output != *"$p"* ]]
+	done < <(printf '%s\n' "$steps" | grep -oE 'J=[0-9]+ S=[0-9]+ P=[0-9]+' | sort -u | tr '=' ' ' | awk '{print $2, $4, $6}')
+	[ "$n" -eq 3 ]
+	# The public formula would give all three; chance gives each 1/600.
+	echo "# steps whose port the public formula gives: $public of 3" >&3
+	[ "$public" -le 1 ]
+	run mc_exec node1 --user ddptest -- cat "$key"
+	[ "$status" -ne 0 ]
+}
+
+@test "an unusable port_key fails srun --ddp naming the file, owner, mode and the fix; --ddp-port still runs" {
+	local st key conf orig
+	st=$(mc_state)
+	key=$st/etc/ddp-port.key
+	chmod 0644 "$key"
+	run mc_run -- srun -N2 --ntasks-per-node=1 --ddp echo launched
+	chmod 0600 "$key"
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"port_key $key: file owned by uid 0 with mode 0644: others can read or change it; use a regular file of 16-4096 random bytes, owner uid 0, mode 0600"* ]]
+	[[ $output == *"head -c 32 /dev/urandom"* ]]
+	[[ $output != *launched* ]]
+	# A missing key (plugstack arguments override ddp.conf), then the
+	# overrides, which need no key.
+	conf=$st/etc/plugstack.conf
+	orig=$(cat "$conf")
+	echo "$orig port_key=$st/etc/absent.key" >"$conf"
+	run mc_run -- srun -N1 --ntasks-per-node=1 --ddp echo launched
+	local s1=$status o1=$output
+	run mc_run -- srun -N1 --ntasks-per-node=1 --ddp --ddp-port=29123 printenv MASTER_PORT
+	local s2=$status o2=$output
+	run mc_run -- env MASTER_PORT=29777 srun -N1 --ntasks-per-node=1 --ddp printenv MASTER_PORT
+	echo "$orig" >"$conf"
+	printf '%s\n' "$o1" "$o2" >&2
+	show
+	[ "$s1" -ne 0 ]
+	[[ $o1 == *"port_key $st/etc/absent.key: No such file or directory"* ]]
+	[[ $o1 != *launched* ]]
+	[ "$s2" -eq 0 ]
+	[[ $o2 == *29123* ]]
+	[ "$status" -eq 0 ]
+	[[ $output == *29777* ]]
+}
+
 @test "node mode runs srun once for --ddp on its command line, twice when --ddp comes from sbatch" {
 	local out
 	run mc_run -- srun -N2 --gpus-per-node=2 --ddp --ddp-verbose printenv RANK

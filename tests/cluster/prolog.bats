@@ -193,7 +193,7 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 }
 
 @test "reconcile removes elements planted for a job that is not running" {
-	mc_exec node1 -- "$helper" install
+	mc_exec node1 -- env DDP_CONF="$st/etc/ddp.conf" "$helper" install
 	mc_exec node1 -- nft add element inet ddp peers4 \
 		'{ 172.30.77.13 . 29400-29999 timeout 1h comment "job=99999" }'
 	[ "$(elements node1 99999)" -eq 1 ]

@@ -321,3 +321,93 @@ print("FLOOD", made, flush=True)
 	[[ $output == *"rank 0 refused "*" more connections in the last "* ]]
 	[ "${#output}" -lt 65536 ]
 }
+
+# Binds every port of LOW-HIGH it can on all addresses and listens, as
+# another user would to deny every rendezvous of a node; prints the count,
+# then holds them until its stdin closes (at most SECONDS). SO_REUSEADDR,
+# as rank 0 has it, so that ports in TIME_WAIT from earlier tests are held
+# too.
+squat_range_py='
+import signal, socket, sys
+lo, hi, secs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+signal.alarm(secs)
+held = []
+for p in range(lo, hi + 1):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("0.0.0.0", p))
+        s.listen(1)
+        held.append(s)
+    except OSError:
+        s.close()
+print("HELD", len(held), flush=True)
+sys.stdin.read()
+'
+
+@test "another user holding all of port_range on rank 0's node: the step fails at the timeout naming the port and what to do; --ddp-port runs" {
+	local sq fifo hold
+	sq=$(mktemp)
+	fifo=$(mktemp -u)
+	mkfifo -m 0600 "$fifo"
+	# The squatter lives inside node1, beyond the reach of a kill of its
+	# wrapper: it ends when this test closes the fifo it reads.
+	mc_exec node1 --user ddptest -- python3 -c "$squat_range_py" 29400 29999 60 <"$fifo" >"$sq" 2>&1 &
+	local spid=$!
+	exec {hold}>"$fifo"
+	local tries=50
+	while [ "$tries" -gt 0 ] && ! grep -q '^HELD' "$sq"; do
+		tries=$((tries - 1))
+		sleep 0.2
+	done
+	run mc_run -- env DDP_TIMEOUT=4 srun --nodes=2 --ntasks-per-node=1 --ddp "$train" --synthetic 256 --epochs 1
+	local s1=$status o1=$output
+	run mc_run -- env DDP_TIMEOUT=30 srun --nodes=2 --ntasks-per-node=1 --ddp --ddp-port=29123 "$train" --synthetic 256 --epochs 1
+	exec {hold}>&-
+	wait "$spid" || true
+	local held
+	held=$(awk '/^HELD/{print $2}' "$sq")
+	rm -f "$sq" "$fifo"
+	printf '%s\n' "$o1" >&2
+	show
+	echo "# the other user held $held of 600 ports" >&3
+	[ "${held:-0}" -eq 600 ]
+	[ "$s1" -ne 0 ]
+	[[ $o1 =~ rank\ 0:\ port\ (29[4-9][0-9][0-9])\ \(MASTER_PORT\)\ is\ held\ by\ another\ process ]]
+	local port=${BASH_REMATCH[1]}
+	[[ $o1 == *"rank 0 cannot listen on port $port: another process held it for the whole timeout"* ]]
+	[[ $o1 == *"ss -ltnp 'sport = :$port'"* ]]
+	[[ $o1 == *"--ddp-port=N picks another port; ExclusiveUser=YES keeps other users off a job's nodes"* ]]
+	[ "$status" -eq 0 ]
+	[ "$(crcs | wc -l)" -eq 2 ]
+}
+
+@test "nodes with different port keys: the step fails at the timeout, and both sides name port_key" {
+	local st nodectl
+	st=$(mc_state)
+	nodectl=$(dirname "$(dirname "$train")")/../../sbin/ddp-nodectl
+	[ -x "$nodectl" ] || skip "ddp-nodectl is not staged next to $train"
+	(umask 077 && head -c 32 /dev/urandom >"$st/etc/other.key")
+	# node2's own mount namespace sees another key at the same path.
+	mc_exec node2 -- mount --bind "$st/etc/other.key" "$st/etc/ddp-port.key"
+	local p1 p2 tries=2
+	p1=$(mc_exec node1 -- "$nodectl" -c "$st/etc/ddp.conf" port 5 0) || true
+	p2=$(mc_exec node2 -- "$nodectl" -c "$st/etc/ddp.conf" port 5 0) || true
+	# Two keys give the same port 1 time in 600: then the step runs, and
+	# the next job (another id) is tried.
+	while [ "$tries" -gt 0 ]; do
+		tries=$((tries - 1))
+		run mc_run -- env DDP_TIMEOUT=4 srun -N2 -w 'node[1-2]' --ntasks-per-node=1 --ddp \
+			"$train" --synthetic 256 --epochs 1
+		[ "$status" -eq 0 ] || break
+	done
+	mc_exec node2 -- umount "$st/etc/ddp-port.key"
+	rm -f "$st/etc/other.key"
+	show
+	echo "# job 5 step 0 would get port $p1 on node1, $p2 on node2" >&3
+	[ -n "$p1" ]
+	[ -n "$p2" ]
+	[ "$status" -ne 0 ]
+	[[ $output == *"rank 0 timed out after 4 s waiting for ranks to join"*"(srun --ddp: every node needs the same port_key; \`ddp-nodectl port JOB STEP\` on each compares them)"* ]]
+	[[ $output == *"rank 1 could not reach rank 0 at node1:"*"(srun --ddp: the same port_key on every node)"* ]]
+}

@@ -72,6 +72,8 @@ test_defaults(void)
 	tap_ok(c.port_min == 29400 && c.port_max == 29999,
 	       "default port_range 29400-29999");
 	tap_ok(c.default_bind == DDP_BIND_CORE, "default bind core");
+	TAP_STREQ(c.port_key, "/etc/slurm/ddp-port.key",
+		  "default port_key is /etc/slurm/ddp-port.key");
 	tap_ok(c.shared_root[0] == '\0', "default shared_root empty");
 	tap_ok(c.n_shared_fstypes == 7 &&
 		       strcmp(c.shared_fstypes[0], "nfs") == 0 &&
@@ -202,7 +204,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 20 && defaults_ok == nkeys,
+	tap_ok(nkeys == 21 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);
@@ -634,6 +636,15 @@ test_set(void)
 		       c.shared_root[0] == '\0',
 	       "empty shared_root means none");
 	refused("shared_root", "shared", "absolute path");
+	tap_ok(ddp_conf_set(&c, "port_key", "/etc/ddp/k", err, sizeof(err)) ==
+			       0 &&
+		       !strcmp(c.port_key, "/etc/ddp/k"),
+	       "port_key accepted");
+	tap_ok(ddp_conf_set(&c, "port_key", "", err, sizeof(err)) == 0 &&
+		       c.port_key[0] == '\0',
+	       "empty port_key means the public formula");
+	refused("port_key", "ddp-port.key", "anyone can compute");
+	refused("port_key", "/etc/../k", "'..'");
 	refused("shared_root", "/", "absolute path");
 	refused("shared_root", "///", "absolute path");
 	refused("shared_root", "/a/../b", "'..'");

@@ -1,13 +1,303 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the MASTER_PORT choice: range, determinism and the absence
- * of collisions between concurrent steps and nearby jobs. */
+ * of collisions between concurrent steps and nearby jobs, for the public
+ * and the keyed scheme; SipHash's test vectors; the key file checks. */
+#include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "port.h"
 #include "tap.h"
+
+static const struct ddp_port_key key_a = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
+					   0xe0, 0x7a, 0x19, 0x88, 0x3d, 0xb2,
+					   0x40, 0xfe, 0x21, 0x9c}};
+static const struct ddp_port_key key_b = {
+	{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55, 0xe0, 0x7a, 0x19, 0x88, 0x3d, 0xb2,
+	 0x40, 0xfe, 0x21, 0x9d}}; /* one bit off key_a */
+
+static void
+test_siphash(void)
+{
+	unsigned char k[16], m[64];
+	unsigned i;
+
+	for (i = 0; i < sizeof(k); i++)
+		k[i] = (unsigned char)i;
+	for (i = 0; i < sizeof(m); i++)
+		m[i] = (unsigned char)i;
+	/* Vectors of the SipHash paper (appendix A) and its reference
+	 * implementation's table (vectors.h, entries 0, 8 and 63). */
+	tap_ok(ddp_siphash24(k, m, 15) == 0xa129ca6149be45e5ULL,
+	       "SipHash-2-4 paper vector (15 bytes)");
+	tap_ok(ddp_siphash24(k, m, 0) == 0x726fdb47dd0e0e31ULL,
+	       "SipHash-2-4 vector, empty message");
+	tap_ok(ddp_siphash24(k, m, 8) == 0x93f5f5799a932462ULL,
+	       "SipHash-2-4 vector, 8 bytes");
+	tap_ok(ddp_siphash24(k, m, 63) == 0x958a324ceb064572ULL,
+	       "SipHash-2-4 vector, 63 bytes");
+}
+
+static void
+test_keyed(void)
+{
+	static unsigned char used[65536];
+	unsigned long job, step, same = 0, same_public = 0, n = 0, hit = 0;
+	unsigned long sizes[] = {2, 3, 17, 31, 32, 33, 600, 1000, 64512};
+	unsigned i;
+	int ok = 1, collide = 0;
+	long p, q;
+
+	tap_ok(ddp_port_choose_keyed(&key_a, 1234, 0, 29400, 29999) ==
+		       ddp_port_choose_keyed(&key_a, 1234, 0, 29400, 29999),
+	       "keyed: same inputs, same port");
+	for (job = 0; job < 20000 && ok; job += 13)
+		for (step = 0; step < 40; step++) {
+			p = ddp_port_choose_keyed(&key_a, job, step, 29400,
+						  29999);
+			if (p < 29400 || p > 29999)
+				ok = 0;
+		}
+	tap_ok(ok, "keyed: always inside the range");
+	p = ddp_port_choose_keyed(&key_a, 0xffffffffUL, 0xfffffffbUL, 29400,
+				  29999);
+	tap_ok(p >= 29400 && p <= 29999, "keyed: huge ids do not overflow");
+	/* A block is 600 / 16 = 37 job ids: block 27 is 999-1035. */
+	memset(used, 0, sizeof(used));
+	for (job = 999; job < 1036; job++)
+		for (step = 0; step < DDP_PORT_STRIDE; step++) {
+			p = ddp_port_choose_keyed(&key_a, job, step, 29400,
+						  29999);
+			if (used[p])
+				collide = 1;
+			used[p] = 1;
+		}
+	tap_ok(!collide, "keyed: the jobs of a block and their concurrent "
+			 "steps get distinct ports");
+	/* The permutation: steps 0..size-1 of job 0 fill the range. */
+	ok = 1;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		unsigned min = 1024, max = (unsigned)(min + sizes[i] - 1);
+
+		memset(used, 0, sizeof(used));
+		for (step = 0; step < sizes[i]; step++) {
+			p = ddp_port_choose_keyed(&key_a, 0, step, min, max);
+			if (p < min || p > max || used[p])
+				ok = 0;
+			else
+				used[p] = 1;
+		}
+		if (!ok)
+			tap_diag("not a permutation for size %lu", sizes[i]);
+	}
+	tap_ok(ok, "keyed: a permutation of the range for sizes 2 to 64512");
+	for (job = 5000; job < 7000; job++) {
+		p = ddp_port_choose_keyed(&key_a, job, job % 3, 29400, 29999);
+		q = ddp_port_choose_keyed(&key_b, job, job % 3, 29400, 29999);
+		same += p == q;
+		same_public += p == ddp_port_choose(job, job % 3, 29400, 29999);
+		n++;
+	}
+	/* Independent uniform choices agree 1 time in 600: about 3 of 2000. */
+	if (!tap_ok(same < 20,
+		    "keyed: a key one bit off gives other ports "
+		    "(%lu of %lu equal)",
+		    same, n))
+		tap_diag("%lu equal", same);
+	tap_ok(same_public < 20,
+	       "keyed: the public formula does not give the port "
+	       "(%lu of %lu equal)",
+	       same_public, n);
+	/* Each block has its own permutation: knowing every port of block 0
+	 * says nothing about block 1 (same slots, other ports). */
+	for (job = 0; job < 37; job++)
+		hit += ddp_port_choose_keyed(&key_a, job, 0, 29400, 29999) ==
+		       ddp_port_choose_keyed(&key_a, job + 37, 0, 29400, 29999);
+	tap_ok(hit < 5,
+	       "keyed: the next block maps the same slots elsewhere "
+	       "(%lu of 37 equal)",
+	       hit);
+	/* Roughly uniform: 60000 jobs' step 0 over 600 ports, 100 expected
+	 * each; a fixed key, so the counts are deterministic. */
+	{
+		static unsigned count[600];
+		unsigned lo = ~0u, hi = 0;
+
+		memset(count, 0, sizeof(count));
+		for (job = 100000; job < 160000; job++)
+			count[ddp_port_choose_keyed(&key_a, job, 0, 29400,
+						    29999) -
+			      29400]++;
+		for (i = 0; i < 600; i++) {
+			lo = count[i] < lo ? count[i] : lo;
+			hi = count[i] > hi ? count[i] : hi;
+		}
+		tap_ok(lo >= 50 && hi <= 160,
+		       "keyed: ports spread over the range (per port %u-%u, "
+		       "100 expected)",
+		       lo, hi);
+	}
+	tap_ok(ddp_port_choose_keyed(&key_a, 5, 0, 29400, 29400) == 29400,
+	       "keyed: one-port range works");
+	tap_ok(ddp_port_choose_keyed(&key_a, 5, 1, 100, 110) !=
+		       ddp_port_choose_keyed(&key_a, 5, 0, 100, 110),
+	       "keyed: small range still separates steps");
+	tap_ok(ddp_port_choose_keyed(&key_a, 1, 0, 0, 10) < 0 &&
+		       ddp_port_choose_keyed(&key_a, 1, 0, 10, 9) < 0 &&
+		       ddp_port_choose_keyed(&key_a, 1, 0, 65000, 65536) < 0 &&
+		       ddp_port_choose_keyed(NULL, 1, 0, 100, 200) < 0,
+	       "keyed: bad ranges and no key refused");
+}
+
+/* Writes len bytes (a pattern from seed) to dir/name with mode. */
+static int
+write_key(const char *dir, const char *name, size_t len, unsigned seed,
+	  mode_t mode, char *path, size_t pathlen)
+{
+	unsigned char buf[8192];
+	size_t i;
+	int fd, rc = -1;
+
+	snprintf(path, pathlen, "%s/%s", dir, name);
+	for (i = 0; i < len && i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(seed * 131 + i * 7 + (i >> 3));
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (write(fd, buf, len) == (ssize_t)len && fchmod(fd, mode) == 0)
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+/* Checks that loading path as owner fails with err naming path and
+ * mentioning want. */
+static void
+key_refused(const char *path, uid_t owner, const char *want, const char *what)
+{
+	struct ddp_port_key k;
+	char err[1024];
+	int rc;
+
+	memset(&k, 0xaa, sizeof(k));
+	rc = ddp_port_key_load(path, owner, &k, err, sizeof(err));
+	if (!tap_ok(rc < 0 && strstr(err, path) && strstr(err, want) &&
+			    strstr(err, "head -c 32 /dev/urandom") &&
+			    k.k[0] == 0 && k.k[15] == 0,
+		    "key file refused: %s", what))
+		tap_diag("rc %d err '%s'", rc, err);
+}
+
+static void
+test_key_file(void)
+{
+	char tmpl[] = "/tmp/test-port-XXXXXX", path[PATH_MAX], link[PATH_MAX];
+	char sub[PATH_MAX], err[1024];
+	struct ddp_port_key k1, k2, k3;
+	uid_t me = geteuid();
+	const char *dir = mkdtemp(tmpl);
+	unsigned i;
+	int eq;
+
+	if (!dir) {
+		tap_ok(0, "mkdtemp");
+		return;
+	}
+	write_key(dir, "good", 32, 1, 0600, path, sizeof(path));
+	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	       "a 32-byte key file of mode 0600 loads");
+	tap_ok(ddp_port_key_load(path, me, &k2, err, sizeof(err)) == 0 &&
+		       !memcmp(&k1, &k2, sizeof(k1)) &&
+		       ddp_port_choose_keyed(&k1, 77, 3, 29400, 29999) ==
+			       ddp_port_choose_keyed(&k2, 77, 3, 29400, 29999),
+	       "the same file gives the same key and the same port");
+	write_key(dir, "other", 32, 2, 0400, path, sizeof(path));
+	tap_ok(ddp_port_key_load(path, me, &k3, err, sizeof(err)) == 0 &&
+		       memcmp(&k1, &k3, sizeof(k1)) != 0,
+	       "another file (mode 0400) gives another key");
+	for (i = 0, eq = 0; i < 100; i++)
+		eq += ddp_port_choose_keyed(&k1, 900 + i, 0, 29400, 29999) ==
+		      ddp_port_choose_keyed(&k3, 900 + i, 0, 29400, 29999);
+	tap_ok(eq < 5, "another key, other ports (%d of 100 equal)", eq);
+	write_key(dir, "sixteen", 16, 3, 0600, path, sizeof(path));
+	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	       "a 16-byte key loads");
+	{
+		unsigned char want[16];
+
+		for (i = 0; i < 16; i++)
+			want[i] = (unsigned char)(3 * 131 + i * 7 + (i >> 3));
+		tap_ok(!memcmp(k1.k, want, 16), "a 16-byte key is used as is");
+	}
+	write_key(dir, "max", DDP_PORT_KEY_MAX, 4, 0600, path, sizeof(path));
+	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	       "a 4096-byte key loads");
+	ddp_port_key_wipe(&k1);
+	tap_ok(k1.k[0] == 0 && k1.k[7] == 0 && k1.k[15] == 0,
+	       "wipe zeroes the key");
+
+	write_key(dir, "short", 15, 5, 0600, path, sizeof(path));
+	key_refused(path, me, "too short (15 bytes)", "15 bytes");
+	write_key(dir, "long", DDP_PORT_KEY_MAX + 1, 6, 0600, path,
+		  sizeof(path));
+	key_refused(path, me, "too long", "4097 bytes");
+	write_key(dir, "readable", 32, 7, 0644, path, sizeof(path));
+	key_refused(path, me, "mode 0644: others can read", "mode 0644");
+	write_key(dir, "group", 32, 8, 0640, path, sizeof(path));
+	key_refused(path, me, "mode 0640", "mode 0640");
+	write_key(dir, "owner", 32, 9, 0600, path, sizeof(path));
+	/* Only root can give a file away; root's key file is what the
+	 * plugin loads, so the check is for another owner than root. */
+	if (me == 0 && chown(path, 65534, 65534) == 0)
+		key_refused(path, 0, "owned by uid 65534",
+			    "a file of mode 0600 owned by another user");
+	else
+		tap_ok(1,
+		       "# skip not root: cannot give a file to another user");
+	snprintf(path, sizeof(path), "%s/absent", dir);
+	key_refused(path, me, "No such file", "missing");
+	write_key(dir, "good", 32, 1, 0600, path, sizeof(path));
+	snprintf(link, sizeof(link), "%s/link", dir);
+	tap_ok(symlink(path, link) == 0, "symlink made");
+	key_refused(link, me, "symlink", "a symlink to a good key");
+	snprintf(sub, sizeof(sub), "%s/sub", dir);
+	mkdir(sub, 0700);
+	key_refused(sub, me, "not a regular file", "a directory");
+	/* The directory: others could swap the key in a writable one. */
+	write_key(sub, "key", 32, 10, 0600, path, sizeof(path));
+	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	       "a key in a 0700 directory loads");
+	chmod(sub, 0770);
+	if (!tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) < 0 &&
+			    strstr(err, "mode 0770") && strstr(err, sub) &&
+			    strstr(err, "chmod go-w"),
+		    "a key in a group-writable directory refused"))
+		tap_diag("err '%s'", err);
+	tap_ok(ddp_port_key_load("relative/key", me, &k1, err, sizeof(err)) <
+			       0 &&
+		       strstr(err, "not an absolute path"),
+	       "a relative key path refused");
+	unlink(path);
+	rmdir(sub);
+	{
+		static const char *const names[] = {
+			"good", "other",    "sixteen", "max",	"short",
+			"long", "readable", "group",   "owner", "link"};
+
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+			unlink(path);
+		}
+	}
+	rmdir(dir);
+}
 
 int
 main(void)
@@ -77,5 +367,8 @@ main(void)
 		if (fd >= 0)
 			close(fd);
 	}
+	test_siphash();
+	test_keyed();
+	test_key_file();
 	return tap_done();
 }
