@@ -182,6 +182,26 @@ expires_ms() {
 	[ "$(elements)" -eq 0 ]
 }
 
+@test "the later of two jobs sharing an element ends first: the earlier one keeps it, for its own time left" {
+	on node "$repo/prolog/ddp-prolog"
+	sleep 3
+	SLURM_JOB_ID=13 on node "$repo/prolog/ddp-prolog"
+	run env SLURM_JOB_ID=13 ip netns exec "$ns-node" "$repo/prolog/ddp-epilog"
+	echo "$output"
+	[[ $output == *'job 13: removed 0 firewall elements, kept 2 shared with job 12'* ]]
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=12"'* ]]
+	[[ $output != *'job=13"'* ]]
+	local left
+	left=$(expires_ms peers4 10.9.1.2)
+	echo "left $left ms"
+	[ "$left" -lt $((3600 * 1000 - 2000)) ]
+	[ "$left" -gt $((3600 * 1000 - 10000)) ]
+	on node "$repo/prolog/ddp-epilog"
+	[ "$(elements)" -eq 0 ]
+}
+
 @test "5 concurrent prologs and epilogs leave no element, state or lock" {
 	local pids=() j
 	for j in 21 22 23 24 25; do
