@@ -132,20 +132,22 @@ int nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
 			size_t errlen);
 
 /*
- * The nft script that turns actual (the sets' current elements) into
- * desired (the elements every live job needs; one entry per job and
- * element, with the job's expiry). nft holds one element per (address,
- * ports) whatever its comment, so jobs that share a peer share its
- * element: it is owned by the job among them whose opening expires last
+ * The nft script that turns actual (the sets' current elements) into desired
+ * (the elements every live job needs; one entry per job and element, with
+ * the job's expiry). nft holds one element per (address, ports) whatever its
+ * comment, and refuses one that overlaps another of the same address; so
+ * jobs that share a peer share its element (widened to the union of their
+ * ranges when those overlap or touch, as after a change of port ranges while
+ * a job runs): it is owned by the job among them whose opening expires last
  * (the highest job id on a tie), carries that job's comment and times out
  * when that job's does (owner's expires - now, at least 1 s). Tagged
- * elements no live job needs are deleted (the "add then delete" idiom, so
- * an element that vanished meanwhile is no error), missing ones are added,
- * and elements tagged with another job than their owner are re-added with
- * the owner's comment and timeout in the same transaction: a new job
- * sharing an element extends it, and the end of one job never removes
- * what another still needs. Untagged elements are left alone. out stays
- * empty when nothing is to be done.
+ * elements no live job needs are deleted (the "add then delete" idiom, so an
+ * element that vanished meanwhile is no error), missing ones are added, and
+ * elements tagged with another job than their owner are re-added with the
+ * owner's comment and timeout in the same transaction: a new job sharing an
+ * element extends it, and the end of one job never removes what another
+ * still needs. Untagged elements are left alone. out stays empty when
+ * nothing is to be done.
  */
 int nc_fw_sync_script(const struct nc_elems *actual,
 		      const struct nc_elems *desired, time_t now,
@@ -153,7 +155,8 @@ int nc_fw_sync_script(const struct nc_elems *actual,
 
 /*
  * How many of mine (one job's elements) some job other than self also
- * needs according to desired; the first of those jobs' ids (ascending,
+ * needs according to desired (the same address, ports that overlap or
+ * touch); the first of those jobs' ids (ascending,
  * distinct) are stored in with[0..*nwith), at most maxwith.
  */
 size_t nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,

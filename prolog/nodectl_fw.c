@@ -418,6 +418,56 @@ find_key(const struct nc_elems *d, const struct nc_elem *a)
 	return d->n;
 }
 
+static int
+same_addr(const struct nc_elem *a, const struct nc_elem *b)
+{
+	return a->family == b->family && strcmp(a->addr, b->addr) == 0;
+}
+
+/* Sorted by address then lowest port, for merge_overlaps. */
+static int
+range_cmp(const void *pa, const void *pb)
+{
+	const struct nc_elem *a = pa, *b = pb;
+	int c;
+
+	if (a->family != b->family)
+		return a->family < b->family ? -1 : 1;
+	c = strcmp(a->addr, b->addr);
+	if (c)
+		return c;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return 0;
+}
+
+/* nft refuses an element that overlaps another of the same address
+ * ("File exists"), as when port_range or the ephemeral range changed
+ * while an earlier job still runs: widens each element of d to the union
+ * of the ranges it overlaps or touches, so those jobs share one. */
+static void
+merge_overlaps(struct nc_elems *d)
+{
+	size_t i = 0, j, k;
+
+	if (d->n > 1)
+		qsort(d->v, d->n, sizeof(d->v[0]), range_cmp);
+	while (i < d->n) {
+		unsigned hi = d->v[i].hi;
+
+		for (j = i + 1; j < d->n && same_addr(&d->v[i], &d->v[j]) &&
+				d->v[j].lo <= hi + 1;
+		     j++)
+			if (d->v[j].hi > hi)
+				hi = d->v[j].hi;
+		for (k = i; k < j; k++) {
+			d->v[k].lo = d->v[i].lo;
+			d->v[k].hi = hi;
+		}
+		i = j;
+	}
+}
+
 /* Adds the owner's element with the rest of the owner's time. */
 static int
 add_owned(struct nc_buf *out, const struct nc_elem *owner, time_t now)
@@ -442,6 +492,7 @@ nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
 	for (i = 0; i < desired->n; i++)
 		if (nc_elems_add(&d, &desired->v[i]) < 0)
 			goto out;
+	merge_overlaps(&d);
 	if (d.n > 1)
 		qsort(d.v, d.n, sizeof(d.v[0]), owner_cmp);
 	for (i = 0; i < actual->n; i++) {
@@ -495,7 +546,11 @@ nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
 		for (j = 0; j < desired->n; j++) {
 			unsigned long id = desired->v[j].jobid;
 
-			if (id == self || key_cmp(&desired->v[j], &mine->v[i]))
+			/* Overlapping ranges count: they share one element. */
+			if (id == self ||
+			    !same_addr(&desired->v[j], &mine->v[i]) ||
+			    desired->v[j].lo > mine->v[i].hi + 1 ||
+			    mine->v[i].lo > desired->v[j].hi + 1)
 				continue;
 			shared = 1;
 			/* Insert id into the sorted with[], keeping the

@@ -202,6 +202,26 @@ expires_ms() {
 	[ "$(elements)" -eq 0 ]
 }
 
+@test "port_range changed while a job runs: the next job's overlapping ranges merge, no drain, each epilog leaves the other's" {
+	on node "$repo/prolog/ddp-prolog"
+	echo "port_range = 29500-30999" >>"$DDP_CONF"
+	SLURM_JOB_ID=13 run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/scontrol.log" ]
+	[[ $output == *'kept 2 shared with job 12'* ]]
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output == *'10.9.1.2 . 29400-30999 '*'comment "job=13"'* ]]
+	SLURM_JOB_ID=13 on node "$repo/prolog/ddp-epilog"
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output == *'10.9.1.2 . 29400-29999 '*'comment "job=12"'* ]]
+	[[ $output != *30999* ]]
+	on node "$repo/prolog/ddp-epilog"
+	[ "$(elements)" -eq 0 ]
+}
+
 @test "5 concurrent prologs and epilogs leave no element, state or lock" {
 	local pids=() j
 	for j in 21 22 23 24 25; do

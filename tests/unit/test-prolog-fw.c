@@ -259,6 +259,42 @@ test_sync(void)
 	       "timeout at least 1 s");
 	nc_buf_free(&s);
 
+	/* Overlapping ranges of one address (port_range changed while job
+	 * 13 runs): nft refuses the second, so they merge into one. */
+	desired.n = 0;
+	a13.expires = now + 3000;
+	nc_elems_add(&desired, &a13);
+	a20 = elem(AF_INET, "10.0.0.2", 29500, 30999, 21);
+	a20.expires = now + 7200;
+	nc_elems_add(&desired, &a20);
+	a20 = elem(AF_INET, "10.0.0.2", 31000, 31000, 22);
+	a20.expires = now + 10;
+	nc_elems_add(&desired, &a20);
+	a20 = elem(AF_INET, "10.0.0.9", 29500, 30999, 23);
+	a20.expires = now + 10;
+	nc_elems_add(&desired, &a20);
+	actual.n = 0;
+	nc_elems_add(&actual, &a13);
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
+		       strstr(s.s, "add element inet ddp peers4 { 10.0.0.2 . "
+				   "29400-29999 }\ndelete element") == s.s &&
+		       strstr(s.s, "add element inet ddp peers4 { 10.0.0.2 . "
+				   "29400-31000 timeout 7200s comment "
+				   "\"job=21\" }\n") &&
+		       strstr(s.s, "10.0.0.9 . 29500-30999 timeout 10s") &&
+		       !strstr(s.s, "29500-30999 timeout 7200s"),
+	       "overlapping or touching ranges of one address merge into one "
+	       "element, owned by the job expiring last");
+	nc_buf_free(&s);
+	mine.n = 0;
+	nc_elems_add(&mine, &a13);
+	tap_ok(nc_fw_shared(&mine, &desired, 13, with, 2, &nwith) == 1 &&
+		       nwith == 1 && with[0] == 21,
+	       "shared: overlapping ranges count");
+	mine.n = 0;
+	a20 = a13;
+	a20.jobid = 21;
+
 	/* Which of a job's elements others share, and with whom. */
 	desired.n = 0;
 	a13.expires = now + 3000;
