@@ -154,7 +154,7 @@ expires_ms() {
 	# Jobs 12 and 13 both run on n1 and n2: on n1 both need n2's
 	# element, the same (address, ports) whatever the comment.
 	on node "$repo/prolog/ddp-prolog"
-	sleep 3
+	sleep 4
 	SLURM_JOB_ID=13 run on node "$repo/prolog/ddp-prolog"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -162,18 +162,28 @@ expires_ms() {
 	run on node nft list set inet ddp peers4
 	echo "$output"
 	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=13"'* ]]
-	# nft keeps one element: it must not expire with job 12's (3 s
+	# nft keeps one element: it must not expire with job 12's (4 s
 	# earlier) but with job 13's.
 	local left
 	left=$(expires_ms peers4 10.9.1.2)
 	echo "left $left ms"
-	[ "$left" -gt $((3600 * 1000 - 2000)) ]
-	# Job 12 ends: job 13 still reaches the node.
+	[ "$left" -gt $((3600 * 1000 - 3000)) ]
+	# Job 12 ends: job 13's peer still reaches the node.
+	on node python3 -c '
+import socket, time
+s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
+time.sleep(30)' >/dev/null 2>&1 3>&- &
+	listener=$!
+	sleep 0.5
 	run on node "$repo/prolog/ddp-epilog"
 	echo "$output"
 	[[ $output == *'job 12: removed 0 firewall elements, kept 2 shared with job 13'* ]]
 	run on node nft list set inet ddp peers4
 	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=13"'* ]]
+	[ "$(connect peer 10.9.1.1 29500)" = open ]
+	[ "$(connect other 10.9.2.1 29500)" = refused ]
+	kill "$listener" 2>/dev/null || true
+	wait "$listener" 2>/dev/null || true
 	# Reconcile with job 13 live keeps it, then without removes it.
 	run on node "$helper" reconcile --grace 0 13
 	[ "$status" -eq 0 ]
