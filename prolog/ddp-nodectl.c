@@ -299,21 +299,64 @@ out:
 	return rv;
 }
 
-/* Makes the sets match the live jobs' state files. */
+/* ", kept N shared with job A" (or "jobs A,B,C", "and others" past 4)
+ * for the N of mine other jobs in desired need; "" when none. Returns N. */
+static size_t
+describe_shared(const struct nc_elems *mine, const struct nc_elems *desired,
+		unsigned long self, char *buf, size_t len)
+{
+	unsigned long with[5];
+	size_t nwith, n, i, used;
+	int w;
+
+	buf[0] = '\0';
+	n = nc_fw_shared(mine, desired, self, with, 5, &nwith);
+	if (n == 0)
+		return 0;
+	w = snprintf(buf, len, ", kept %zu shared with job%s ", n,
+		     nwith > 1 ? "s" : "");
+	if (w < 0 || (size_t)w >= len)
+		return n;
+	used = (size_t)w;
+	for (i = 0; i < nwith && i < 4; i++) {
+		w = snprintf(buf + used, len - used, "%s%lu", i ? "," : "",
+			     with[i]);
+		if (w < 0 || (size_t)w >= len - used)
+			return n;
+		used += (size_t)w;
+	}
+	if (nwith > 4)
+		snprintf(buf + used, len - used, " and others");
+	return n;
+}
+
+/* Makes the sets match the live jobs' state files. With mine (job
+ * self's elements), stores in *kept how many of them other live jobs need
+ * and describes them in shared (see describe_shared). */
 static int
 sync_firewall(const struct ddp_conf *conf, int statefd,
-	      const unsigned long *live, size_t nlive, char *err, size_t errlen)
+	      const unsigned long *live, size_t nlive,
+	      const struct nc_elems *mine, unsigned long self, size_t *kept,
+	      char *shared, size_t sharedlen, char *err, size_t errlen)
 {
 	struct nc_elems actual = {0}, desired = {0};
 	struct nc_buf script = {0};
+	time_t now = time(NULL);
 	int rv = -1, rc;
 
-	rc = nc_state_read_all(statefd, time(NULL), live, nlive, &desired, err,
+	if (kept)
+		*kept = 0;
+	if (shared)
+		shared[0] = '\0';
+	rc = nc_state_read_all(statefd, now, live, nlive, &desired, err,
 			       errlen);
 	if (rc < 0)
 		goto out;
 	if (rc > 0)
 		ddp_error("state: %s (removed)", err);
+	if (mine && kept && shared)
+		*kept = describe_shared(mine, &desired, self, shared,
+					sharedlen);
 	if (!table_exists(conf)) {
 		rv = 0; /* nothing to remove; the prolog installs first */
 		goto out;
@@ -321,8 +364,7 @@ sync_firewall(const struct ddp_conf *conf, int statefd,
 	if (list_set(conf, NC_SET4, &actual, err, errlen) < 0 ||
 	    list_set(conf, NC_SET6, &actual, err, errlen) < 0)
 		goto out;
-	if (nc_fw_sync_script(&actual, &desired, conf->firewall_timeout,
-			      &script) < 0) {
+	if (nc_fw_sync_script(&actual, &desired, now, &script) < 0) {
 		ddp_errf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -400,9 +442,10 @@ cmd_prolog(const struct ddp_conf *conf)
 {
 	struct ddp_hostlist hl = {0};
 	struct nc_elems peers = {0};
-	char err[NC_ERR_LEN];
+	char err[NC_ERR_LEN], shared[128];
 	struct job j;
 	unsigned lo, hi;
+	size_t kept = 0;
 	int node_fault = 0, leftover = 0, statefd = -1, lockfd = -1;
 	int rv = EX_NODE, rc;
 
@@ -473,14 +516,17 @@ cmd_prolog(const struct ddp_conf *conf)
 	if (nc_state_write(statefd, j.id,
 			   time(NULL) + (time_t)conf->firewall_timeout, &peers,
 			   err, sizeof(err)) < 0 ||
-	    sync_firewall(conf, statefd, NULL, 0, err, sizeof(err)) < 0) {
+	    sync_firewall(conf, statefd, NULL, 0, &peers, j.id, &kept, shared,
+			  sizeof(shared), err, sizeof(err)) < 0) {
 		drop_lock(&lockfd);
 		ddp_error("%s", err);
 		drain(conf, j.node, "nftables update failed");
 		goto out;
 	}
-	ddp_info("opened %zu firewall elements for %zu peer nodes", peers.n,
-		 hl.n ? hl.n - 1 : 0);
+	/* A shared element was there already: it now lasts as long as this
+	 * job's opening and goes only with the last job needing it. */
+	ddp_info("opened %zu firewall elements for %zu peer nodes%s",
+		 peers.n - kept, hl.n ? hl.n - 1 : 0, shared);
 	rv = EX_OK;
 out:
 	drop_lock(&lockfd);
@@ -499,9 +545,11 @@ out:
 static int
 cmd_epilog(const struct ddp_conf *conf)
 {
-	char err[NC_ERR_LEN];
+	struct nc_elems mine = {0};
+	char err[NC_ERR_LEN], shared[128];
 	struct job j;
 	int statefd = -1, lockfd = -1;
+	size_t kept = 0;
 
 	if (read_job(&j, 0) < 0)
 		return EX_OK;
@@ -512,6 +560,9 @@ cmd_epilog(const struct ddp_conf *conf)
 		ddp_error("firewall cleanup: %s", err);
 		goto scratch;
 	}
+	/* What the job opened, to say what stays for other jobs. */
+	if (nc_state_read(statefd, j.id, &mine) < 0)
+		ddp_debug("no firewall state for this job");
 	if (nc_state_remove(statefd, j.id, err, sizeof(err)) < 0) {
 		ddp_error("firewall cleanup: %s", err);
 		goto scratch;
@@ -524,8 +575,12 @@ cmd_epilog(const struct ddp_conf *conf)
 			  err);
 		goto scratch;
 	}
-	if (sync_firewall(conf, statefd, NULL, 0, err, sizeof(err)) < 0)
+	if (sync_firewall(conf, statefd, NULL, 0, &mine, j.id, &kept, shared,
+			  sizeof(shared), err, sizeof(err)) < 0)
 		ddp_error("firewall cleanup: %s", err);
+	else if (mine.n)
+		ddp_info("removed %zu firewall elements%s", mine.n - kept,
+			 shared);
 	else
 		ddp_verbose("firewall elements removed");
 	drop_lock(&lockfd);
@@ -535,6 +590,7 @@ scratch:
 	drop_lock(&lockfd);
 	if (statefd >= 0)
 		close(statefd);
+	nc_elems_free(&mine);
 	return EX_OK;
 }
 
@@ -831,7 +887,8 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	if (conf->firewall) {
 		/* An empty list means no job is live, not "no filter". */
 		if (sync_firewall(conf, statefd, live ? live : &none, nlive,
-				  err, sizeof(err)) < 0) {
+				  NULL, 0, NULL, NULL, 0, err,
+				  sizeof(err)) < 0) {
 			ddp_error("%s", err);
 			goto out;
 		}

@@ -84,6 +84,7 @@ struct nc_elem {
 	char addr[48];
 	unsigned lo, hi;
 	unsigned long jobid; /* the job tag (comment "job=N"); 0 = untagged */
+	time_t expires;	     /* from a state file: the job's backstop; else 0 */
 };
 
 struct nc_elems {
@@ -131,18 +132,36 @@ int nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
 			size_t errlen);
 
 /*
- * The nft script that turns actual (the sets' current elements) into
- * desired (the elements every live job needs; one entry per job and
- * element): tagged elements no live job needs are deleted (the "add then
- * delete" idiom, so an element that vanished meanwhile is no error),
- * missing ones are added with timeout_s and the comment of their lowest
- * job, and elements still needed but tagged with a job that no longer
- * needs them are re-tagged in the same transaction. Untagged elements are
- * left alone. out stays empty when nothing is to be done.
+ * The nft script that turns actual (the sets' current elements) into desired
+ * (the elements every live job needs; one entry per job and element, with
+ * the job's expiry). nft holds one element per (address, ports) whatever its
+ * comment, and refuses one that overlaps another of the same address; so
+ * jobs that share a peer share its element (widened to the union of their
+ * ranges when those overlap or touch, as after a change of port ranges while
+ * a job runs): it is owned by the job among them whose opening expires last
+ * (the highest job id on a tie), carries that job's comment and times out
+ * when that job's does (owner's expires - now, at least 1 s). Tagged
+ * elements no live job needs are deleted (the "add then delete" idiom, so an
+ * element that vanished meanwhile is no error), missing ones are added, and
+ * elements tagged with another job than their owner are re-added with the
+ * owner's comment and timeout in the same transaction: a new job sharing an
+ * element extends it, and the end of one job never removes what another
+ * still needs. Untagged elements are left alone. out stays empty when
+ * nothing is to be done.
  */
 int nc_fw_sync_script(const struct nc_elems *actual,
-		      const struct nc_elems *desired, unsigned timeout_s,
+		      const struct nc_elems *desired, time_t now,
 		      struct nc_buf *out);
+
+/*
+ * How many of mine (one job's elements) some job other than self also
+ * needs according to desired (the same address, ports that overlap or
+ * touch); the first of those jobs' ids (ascending,
+ * distinct) are stored in with[0..*nwith), at most maxwith.
+ */
+size_t nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
+		    unsigned long self, unsigned long *with, size_t maxwith,
+		    size_t *nwith);
 
 /*
  * Per-job state files, <dirfd>/job.<jobid>: the elements the job needs
@@ -151,6 +170,10 @@ int nc_fw_sync_script(const struct nc_elems *actual,
  */
 int nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 		   const struct nc_elems *elems, char *err, size_t errlen);
+
+/* Appends the elements of the job's state file (expired or not) to out;
+ * -1 when it is missing or malformed (out unchanged). */
+int nc_state_read(int dirfd, unsigned long jobid, struct nc_elems *out);
 
 /* Removes the job's state file; a missing file is not an error. */
 int nc_state_remove(int dirfd, unsigned long jobid, char *err, size_t errlen);

@@ -389,7 +389,24 @@ print_elem(struct nc_buf *b, const char *verb, const struct nc_elem *el,
 	return nc_buf_printf(b, " }\n");
 }
 
-/* Index of the first desired element with a's key, or n. */
+/* Desired elements by key, each key's owner first: the job whose opening
+ * expires last, the highest job id on a tie. */
+static int
+owner_cmp(const void *pa, const void *pb)
+{
+	const struct nc_elem *a = pa, *b = pb;
+	int c = key_cmp(a, b);
+
+	if (c)
+		return c;
+	if (a->expires != b->expires)
+		return a->expires > b->expires ? -1 : 1;
+	if (a->jobid != b->jobid)
+		return a->jobid > b->jobid ? -1 : 1;
+	return 0;
+}
+
+/* Index of the first element of d with a's key, or d->n. */
 static size_t
 find_key(const struct nc_elems *d, const struct nc_elem *a)
 {
@@ -401,9 +418,72 @@ find_key(const struct nc_elems *d, const struct nc_elem *a)
 	return d->n;
 }
 
+static int
+same_addr(const struct nc_elem *a, const struct nc_elem *b)
+{
+	return a->family == b->family && strcmp(a->addr, b->addr) == 0;
+}
+
+/* Sorted by address then lowest port, for merge_overlaps. */
+static int
+range_cmp(const void *pa, const void *pb)
+{
+	const struct nc_elem *a = pa, *b = pb;
+	int c;
+
+	if (a->family != b->family)
+		return a->family < b->family ? -1 : 1;
+	c = strcmp(a->addr, b->addr);
+	if (c)
+		return c;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return 0;
+}
+
+/* nft refuses an element that overlaps another of the same address
+ * ("File exists"), as when port_range or the ephemeral range changed
+ * while an earlier job still runs: widens each element of d to the union
+ * of the ranges it overlaps or touches, so those jobs share one. */
+static void
+merge_overlaps(struct nc_elems *d)
+{
+	size_t i = 0, j, k;
+
+	if (d->n > 1)
+		qsort(d->v, d->n, sizeof(d->v[0]), range_cmp);
+	while (i < d->n) {
+		unsigned hi = d->v[i].hi;
+
+		for (j = i + 1; j < d->n && same_addr(&d->v[i], &d->v[j]) &&
+				d->v[j].lo <= hi + 1;
+		     j++)
+			if (d->v[j].hi > hi)
+				hi = d->v[j].hi;
+		for (k = i; k < j; k++) {
+			d->v[k].lo = d->v[i].lo;
+			d->v[k].hi = hi;
+		}
+		i = j;
+	}
+}
+
+/* Adds the owner's element with the rest of the owner's time. */
+static int
+add_owned(struct nc_buf *out, const struct nc_elem *owner, time_t now)
+{
+	time_t left = owner->expires - now;
+
+	if (left < 1)
+		left = 1;
+	if (left > 365L * 86400)
+		left = 365L * 86400;
+	return print_elem(out, "add", owner, (unsigned)left, owner->jobid);
+}
+
 int
 nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
-		  unsigned timeout_s, struct nc_buf *out)
+		  time_t now, struct nc_buf *out)
 {
 	struct nc_elems d = {0};
 	size_t i, j;
@@ -412,8 +492,9 @@ nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
 	for (i = 0; i < desired->n; i++)
 		if (nc_elems_add(&d, &desired->v[i]) < 0)
 			goto out;
-	/* Sorted by key then job: the first of a key is its lowest job. */
-	nc_elems_sort(&d);
+	merge_overlaps(&d);
+	if (d.n > 1)
+		qsort(d.v, d.n, sizeof(d.v[0]), owner_cmp);
 	for (i = 0; i < actual->n; i++) {
 		const struct nc_elem *a = &actual->v[i];
 		size_t k;
@@ -427,15 +508,13 @@ nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
 				goto out;
 			continue;
 		}
-		for (j = k; j < d.n && key_cmp(&d.v[j], a) == 0; j++)
-			if (d.v[j].jobid == a->jobid)
-				break;
-		if (j < d.n && key_cmp(&d.v[j], a) == 0)
+		if (d.v[k].jobid == a->jobid)
 			continue;
-		/* Still needed, but by other jobs: re-tag atomically. */
+		/* Needed, owned by another job (a later one sharing it, or
+		 * the one left when the tagged job ended): re-add with the
+		 * owner's comment and time, atomically. */
 		if (print_elem(out, "delete", a, 0, 0) < 0 ||
-		    print_elem(out, "add", &d.v[k], timeout_s, d.v[k].jobid) <
-			    0)
+		    add_owned(out, &d.v[k], now) < 0)
 			goto out;
 	}
 	for (i = 0; i < d.n; i++) {
@@ -444,14 +523,51 @@ nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
 		for (j = 0; j < actual->n; j++)
 			if (key_cmp(&actual->v[j], &d.v[i]) == 0)
 				break;
-		if (j == actual->n && print_elem(out, "add", &d.v[i], timeout_s,
-						 d.v[i].jobid) < 0)
+		if (j == actual->n && add_owned(out, &d.v[i], now) < 0)
 			goto out;
 	}
 	rv = 0;
 out:
 	nc_elems_free(&d);
 	return rv;
+}
+
+size_t
+nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
+	     unsigned long self, unsigned long *with, size_t maxwith,
+	     size_t *nwith)
+{
+	size_t i, j, k, n = 0;
+
+	*nwith = 0;
+	for (i = 0; i < mine->n; i++) {
+		int shared = 0;
+
+		for (j = 0; j < desired->n; j++) {
+			unsigned long id = desired->v[j].jobid;
+
+			/* Overlapping ranges count: they share one element. */
+			if (id == self ||
+			    !same_addr(&desired->v[j], &mine->v[i]) ||
+			    desired->v[j].lo > mine->v[i].hi + 1 ||
+			    mine->v[i].lo > desired->v[j].hi + 1)
+				continue;
+			shared = 1;
+			/* Insert id into the sorted with[], keeping the
+			 * lowest maxwith. */
+			for (k = 0; k < *nwith && with[k] < id; k++)
+				;
+			if ((k < *nwith && with[k] == id) || k >= maxwith)
+				continue;
+			if (*nwith < maxwith)
+				(*nwith)++;
+			memmove(&with[k + 1], &with[k],
+				(*nwith - 1 - k) * sizeof(*with));
+			with[k] = id;
+		}
+		n += (size_t)shared;
+	}
+	return n;
 }
 
 int
@@ -587,6 +703,7 @@ read_state(int dirfd, const char *name, unsigned long jobid, time_t *expires,
 				el.hi = (unsigned)b;
 			}
 			el.jobid = jobid;
+			el.expires = *expires;
 			if (out->n - first >= STATE_MAX_ELEMS ||
 			    nc_elems_add(out, &el) < 0)
 				goto out;
@@ -599,6 +716,17 @@ out:
 	if (f)
 		fclose(f);
 	return rv;
+}
+
+int
+nc_state_read(int dirfd, unsigned long jobid, struct nc_elems *out)
+{
+	char name[64];
+	time_t expires = 0;
+
+	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0)
+		return -1;
+	return read_state(dirfd, name, jobid, &expires, out);
 }
 
 int

@@ -136,6 +136,102 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	[ "$(elements)" -eq 0 ]
 }
 
+# expires_ms SET ADDR: the milliseconds left to the first of ADDR's
+# elements in SET to expire.
+expires_ms() {
+	on node nft list set inet ddp "$1" | tr ',' '\n' | grep -F "$2 . " |
+		sed -n 's/.* expires \([0-9dhms]*\).*/\1/p' |
+		awk '{ t = 0; s = $0
+			while (match(s, /^[0-9]+(ms|d|h|m|s)/)) {
+				u = substr(s, 1, RLENGTH); s = substr(s, RLENGTH + 1)
+				v = u + 0; sub(/^[0-9]+/, "", u)
+				t += v * (u == "d" ? 86400000 : u == "h" ? 3600000 : u == "m" ? 60000 : u == "s" ? 1000 : 1)
+			}
+			print t }' | sort -n | head -n 1
+}
+
+@test "an element two jobs share lives as long as the later job's opening, and the log says it is shared" {
+	# Jobs 12 and 13 both run on n1 and n2: on n1 both need n2's
+	# element, the same (address, ports) whatever the comment.
+	on node "$repo/prolog/ddp-prolog"
+	sleep 4
+	SLURM_JOB_ID=13 run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *'job 13: opened 0 firewall elements for 1 peer nodes, kept 2 shared with job 12'* ]]
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=13"'* ]]
+	# nft keeps one element: it must not expire with job 12's (4 s
+	# earlier) but with job 13's.
+	local left
+	left=$(expires_ms peers4 10.9.1.2)
+	echo "left $left ms"
+	[ "$left" -gt $((3600 * 1000 - 3000)) ]
+	# Job 12 ends: job 13's peer still reaches the node.
+	on node python3 -c '
+import socket, time
+s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
+time.sleep(30)' >/dev/null 2>&1 3>&- &
+	listener=$!
+	sleep 0.5
+	run on node "$repo/prolog/ddp-epilog"
+	echo "$output"
+	[[ $output == *'job 12: removed 0 firewall elements, kept 2 shared with job 13'* ]]
+	run on node nft list set inet ddp peers4
+	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=13"'* ]]
+	[ "$(connect peer 10.9.1.1 29500)" = open ]
+	[ "$(connect other 10.9.2.1 29500)" = refused ]
+	kill "$listener" 2>/dev/null || true
+	wait "$listener" 2>/dev/null || true
+	# Reconcile with job 13 live keeps it, then without removes it.
+	run on node "$helper" reconcile --grace 0 13
+	[ "$status" -eq 0 ]
+	[ "$(elements)" -eq 2 ]
+	run on node "$helper" reconcile --grace 0
+	[ "$(elements)" -eq 0 ]
+}
+
+@test "the later of two jobs sharing an element ends first: the earlier one keeps it, for its own time left" {
+	on node "$repo/prolog/ddp-prolog"
+	sleep 3
+	SLURM_JOB_ID=13 on node "$repo/prolog/ddp-prolog"
+	run env SLURM_JOB_ID=13 ip netns exec "$ns-node" "$repo/prolog/ddp-epilog"
+	echo "$output"
+	[[ $output == *'job 13: removed 0 firewall elements, kept 2 shared with job 12'* ]]
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=12"'* ]]
+	[[ $output != *'job=13"'* ]]
+	local left
+	left=$(expires_ms peers4 10.9.1.2)
+	echo "left $left ms"
+	[ "$left" -lt $((3600 * 1000 - 2000)) ]
+	[ "$left" -gt $((3600 * 1000 - 10000)) ]
+	on node "$repo/prolog/ddp-epilog"
+	[ "$(elements)" -eq 0 ]
+}
+
+@test "port_range changed while a job runs: the next job's overlapping ranges merge, no drain, each epilog leaves the other's" {
+	on node "$repo/prolog/ddp-prolog"
+	echo "port_range = 29500-30999" >>"$DDP_CONF"
+	SLURM_JOB_ID=13 run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/scontrol.log" ]
+	[[ $output == *'kept 2 shared with job 12'* ]]
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output == *'10.9.1.2 . 29400-30999 '*'comment "job=13"'* ]]
+	SLURM_JOB_ID=13 on node "$repo/prolog/ddp-epilog"
+	run on node nft list set inet ddp peers4
+	echo "$output"
+	[[ $output == *'10.9.1.2 . 29400-29999 '*'comment "job=12"'* ]]
+	[[ $output != *30999* ]]
+	on node "$repo/prolog/ddp-epilog"
+	[ "$(elements)" -eq 0 ]
+}
+
 @test "5 concurrent prologs and epilogs leave no element, state or lock" {
 	local pids=() j
 	for j in 21 22 23 24 25; do

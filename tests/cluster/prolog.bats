@@ -109,6 +109,38 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 	kill "$listener" 2>/dev/null || true
 }
 
+@test "two jobs on the same nodes: the first one's end leaves the second one's peer open" {
+	local a b listener
+	# Same nodes, same ports: on node1 both need the same element.
+	a=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
+	b=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
+	wait_state "$a" RUNNING
+	wait_state "$b" RUNNING
+	wait_elements node1 "$b"
+	mc_exec node1 -- python3 -c '
+import socket, time
+s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
+time.sleep(40)' >/dev/null 2>&1 3>&- &
+	listener=$!
+	sleep 0.5
+	mc_run -- scancel "$a"
+	wait_gone "$a"
+	sleep 1
+	[ "$(elements node1 "$a")" -eq 0 ]
+	[ "$(elements node1 "$b")" -ge 1 ]
+	run connect node2 node1 29500
+	show
+	[ "$output" = open ]
+	mc_run -- scancel "$b"
+	wait_gone "$b"
+	sleep 1
+	[ "$(elements node1)" -eq 0 ]
+	run connect node2 node1 29500
+	show
+	[ "$output" = refused ]
+	kill "$listener" 2>/dev/null || true
+}
+
 @test "shared dir is the user's, mode 0700, during the job; scratch gone after" {
 	run mc_run --user ddptest -- srun -N2 -w 'node[1-2]' bash -c \
 		'stat -c "%U %a" "'"$st"'/shared/ddptest/$SLURM_JOB_ID" "'"$st"'/scratch/$SLURM_JOB_ID"; echo "job $SLURM_JOB_ID"'

@@ -5,6 +5,7 @@
  * sane elements that survive a listing round trip and a sync script.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -34,6 +35,57 @@ relist(const struct nc_elems *e, int family, struct nc_buf *b)
 			return -1;
 	}
 	return nc_buf_printf(b, " }\n\t}\n}\n");
+}
+
+/* Checks the elements a sync script adds for desired (none there yet):
+ * per address, ranges that neither overlap nor touch (nft would refuse
+ * them), covering every desired element's ports. */
+static void
+check_adds(const struct nc_elems *desired, const char *script)
+{
+	struct nc_elems added = {0};
+	const char *p = script;
+	size_t i, j;
+
+	while (p && (p = strstr(p, "add element inet ddp ")) != NULL) {
+		struct nc_elem el;
+		char set[16], addr[64];
+		unsigned lo, hi;
+		int n;
+
+		memset(&el, 0, sizeof(el));
+		n = sscanf(p, "add element inet ddp %15s { %63s . %u-%u", set,
+			   addr, &lo, &hi);
+		if (n == 3)
+			hi = lo;
+		else if (n != 4)
+			__builtin_trap();
+		if (strlen(addr) >= sizeof(el.addr))
+			__builtin_trap();
+		memcpy(el.addr, addr, strlen(addr) + 1);
+		el.lo = lo;
+		el.hi = hi;
+		if (nc_elems_add(&added, &el) < 0)
+			goto out;
+		p++;
+	}
+	for (i = 0; i < added.n; i++)
+		for (j = i + 1; j < added.n; j++)
+			if (strcmp(added.v[i].addr, added.v[j].addr) == 0 &&
+			    added.v[i].lo <= added.v[j].hi + 1 &&
+			    added.v[j].lo <= added.v[i].hi + 1)
+				__builtin_trap();
+	for (i = 0; i < desired->n; i++) {
+		for (j = 0; j < added.n; j++)
+			if (strcmp(added.v[j].addr, desired->v[i].addr) == 0 &&
+			    added.v[j].lo <= desired->v[i].lo &&
+			    desired->v[i].hi <= added.v[j].hi)
+				break;
+		if (j == added.n)
+			__builtin_trap();
+	}
+out:
+	nc_elems_free(&added);
 }
 
 int
@@ -79,9 +131,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				__builtin_trap();
 	}
 	/* No live job: every tagged element is deleted, nothing added. */
-	if (nc_fw_sync_script(&got, &none, 60, &script) == 0 && script.s &&
+	if (nc_fw_sync_script(&got, &none, 0, &script) == 0 && script.s &&
 	    strstr(script.s, "timeout"))
 		__builtin_trap();
+	/* Every listed element needed by its job, none there: overlapping
+	 * ranges of one address merge, all ports stay covered. */
+	nc_buf_free(&script);
+	if (nc_fw_sync_script(&none, &got, 0, &script) == 0)
+		check_adds(&got, script.s);
 out:
 	nc_elems_free(&got);
 	nc_elems_free(&again);

@@ -171,49 +171,157 @@ test_listing(void)
 static void
 test_sync(void)
 {
-	struct nc_elems actual = {0}, desired = {0};
+	struct nc_elems actual = {0}, desired = {0}, mine = {0};
 	struct nc_elem a = elem(AF_INET, "10.0.0.2", 29400, 29999, 12);
 	struct nc_elem b = elem(AF_INET, "10.0.0.3", 29400, 29999, 12);
 	struct nc_elem c = elem(AF_INET, "10.0.0.4", 29400, 29999, 0);
 	struct nc_elem d = elem(AF_INET6, "fd00::5", 100, 200, 14);
 	struct nc_elem a13 = a, a20 = a;
 	struct nc_buf s = {0};
+	time_t now = 1000000;
+	unsigned long with[2];
+	size_t nwith;
 
 	a13.jobid = 13;
+	a13.expires = now + 3000;
 	a20.jobid = 20;
+	a20.expires = now + 2000;
+	d.expires = now + 3600;
 	nc_elems_add(&actual, &a);
 	nc_elems_add(&actual, &b);
 	nc_elems_add(&actual, &c);
 	nc_elems_add(&desired, &a20);
 	nc_elems_add(&desired, &a13);
 	nc_elems_add(&desired, &d);
-	tap_ok(nc_fw_sync_script(&actual, &desired, 3600, &s) == 0, "sync");
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0, "sync");
 	tap_ok(strstr(s.s, "add element inet ddp peers4 { 10.0.0.3 . "
 			   "29400-29999 }\ndelete element inet ddp peers4 { "
 			   "10.0.0.3 . 29400-29999 }\n") != NULL,
 	       "element no job needs: idempotent delete");
 	tap_ok(strstr(s.s, "delete element inet ddp peers4 { 10.0.0.2 . "
 			   "29400-29999 }\nadd element inet ddp peers4 { "
-			   "10.0.0.2 . 29400-29999 timeout 3600s comment "
+			   "10.0.0.2 . 29400-29999 timeout 3000s comment "
 			   "\"job=13\" }\n") != NULL,
-	       "element still needed re-tagged with its lowest job");
+	       "element still needed re-tagged with the job expiring last, "
+	       "for its remaining time");
 	tap_ok(strstr(s.s, "add element inet ddp peers6 { fd00::5 . 100-200 "
 			   "timeout 3600s comment \"job=14\" }\n") != NULL,
 	       "missing element added");
 	tap_ok(strstr(s.s, "10.0.0.4") == NULL, "untagged element untouched");
 	nc_buf_free(&s);
 
-	/* Already in sync: nothing to do. */
-	desired.n = 0;
-	nc_elems_add(&desired, &a);
+	/* Job 13 holds the element; job 21 starts later on the same peer:
+	 * nft keeps one element, which must now last as long as job 21's
+	 * opening, and carry its comment. */
 	actual.n = 0;
-	nc_elems_add(&actual, &a);
-	tap_ok(nc_fw_sync_script(&actual, &desired, 3600, &s) == 0 &&
-		       s.len == 0,
-	       "in sync: empty script");
+	nc_elems_add(&actual, &a13);
+	desired.n = 0;
+	nc_elems_add(&desired, &a13);
+	a20.jobid = 21;
+	a20.expires = now + 7200;
+	nc_elems_add(&desired, &a20);
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
+		       strcmp(s.s, "delete element inet ddp peers4 { "
+				   "10.0.0.2 . 29400-29999 }\nadd element "
+				   "inet ddp peers4 { 10.0.0.2 . 29400-29999 "
+				   "timeout 7200s comment \"job=21\" }\n") == 0,
+	       "a later job sharing the element extends it, re-tagged");
 	nc_buf_free(&s);
+	actual.n = 0;
+	nc_elems_add(&actual, &a20);
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.len == 0,
+	       "owned by the job expiring last: nothing to do");
+	/* Job 21 ends first (its epilog): job 13 still needs it. */
+	desired.n = 0;
+	nc_elems_add(&desired, &a13);
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
+		       strstr(s.s, "comment \"job=13\"") &&
+		       strstr(s.s, "timeout 3000s") &&
+		       strstr(s.s, "delete element") == s.s,
+	       "the first job to end leaves the element to the other");
+	nc_buf_free(&s);
+	/* Same expiry: the highest job id owns it. */
+	a20.expires = a13.expires;
+	nc_elems_add(&desired, &a20);
+	actual.n = 0;
+	nc_elems_add(&actual, &a13);
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
+		       strstr(s.s, "comment \"job=21\"") != NULL,
+	       "same expiry: the highest job id owns the element");
+	nc_buf_free(&s);
+	/* An owner past its expiry still gets a positive timeout. */
+	desired.n = 0;
+	a13.expires = now - 5;
+	nc_elems_add(&desired, &a13);
+	actual.n = 0;
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
+		       strstr(s.s, "timeout 1s") != NULL,
+	       "timeout at least 1 s");
+	nc_buf_free(&s);
+
+	/* Overlapping ranges of one address (port_range changed while job
+	 * 13 runs): nft refuses the second, so they merge into one. */
+	desired.n = 0;
+	a13.expires = now + 3000;
+	nc_elems_add(&desired, &a13);
+	a20 = elem(AF_INET, "10.0.0.2", 29500, 30999, 21);
+	a20.expires = now + 7200;
+	nc_elems_add(&desired, &a20);
+	a20 = elem(AF_INET, "10.0.0.2", 31000, 31000, 22);
+	a20.expires = now + 10;
+	nc_elems_add(&desired, &a20);
+	a20 = elem(AF_INET, "10.0.0.9", 29500, 30999, 23);
+	a20.expires = now + 10;
+	nc_elems_add(&desired, &a20);
+	actual.n = 0;
+	nc_elems_add(&actual, &a13);
+	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
+		       strstr(s.s, "add element inet ddp peers4 { 10.0.0.2 . "
+				   "29400-29999 }\ndelete element") == s.s &&
+		       strstr(s.s, "add element inet ddp peers4 { 10.0.0.2 . "
+				   "29400-31000 timeout 7200s comment "
+				   "\"job=21\" }\n") &&
+		       strstr(s.s, "10.0.0.9 . 29500-30999 timeout 10s") &&
+		       !strstr(s.s, "29500-30999 timeout 7200s"),
+	       "overlapping or touching ranges of one address merge into one "
+	       "element, owned by the job expiring last");
+	nc_buf_free(&s);
+	mine.n = 0;
+	nc_elems_add(&mine, &a13);
+	tap_ok(nc_fw_shared(&mine, &desired, 13, with, 2, &nwith) == 1 &&
+		       nwith == 1 && with[0] == 21,
+	       "shared: overlapping ranges count");
+	mine.n = 0;
+	a20 = a13;
+	a20.jobid = 21;
+
+	/* Which of a job's elements others share, and with whom. */
+	desired.n = 0;
+	a13.expires = now + 3000;
+	nc_elems_add(&desired, &a13);
+	nc_elems_add(&desired, &a20);
+	a20.jobid = 7;
+	nc_elems_add(&desired, &a20);
+	a20.jobid = 30;
+	nc_elems_add(&desired, &a20);
+	nc_elems_add(&desired, &d);
+	nc_elems_add(&mine, &a13);
+	b.jobid = 13;
+	nc_elems_add(&mine, &b);
+	tap_ok(nc_fw_shared(&mine, &desired, 13, with, 2, &nwith) == 1 &&
+		       nwith == 2 && with[0] == 7 && with[1] == 21,
+	       "shared: one element, the lowest other jobs listed");
+	tap_ok(nc_fw_shared(&mine, &desired, 99, with, 2, &nwith) == 1 &&
+		       nwith == 2 && with[0] == 7 && with[1] == 13,
+	       "shared: an element of the job itself counts for others");
+	desired.n = 0;
+	nc_elems_add(&desired, &d);
+	tap_ok(nc_fw_shared(&mine, &desired, 13, with, 2, &nwith) == 0 &&
+		       nwith == 0,
+	       "shared: none");
 	nc_elems_free(&actual);
 	nc_elems_free(&desired);
+	nc_elems_free(&mine);
 }
 
 static void
@@ -247,6 +355,8 @@ test_state(void)
 	tap_ok(faccessat(dfd, "job.7", F_OK, 0) < 0,
 	       "expired state file removed");
 	nc_elems_sort(&got);
+	tap_ok(got.n == 4 && got.v[0].expires == now + 100,
+	       "elements carry their job's expiry");
 	tap_ok(got.n == 4 && got.v[0].jobid == 5 && got.v[1].jobid == 6 &&
 		       strcmp(got.v[2].addr, "fd00::2") == 0 &&
 		       got.v[2].lo == 32768,
@@ -268,6 +378,12 @@ test_state(void)
 		       strstr(err, "job.9") && got.n == 2 &&
 		       faccessat(dfd, "job.9", F_OK, 0) < 0,
 	       "malformed state reported and removed");
+	got.n = 0;
+	tap_ok(nc_state_read(dfd, 6, &got) == 0 && got.n == 2 &&
+		       got.v[0].jobid == 6 && got.v[0].expires == now + 100,
+	       "one job's state read");
+	tap_ok(nc_state_read(dfd, 5, &got) < 0 && got.n == 2,
+	       "a missing job's state: -1, nothing appended");
 	tap_ok(nc_state_remove(dfd, 6, err, sizeof(err)) == 0 &&
 		       nc_state_remove(dfd, 6, err, sizeof(err)) == 0,
 	       "state removal idempotent");
