@@ -56,7 +56,8 @@ struct ddp_srun_req {
 	long ntasks;	      /* -1: not given */
 	long nodes;	      /* minimum node count, -1: not given */
 	long gpus_per_node;   /* -1: unknown */
-	long gpus;	      /* total GPUs (-G/--gpus), -1: not given */
+	long gpus;	      /* total over all nodes (-G/--gpus), -1: not
+				 given */
 	int per_task_gpus;    /* --gpus-per-task / --ntasks-per-gpu given */
 	int help;	      /* --help/--usage/--version/--test-only */
 	int ddp;	      /* a literal --ddp (or --ddp-check other than
@@ -68,8 +69,12 @@ struct ddp_srun_req {
  * req from --ntasks-per-node, -n/--ntasks, -N/--nodes, --gpus-per-node,
  * --gres=gpu..., -G/--gpus, --gpus-per-task and --ntasks-per-gpu, then
  * from the matching SLURM_* input variables that getenv_fn returns (srun
- * reads those too; the command line wins). Returns 0, or -1 with err when
- * a value this plugin needs is malformed.
+ * reads those too; the command line wins). -G/--gpus is a total over the
+ * nodes (up to 65535 x DDP_GPU_MAX); with a node count it gives the GPUs
+ * per node when it divides evenly. Returns 0, or -1 with err naming the
+ * option (or variable) when a value this plugin needs is malformed, or
+ * asks for more than DDP_GPU_MAX GPUs on one node (--gpus-per-node,
+ * --gres, or -G's rounded-up share of the nodes).
  */
 int ddp_srun_scan(int argc, char *const *argv,
 		  const char *(*getenv_fn)(const char *),
