@@ -368,8 +368,10 @@ note_option(const char *name, size_t len, const char *val,
 				return -1;
 			return too_many_per_node(what, v, err, errlen);
 		}
-		if (rc == 0 && v >= 0)
+		if (rc == 0 && v >= 0) {
 			req->gpus_per_node = v;
+			req->per_node_gpus = 1;
+		}
 	} else if (!strcmp(opt, "gpus") || !strcmp(opt, "G")) {
 		rc = parse_gpu_count(val, GPUS_TOTAL_MAX, &v);
 		req->gpus = v;
@@ -404,8 +406,8 @@ ddp_srun_scan(int argc, char *const *argv,
 		{"SLURM_GPUS_PER_TASK", "gpus-per-task"},
 		{"SLURM_NTASKS_PER_GPU", "ntasks-per-gpu"},
 	};
-	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0, 0};
-	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0, 0};
+	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
+	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
 	size_t k;
 	int i;
 
@@ -466,6 +468,7 @@ ddp_srun_scan(int argc, char *const *argv,
 		req->nodes = env.nodes;
 	if (req->gpus_per_node < 0 && req->gpus < 0) {
 		req->gpus_per_node = env.gpus_per_node;
+		req->per_node_gpus = env.per_node_gpus;
 		req->gpus = env.gpus;
 	}
 	req->per_task_gpus |= env.per_task_gpus;
@@ -487,6 +490,12 @@ ddp_srun_scan(int argc, char *const *argv,
 			req->gpus_per_node = most;
 	}
 	return 0;
+}
+
+int
+ddp_srun_alloc_gpus_conflict(const struct ddp_srun_req *cmd)
+{
+	return !cmd->per_node_gpus && (cmd->gpus >= 0 || cmd->per_task_gpus);
 }
 
 int

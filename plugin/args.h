@@ -62,6 +62,8 @@ struct ddp_srun_req {
 	int help;	      /* --help/--usage/--version/--test-only */
 	int ddp;	      /* a literal --ddp (or --ddp-check other than
 				 off) before the program */
+	int per_node_gpus;    /* --gpus-per-node or --gres=gpu given, not
+				 derived from -G */
 };
 
 /*
@@ -79,6 +81,20 @@ struct ddp_srun_req {
 int ddp_srun_scan(int argc, char *const *argv,
 		  const char *(*getenv_fn)(const char *),
 		  struct ddp_srun_req *req, char *err, size_t errlen);
+
+/*
+ * Whether srun must not take SLURM_GPUS_PER_NODE from its environment for
+ * the request cmd, scanned from the command line alone (getenv_fn NULL):
+ * cmd asks for GPUs as a total (-G/--gpus) or per task (--gpus-per-task,
+ * --ntasks-per-gpu) and not per node. salloc and sbatch export the
+ * allocation's --gpus-per-node as SLURM_GPUS_PER_NODE, and srun adds it to
+ * such a step, which then holds every GPU the allocation has on each node
+ * (TresPerNode=gres:gpu:8 beside TresPerTask=gres:gpu:1): per task on
+ * 22.05, 24.11 and 26.05, with -G on 22.05. Every rank would see them all.
+ * --gpus-per-node or --gres=gpu on the command line replaces the variable
+ * in srun itself. Returns 1 or 0.
+ */
+int ddp_srun_alloc_gpus_conflict(const struct ddp_srun_req *cmd);
 
 /*
  * Decides what --ddp does with req. Returns 1 for node mode with *per_node

@@ -64,6 +64,28 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	[ "$(field LOCAL_RANK | sort -n | tr '\n' ' ')" = "0 1 2 3 " ]
 }
 
+# salloc exports the allocation's SLURM_GPUS_PER_NODE, which srun adds to
+# a step asking for --gpus-per-task (and, on 22.05, -G): that step would
+# hold all the node's GPUs (SLURM_GPUS_ON_NODE=4) and every rank would see
+# them.
+@test "inside salloc --gpus-per-node=4, -G 2 and --gpus-per-task=1 --ddp steps hold and show only their 2 GPUs" {
+	# shellcheck disable=SC2016 # expanded in the allocation and the ranks
+	run mc_run -- salloc -N1 --exclusive --gpus-per-node=4 bash -c '
+		srun -N1 -G 2 --ddp --ddp-verbose bash -c "echo A RANK=\$RANK CVD=\$CUDA_VISIBLE_DEVICES ON=\$SLURM_GPUS_ON_NODE"
+		srun -N1 -n2 --gpus-per-task=1 --ddp bash -c "echo B RANK=\$RANK CVD=\$CUDA_VISIBLE_DEVICES ON=\$SLURM_GPUS_ON_NODE"
+		srun -N1 -n2 --gpus-per-node=3 --ddp bash -c "echo C RANK=\$RANK CVD=\$CUDA_VISIBLE_DEVICES ON=\$SLURM_GPUS_ON_NODE"
+		echo "D SLURM_GPUS_PER_NODE=$SLURM_GPUS_PER_NODE"'
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -c '^A RANK=[01] CVD=0,1 ON=2$')" -eq 2 ]
+	[ "$(printf '%s\n' "$output" | grep -c '^B RANK=[01] CVD=0,1 ON=2$')" -eq 2 ]
+	[[ $output == *"not giving this step the allocation's SLURM_GPUS_PER_NODE=4"* ]]
+	# A per-node count of its own keeps srun's meaning; the allocation's
+	# shell keeps its variable.
+	[ "$(printf '%s\n' "$output" | grep -c '^C RANK=[01] CVD=0,1,2 ON=3$')" -eq 2 ]
+	[[ $output == *"D SLURM_GPUS_PER_NODE=4"* ]]
+}
+
 @test "task mode: --ntasks-per-node=2 gives 4 ranks with LOCAL_WORLD_SIZE 2" {
 	run mc_run -- srun --nodes=2 --ntasks-per-node=2 --ddp bash -c "$vars"
 	show

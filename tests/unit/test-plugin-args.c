@@ -264,6 +264,39 @@ main(void)
 			    strstr(scan_err, "more than the 256 per node"),
 		    "scan: --gpus-per-node=300 is refused naming the limit"))
 		tap_diag("%s", scan_err);
+	/* The command line alone (no getenv) decides whether srun must not
+	 * add the allocation's SLURM_GPUS_PER_NODE. */
+	{
+		static const struct {
+			const char *line;
+			int conflict;
+		} c[] = {
+			{"srun -N1 --gpus=2 --ddp ./t", 1},
+			{"srun -G 2 --ddp ./t", 1},
+			{"srun -n2 --gpus-per-task=1 --ddp ./t", 1},
+			{"srun -n4 --ntasks-per-gpu=2 --ddp ./t", 1},
+			{"srun -G 2 --gpus-per-node=2 --ddp ./t", 0},
+			{"srun --gres=gpu:2 -n2 --gpus-per-task=1 ./t", 0},
+			{"srun --gpus-per-node=2 --ddp ./t", 0},
+			{"srun -N2 --ntasks-per-node=2 --ddp ./t", 0},
+			{"srun -N1 ./t -G 2", 0},
+		};
+		size_t i;
+		int ok = 1;
+
+		/* fake_env is still empty here: the command line alone. */
+		for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+			if (scan(&r, c[i].line) < 0 ||
+			    ddp_srun_alloc_gpus_conflict(&r) != c[i].conflict) {
+				tap_diag("%s: want %d", c[i].line,
+					 c[i].conflict);
+				ok = 0;
+			}
+		}
+		tap_ok(ok,
+		       "alloc GPUs: -G and per-task GPUs without a per-node "
+		       "count must not get SLURM_GPUS_PER_NODE");
+	}
 	tap_ok(scan(&r, "srun --gres=gpu:a100:200,gpu:v100:100 ./t") < 0 &&
 		       strstr(scan_err, "--gres=gpu:a100:200,gpu:v100:100") &&
 		       strstr(scan_err, "300 GPUs on one node"),
