@@ -224,14 +224,14 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	local conf orig s1 o1 s2 o2
 	conf=$(mc_state)/etc/plugstack.conf
 	orig=$(cat "$conf")
-	echo "$orig port_range=40000-40100" >"$conf"
+	echo "$orig port_range=40000-40100" | put_conf "$conf"
 	run mc_run -- srun -N1 --ddp --ntasks-per-node=1 echo launched
 	s1=$status o1=$output
-	echo "$orig colour=blue" >"$conf"
+	echo "$orig colour=blue" | put_conf "$conf"
 	run mc_run -- srun -N1 --ntasks-per-node=1 --ddp echo launched
 	s2=$status o2=$output
 	run mc_run -- srun -N1 --ntasks-per-node=1 echo launched
-	echo "$orig" >"$conf"
+	echo "$orig" | put_conf "$conf"
 	printf '%s\n' "$o1" "$o2" "$output" >&2
 	[ "$s1" -ne 0 ]
 	[[ $o1 == *"port_range 40000-40100 overlaps"* ]]
@@ -252,7 +252,7 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	# sbatch --ddp is refused before anything is queued.
 	echo "port_range = 29400-29999x" >>"$conf"
 	run mc_run -- sbatch --ddp -N1 -o /dev/null --wrap true
-	printf '%s\n' "$orig" >"$conf"
+	printf '%s\n' "$orig" | put_conf "$conf"
 	show
 	[ "$status" -ne 0 ]
 	[[ $output == *"$conf:$line: port_range: invalid value '29400-29999x'"*"--ddp cannot run"* ]]
@@ -266,7 +266,7 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 		srun -N2 --ntasks-per-node=1 --ddp echo launched; echo "ddp=$?"
 		printf "%s\n" "$2" >"$1"' _ "$conf" "$orig"
 	out=$output
-	printf '%s\n' "$orig" >"$conf"
+	printf '%s\n' "$orig" | put_conf "$conf"
 	printf '%s\n' "$out" >&2
 	[[ $out == *"plain=0"* ]]
 	[ "$(grep -cE '^node[12]$' <<<"$out")" -eq 2 ]
@@ -283,13 +283,13 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	[ "$(grep -c 'NCCL=unset/unset ' <<<"$output")" -eq 4 ]
 	conf=$(mc_state)/etc/ddp.conf
 	orig=$(cat "$conf")
-	printf '%s\n' "$orig" "nccl_socket_ifname = =eth0" >"$conf"
+	printf '%s\n' "$orig" "nccl_socket_ifname = =eth0" | put_conf "$conf"
 	run mc_run -- srun -N2 --ntasks-per-node=2 --ddp printenv NCCL_SOCKET_IFNAME
 	s1=$status o1=$output
-	printf '%s\n' "$orig" "nccl_socket_ifname = =ib0,ib1" >"$conf"
+	printf '%s\n' "$orig" "nccl_socket_ifname = =ib0,ib1" | put_conf "$conf"
 	run mc_run -- srun -N2 --ntasks-per-node=1 --ddp echo launched
 	s2=$status o2=$output
-	printf '%s\n' "$orig" >"$conf"
+	printf '%s\n' "$orig" | put_conf "$conf"
 	printf '%s\n' "$o1" "$o2" >&2
 	[ "$s1" -eq 0 ]
 	[ "$(grep -cx '=eth0' <<<"$o1")" -eq 4 ]
@@ -317,7 +317,7 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	rm -rf "$alt"
 	mkdir -m 1777 "$alt"
 	# A root the prolog never used: the plugin alone decides.
-	echo "$orig shared_root=$alt" >"$conf"
+	echo "$orig shared_root=$alt" | put_conf "$conf"
 	run mc_run --user ddptest -- salloc -N1 bash -c '
 		a=$1 j=$SLURM_JOB_ID
 		try() { srun -n1 --ddp printenv DDP_SHARED_DIR; echo "$1=$?"; }
@@ -336,7 +336,7 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	chown nobody "$alt/ddptest"
 	run mc_run --user ddptest -- salloc -N1 bash -c \
 		'srun -n1 --ddp printenv DDP_SHARED_DIR; echo "squat=$?"'
-	echo "$orig" >"$conf"
+	echo "$orig" | put_conf "$conf"
 	rm -rf "$alt"
 	printf '%s\n' "$out" "$output" >&2
 	[[ $out == *"$alt/ddptest has owner uid $(id -u ddptest), mode 0755, but a job directory must be owned by the job's user"*"chmod 0700"* ]]

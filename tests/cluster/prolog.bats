@@ -272,7 +272,7 @@ has_state() {
 	# Restore the share in node3 and the configuration before asserting.
 	mc_exec node3 -- mount --bind "$st/nodes/node3/held-shared" "$st/shared"
 	mc_exec node3 -- umount "$st/nodes/node3/held-shared"
-	cp "$BATS_FILE_TMPDIR/ddp.conf.saved" "$conf"
+	put_conf "$conf" <"$BATS_FILE_TMPDIR/ddp.conf.saved"
 	echo "reason: $reason" >&2
 	[ "$reason" = "ddp: $st/shared not mounted" ]
 	run mc_run -- sinfo -h -n node3 -o '%T'
