@@ -64,8 +64,12 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 	[ -n "$killed" ]
 	echo "# step ended $(awk -v a="$killed" -v b="$end" 'BEGIN { printf "%.2f", b - a }') s after the kill" >&3
 	awk -v a="$killed" -v b="$end" -v t=$timeout 'BEGIN { exit !(b - a < t + 5) }'
-	# The three survivors say which rank died and where.
-	[ "$(printf '%s\n' "$output" | grep -c 'communication failed: .*lost rank 2 (node2)')" -eq 3 ]
+	# The three survivors say which rank died and where (the second of
+	# the two nodes Slurm chose).
+	local host
+	host=$(printf '%s\n' "$output" | sed -n 's/^train: rank 2 on \(node[0-9]*\):.*/\1/p')
+	[ -n "$host" ]
+	[ "$(printf '%s\n' "$output" | grep -c "communication failed: .*lost rank 2 ($host)")" -eq 3 ]
 	[ "$(printf '%s\n' "$output" | grep -c 'params_crc=')" -eq 0 ]
 }
 
