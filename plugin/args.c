@@ -236,13 +236,32 @@ takes_arg(const char *name, size_t len)
 	return 0;
 }
 
-/* "[type:]N" as in --gpus-per-node and -G. */
+/* Most GPUs -G/--gpus may ask for in all: DDP_GPU_MAX on each of the most
+ * nodes srun takes. The per-node bound is checked once the node count is
+ * known (ddp_srun_scan). */
+#define GPUS_TOTAL_MAX (65535L * DDP_GPU_MAX)
+
+/* "[type:]N" as in --gpus-per-node and -G, N at most max. */
 static int
-parse_gpu_count(const char *v, long *out)
+parse_gpu_count(const char *v, long max, long *out)
 {
 	const char *c = strrchr(v, ':');
 
-	return ddp_parse_long(c ? c + 1 : v, 0, DDP_GPU_MAX, out);
+	return ddp_parse_long(c ? c + 1 : v, 0, max, out);
+}
+
+/* A per-node GPU count above what one node's GPU lists can hold. */
+static int
+too_many_per_node(const char *what, long n, char *err, size_t errlen)
+{
+	char v[32];
+
+	if (ddp_fmt(v, sizeof(v), "%ld", n) < 0)
+		return -1;
+	return ddp_errf(err, errlen,
+			"%.80s: %s GPUs on one node, more than the %d per node "
+			"--ddp handles",
+			what, v, DDP_GPU_MAX);
 }
 
 /* The GPUs in a --gres list ("gpu:4", "gpu:a100:2,nic:1", "gpu"). */
@@ -268,7 +287,7 @@ parse_gres(const char *v, long *out)
 			long n = 1;
 
 			if (c && c[1] >= '0' && c[1] <= '9' &&
-			    ddp_parse_long(c + 1, 0, DDP_GPU_MAX, &n) < 0)
+			    ddp_parse_long(c + 1, 0, GPUS_TOTAL_MAX, &n) < 0)
 				return -1;
 			total = (total < 0 ? 0 : total) + n;
 		}
@@ -325,14 +344,25 @@ note_option(const char *name, size_t len, const char *val,
 
 		rc = ddp_parse_long_prefix(val, 1, 65535, &v, &end);
 		req->nodes = v;
-	} else if (!strcmp(opt, "gpus-per-node")) {
-		rc = parse_gpu_count(val, &v);
-		req->gpus_per_node = v;
+	} else if (!strcmp(opt, "gpus-per-node") || !strcmp(opt, "gres")) {
+		char what[96];
+
+		v = -1;
+		rc = opt[1] == 'r' ? parse_gres(val, &v)
+				   : parse_gpu_count(val, GPUS_TOTAL_MAX, &v);
+		if (rc == 0 && v > DDP_GPU_MAX) {
+			if (ddp_fmt(what, sizeof(what), "--%s=%.40s", opt,
+				    val) < 0)
+				return -1;
+			return too_many_per_node(what, v, err, errlen);
+		}
+		if (rc == 0 && v >= 0) {
+			req->gpus_per_node = v;
+			req->per_node_gpus = 1;
+		}
 	} else if (!strcmp(opt, "gpus") || !strcmp(opt, "G")) {
-		rc = parse_gpu_count(val, &v);
+		rc = parse_gpu_count(val, GPUS_TOTAL_MAX, &v);
 		req->gpus = v;
-	} else if (!strcmp(opt, "gres")) {
-		rc = parse_gres(val, &req->gpus_per_node);
 	} else if (!strcmp(opt, "gpus-per-task") ||
 		   !strcmp(opt, "ntasks-per-gpu")) {
 		req->per_task_gpus = 1;
@@ -341,9 +371,9 @@ note_option(const char *name, size_t len, const char *val,
 	}
 	if (rc < 0)
 		return ddp_errf(err, errlen,
-				"--%.40s=%.40s: not a count this plugin "
+				"%s%.40s=%.40s: not a count this plugin "
 				"understands",
-				opt, val);
+				opt[1] ? "--" : "-", opt, val);
 	return 0;
 }
 
@@ -364,8 +394,8 @@ ddp_srun_scan(int argc, char *const *argv,
 		{"SLURM_GPUS_PER_TASK", "gpus-per-task"},
 		{"SLURM_NTASKS_PER_GPU", "ntasks-per-gpu"},
 	};
-	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0, 0};
-	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0, 0};
+	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
+	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
 	size_t k;
 	int i;
 
@@ -408,11 +438,14 @@ ddp_srun_scan(int argc, char *const *argv,
 
 		if (v && *v &&
 		    note_option(envs[k].opt, strlen(envs[k].opt), v, &env, err,
-				errlen) < 0)
-			return ddp_errf(err, errlen,
-					"%s=%.40s: not a count this plugin "
-					"understands",
-					envs[k].env, v);
+				errlen) < 0) {
+			char why[DDP_ERR_LEN];
+
+			/* Name the variable, keep the reason. */
+			ddp_fmt(why, sizeof(why), "%s", err);
+			return ddp_errf(err, errlen, "%s=%.40s: %s",
+					envs[k].env, v, why);
+		}
 	}
 	*req = cmd;
 	if (req->ntasks_per_node < 0)
@@ -423,13 +456,34 @@ ddp_srun_scan(int argc, char *const *argv,
 		req->nodes = env.nodes;
 	if (req->gpus_per_node < 0 && req->gpus < 0) {
 		req->gpus_per_node = env.gpus_per_node;
+		req->per_node_gpus = env.per_node_gpus;
 		req->gpus = env.gpus;
 	}
 	req->per_task_gpus |= env.per_task_gpus;
-	if (req->gpus_per_node < 0 && req->gpus >= 0 && req->nodes > 0 &&
-	    req->gpus % req->nodes == 0)
-		req->gpus_per_node = req->gpus / req->nodes;
+	if (req->gpus_per_node < 0 && req->gpus >= 0 && req->nodes > 0) {
+		/* -G is a total over the nodes: Slurm puts at least the
+		 * rounded-up share on some node. */
+		long most = (req->gpus + req->nodes - 1) / req->nodes;
+
+		if (most > DDP_GPU_MAX) {
+			char what[96];
+
+			if (ddp_fmt(what, sizeof(what),
+				    "-G/--gpus=%ld over %ld nodes", req->gpus,
+				    req->nodes) < 0)
+				return -1;
+			return too_many_per_node(what, most, err, errlen);
+		}
+		if (req->gpus % req->nodes == 0)
+			req->gpus_per_node = most;
+	}
 	return 0;
+}
+
+int
+ddp_srun_alloc_gpus_conflict(const struct ddp_srun_req *cmd)
+{
+	return !cmd->per_node_gpus && (cmd->gpus >= 0 || cmd->per_task_gpus);
 }
 
 int

@@ -56,11 +56,14 @@ struct ddp_srun_req {
 	long ntasks;	      /* -1: not given */
 	long nodes;	      /* minimum node count, -1: not given */
 	long gpus_per_node;   /* -1: unknown */
-	long gpus;	      /* total GPUs (-G/--gpus), -1: not given */
+	long gpus;	      /* total over all nodes (-G/--gpus), -1: not
+				 given */
 	int per_task_gpus;    /* --gpus-per-task / --ntasks-per-gpu given */
 	int help;	      /* --help/--usage/--version/--test-only */
 	int ddp;	      /* a literal --ddp (or --ddp-check other than
 				 off) before the program */
+	int per_node_gpus;    /* --gpus-per-node or --gres=gpu given, not
+				 derived from -G */
 };
 
 /*
@@ -68,12 +71,30 @@ struct ddp_srun_req {
  * req from --ntasks-per-node, -n/--ntasks, -N/--nodes, --gpus-per-node,
  * --gres=gpu..., -G/--gpus, --gpus-per-task and --ntasks-per-gpu, then
  * from the matching SLURM_* input variables that getenv_fn returns (srun
- * reads those too; the command line wins). Returns 0, or -1 with err when
- * a value this plugin needs is malformed.
+ * reads those too; the command line wins). -G/--gpus is a total over the
+ * nodes (up to 65535 x DDP_GPU_MAX); with a node count it gives the GPUs
+ * per node when it divides evenly. Returns 0, or -1 with err naming the
+ * option (or variable) when a value this plugin needs is malformed, or
+ * asks for more than DDP_GPU_MAX GPUs on one node (--gpus-per-node,
+ * --gres, or -G's rounded-up share of the nodes).
  */
 int ddp_srun_scan(int argc, char *const *argv,
 		  const char *(*getenv_fn)(const char *),
 		  struct ddp_srun_req *req, char *err, size_t errlen);
+
+/*
+ * Whether srun must not take SLURM_GPUS_PER_NODE from its environment for
+ * the request cmd, scanned from the command line alone (getenv_fn NULL):
+ * cmd asks for GPUs as a total (-G/--gpus) or per task (--gpus-per-task,
+ * --ntasks-per-gpu) and not per node. salloc and sbatch export the
+ * allocation's --gpus-per-node as SLURM_GPUS_PER_NODE, and srun adds it to
+ * such a step, which then holds every GPU the allocation has on each node
+ * (TresPerNode=gres:gpu:8 beside TresPerTask=gres:gpu:1): per task on
+ * 22.05, 24.11 and 26.05, with -G on 22.05. Every rank would see them all.
+ * --gpus-per-node or --gres=gpu on the command line replaces the variable
+ * in srun itself. Returns 1 or 0.
+ */
+int ddp_srun_alloc_gpus_conflict(const struct ddp_srun_req *cmd);
 
 /*
  * Decides what --ddp does with req. Returns 1 for node mode with *per_node

@@ -93,32 +93,37 @@ env_get(const char *name)
 }
 
 /* Node mode when local_init could not set it up: run srun again with
- * --ntasks-per-node=G added, so that every rank is a real Slurm task
- * (labels, signals, accounting, TaskProlog). Setting SLURM_NTASKS_PER_NODE
- * here is too late: srun has already read its environment. Only returns
- * on failure. */
+ * --ntasks-per-node=G added (per_node > 0), so that every rank is a real
+ * Slurm task (labels, signals, accounting, TaskProlog); per_node 0 runs it
+ * again unchanged, for an environment local_post_opt changed. Setting
+ * SLURM_NTASKS_PER_NODE here is too late: srun has already read its
+ * environment. Only returns on failure. */
 static int
 reexec_srun(const struct ddp_plugin *p, int argc, char **argv, long per_node)
 {
 	char opt[64];
 	char **nargv = NULL;
-	int i;
+	int i, n = 0;
 
-	if (ddp_fmt(opt, sizeof(opt), "--ntasks-per-node=%ld", per_node) < 0)
+	if (per_node > 0 &&
+	    ddp_fmt(opt, sizeof(opt), "--ntasks-per-node=%ld", per_node) < 0)
 		return -1;
 	nargv = calloc((size_t)argc + 2, sizeof(*nargv));
 	if (!nargv)
 		return -1;
-	nargv[0] = argv[0];
-	nargv[1] = opt;
+	nargv[n++] = argv[0];
+	if (per_node > 0)
+		nargv[n++] = opt;
 	for (i = 1; i < argc; i++)
-		nargv[i + 1] = argv[i];
+		nargv[n++] = argv[i];
 	if (setenv(REEXEC_GUARD, "1", 1) < 0) {
 		free(nargv);
 		return -1;
 	}
-	if (p->opts.verbose)
+	if (p->opts.verbose && per_node > 0)
 		ddp_info("node mode: running srun again with %s", opt);
+	else if (p->opts.verbose)
+		ddp_info("running srun again without SLURM_GPUS_PER_NODE");
 	fflush(NULL);
 	execv("/proc/self/exe", nargv);
 	ddp_error("cannot re-run srun for node mode: %s", strerror(errno));
@@ -127,13 +132,37 @@ reexec_srun(const struct ddp_plugin *p, int argc, char **argv, long per_node)
 	return -1;
 }
 
+/* Unsets SLURM_GPUS_PER_NODE, keeping its value in p, when srun's command
+ * line alone (with --ddp given anywhere) asks for GPUs in total or per
+ * task (ddp_srun_alloc_gpus_conflict). Returns 1 when it did. */
+static int
+drop_alloc_gpus(struct ddp_plugin *p, int argc, char **argv)
+{
+	struct ddp_srun_req cmd;
+	char err[DDP_ERR_LEN];
+	const char *gpn = getenv("SLURM_GPUS_PER_NODE");
+
+	if (!gpn || !gpn[0] ||
+	    ddp_srun_scan(argc, argv, NULL, &cmd, err, sizeof(err)) < 0 ||
+	    cmd.help || !ddp_srun_alloc_gpus_conflict(&cmd))
+		return 0;
+	/* Truncation only shortens what --ddp-verbose shows. */
+	ddp_fmt(p->dropped_gpus_per_node, sizeof(p->dropped_gpus_per_node),
+		"%s", gpn);
+	if (unsetenv("SLURM_GPUS_PER_NODE") < 0) {
+		p->dropped_gpus_per_node[0] = '\0';
+		return 0;
+	}
+	return 1;
+}
+
 int
 local_post_opt(struct ddp_plugin *p)
 {
 	struct ddp_srun_req req;
 	char err[DDP_ERR_LEN], *buf = NULL, **argv = NULL;
 	unsigned eph_lo, eph_hi;
-	int argc = 0, rc = -1, mode, reexeced;
+	int argc = 0, rc = -1, mode, reexeced, drop = 0;
 	long per_node = 0;
 
 	reexeced = getenv(REEXEC_GUARD) != NULL;
@@ -159,6 +188,15 @@ local_post_opt(struct ddp_plugin *p)
 		ddp_error("cannot read srun's command line");
 		goto out;
 	}
+	/* --ddp from sbatch: local_init did not see it, and srun has added
+	 * the allocation's GPUs per node already; run it again without. */
+	if (!reexeced && drop_alloc_gpus(p, argc, argv))
+		drop = 1;
+	if (p->dropped_gpus_per_node[0] && p->opts.verbose)
+		ddp_info("not giving this step the allocation's "
+			 "SLURM_GPUS_PER_NODE=%s: it asks for its GPUs in "
+			 "total (-G) or per task, and would hold all of them",
+			 p->dropped_gpus_per_node);
 	if (ddp_srun_scan(argc, argv, env_get, &req, err, sizeof(err)) < 0) {
 		ddp_error("%s", err);
 		goto out;
@@ -176,8 +214,8 @@ local_post_opt(struct ddp_plugin *p)
 		ddp_info(
 			"node mode: %ld ranks per node (SLURM_NTASKS_PER_NODE)",
 			p->preset_per_node);
-	if (mode == 1 && !reexeced) {
-		reexec_srun(p, argc, argv, per_node);
+	if ((mode == 1 || drop) && !reexeced) {
+		reexec_srun(p, argc, argv, mode == 1 ? per_node : 0);
 		goto out; /* exec failed */
 	}
 	rc = 0;
@@ -190,7 +228,8 @@ out:
 /*
  * Node mode without running srun twice: srun calls slurm_spank_init before
  * it reads its options and environment, so SLURM_NTASKS_PER_NODE set here
- * counts as given, and local_post_opt then sees task mode. Only a literal
+ * counts as given, and local_post_opt then sees task mode; likewise an
+ * unset SLURM_GPUS_PER_NODE is never added to the step. Only a literal
  * --ddp before the program is visible this early; anything else is left
  * to local_post_opt, which re-executes srun. Errors are reported there.
  */
@@ -204,6 +243,9 @@ local_init(struct ddp_plugin *p)
 
 	if (getenv(REEXEC_GUARD) || read_cmdline(&buf, &argv, &argc) < 0)
 		return;
+	if (ddp_srun_scan(argc, argv, NULL, &req, err, sizeof(err)) == 0 &&
+	    req.ddp)
+		drop_alloc_gpus(p, argc, argv);
 	if (ddp_srun_scan(argc, argv, env_get, &req, err, sizeof(err)) == 0 &&
 	    req.ddp && !req.help &&
 	    ddp_srun_decide(&req, &per_node, err, sizeof(err)) == 1 &&

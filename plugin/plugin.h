@@ -69,6 +69,9 @@ struct ddp_plugin {
 	/* Ranks per node that local_init set (options are not parsed yet
 	 * when it runs, so local_post_opt reports it for --ddp-verbose). */
 	long preset_per_node;
+	/* The allocation's SLURM_GPUS_PER_NODE that local_init kept from
+	 * this srun (ddp_srun_alloc_gpus_conflict), or "". */
+	char dropped_gpus_per_node[32];
 	struct ddp_node node;
 };
 
@@ -84,16 +87,20 @@ int plugin_refuse_bad_conf(const struct ddp_plugin *p);
 void plugin_user_line(const char *msg);
 
 /*
- * srun, from slurm_spank_init (before srun reads its options): node mode
- * without a second srun when --ddp is literally on the command line, by
- * setting SLURM_NTASKS_PER_NODE. Quiet on failure; local_post_opt decides.
+ * srun, from slurm_spank_init (before srun reads its options), when --ddp
+ * is literally on the command line: unsets the allocation's
+ * SLURM_GPUS_PER_NODE when the command line asks for GPUs in total or per
+ * task (ddp_srun_alloc_gpus_conflict), and sets up node mode without a
+ * second srun by setting SLURM_NTASKS_PER_NODE. Quiet on failure;
+ * local_post_opt decides.
  */
 void local_init(struct ddp_plugin *p);
 
 /*
  * srun, from slurm_spank_init_post_opt: checks the options and the site
  * configuration, decides node or task mode, and re-executes srun with
- * --ntasks-per-node for node mode when local_init could not. Returns 0,
+ * --ntasks-per-node for node mode, or without the allocation's
+ * SLURM_GPUS_PER_NODE, when local_init could not. Returns 0,
  * or -1 (logged) to make srun fail before anything starts.
  */
 int local_post_opt(struct ddp_plugin *p);

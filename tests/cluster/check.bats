@@ -28,7 +28,7 @@ setup_file() {
 }
 
 teardown_file() {
-	cp "$BATS_FILE_TMPDIR/ddp.conf.orig" "$(mc_state)/etc/ddp.conf"
+	put_conf "$(mc_state)/etc/ddp.conf" <"$BATS_FILE_TMPDIR/ddp.conf.orig"
 }
 
 setup() {
@@ -40,7 +40,7 @@ setup() {
 
 teardown() {
 	local node
-	[ -z "${conf_saved:-}" ] || cp "$conf_saved" "$(mc_state)/etc/ddp.conf"
+	[ -z "${conf_saved:-}" ] || put_conf "$(mc_state)/etc/ddp.conf" <"$conf_saved"
 	conf_saved=
 	for node in node1 node2 node3; do
 		mc_exec "$node" -- tc qdisc del dev "$(iface "$node")" root 2>/dev/null || true

@@ -40,3 +40,13 @@ require_prolog() {
 # show: echoes bats' $output on failure, so a failing assertion explains itself.
 # shellcheck disable=SC2154 # bats sets status and output
 show() { printf '%s\n' "status=$status" "$output" >&2; }
+
+# put_conf FILE: replaces FILE with standard input in one rename. The
+# prolog and epilog of a job that just ended read ddp.conf while a test
+# rewrites it: truncating in place lets them read an empty file, run with
+# the defaults (another state_dir) and leave that job's firewall state.
+put_conf() {
+	local tmp
+	tmp=$(mktemp "$1.XXXXXX") || return 1
+	cat >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$1"
+}

@@ -15,7 +15,7 @@ save_conf() {
 }
 teardown() {
 	if [ -n "${saved_conf:-}" ]; then
-		printf '%s\n' "$saved_text" >"$saved_conf"
+		printf '%s\n' "$saved_text" | put_conf "$saved_conf"
 		saved_conf=
 	fi
 }
@@ -91,7 +91,7 @@ check_disjoint() {
 	local conf s1 o1 r nccl
 	conf=$(mc_state)/etc/ddp.conf
 	save_conf "$conf"
-	printf '%s\n' "$saved_text" "nccl_ib_hca = =mlx5_0,mlx5_1" >"$conf"
+	printf '%s\n' "$saved_text" "nccl_ib_hca = =mlx5_0,mlx5_1" | put_conf "$conf"
 	# The fixture keeps 4 PUs per node, and Slurm 22.05 refuses more
 	# tasks per node than CPUs (node mode's --ntasks-per-node=8) even
 	# with -O; -n16 -O gives the same 8 ranks per node through the same

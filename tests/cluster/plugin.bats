@@ -64,6 +64,28 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 	[ "$(field LOCAL_RANK | sort -n | tr '\n' ' ')" = "0 1 2 3 " ]
 }
 
+# salloc exports the allocation's SLURM_GPUS_PER_NODE, which srun adds to
+# a step asking for --gpus-per-task (and, on 22.05, -G): that step would
+# hold all the node's GPUs (SLURM_GPUS_ON_NODE=4) and every rank would see
+# them.
+@test "inside salloc --gpus-per-node=4, -G 2 and --gpus-per-task=1 --ddp steps hold and show only their 2 GPUs" {
+	# shellcheck disable=SC2016 # expanded in the allocation and the ranks
+	run mc_run -- salloc -N1 --exclusive --gpus-per-node=4 bash -c '
+		srun -N1 -G 2 --ddp --ddp-verbose bash -c "echo A RANK=\$RANK CVD=\$CUDA_VISIBLE_DEVICES ON=\$SLURM_GPUS_ON_NODE"
+		srun -N1 -n2 --gpus-per-task=1 --ddp bash -c "echo B RANK=\$RANK CVD=\$CUDA_VISIBLE_DEVICES ON=\$SLURM_GPUS_ON_NODE"
+		srun -N1 -n2 --gpus-per-node=3 --ddp bash -c "echo C RANK=\$RANK CVD=\$CUDA_VISIBLE_DEVICES ON=\$SLURM_GPUS_ON_NODE"
+		echo "D SLURM_GPUS_PER_NODE=$SLURM_GPUS_PER_NODE"'
+	show
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -c '^A RANK=[01] CVD=0,1 ON=2$')" -eq 2 ]
+	[ "$(printf '%s\n' "$output" | grep -c '^B RANK=[01] CVD=0,1 ON=2$')" -eq 2 ]
+	[[ $output == *"not giving this step the allocation's SLURM_GPUS_PER_NODE=4"* ]]
+	# A per-node count of its own keeps srun's meaning; the allocation's
+	# shell keeps its variable.
+	[ "$(printf '%s\n' "$output" | grep -c '^C RANK=[01] CVD=0,1,2 ON=3$')" -eq 2 ]
+	[[ $output == *"D SLURM_GPUS_PER_NODE=4"* ]]
+}
+
 @test "task mode: --ntasks-per-node=2 gives 4 ranks with LOCAL_WORLD_SIZE 2" {
 	run mc_run -- srun --nodes=2 --ntasks-per-node=2 --ddp bash -c "$vars"
 	show
@@ -75,20 +97,24 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 }
 
 @test "uneven tasks: -n 5 on 2 nodes (block and cyclic) gives per-node local sizes that add up" {
-	local dist node n lws
+	local dist node nodes n lws
 	for dist in block cyclic; do
 		run mc_run -- srun -N2 -n5 -m "$dist" --ddp bash -c "$vars"
 		show
 		[ "$status" -eq 0 ]
 		[ "$(field RANK | sort -n | tr '\n' ' ')" = "0 1 2 3 4 " ]
 		[ "$(field WORLD_SIZE | sort -u)" = 5 ]
-		for node in node1 node2; do
+		# Whichever two nodes Slurm chose (one may still be completing
+		# an earlier job).
+		nodes=$(printf '%s\n' "$output" | grep -oE '^node[0-9]+ ' | sort -u)
+		[ "$(printf '%s\n' "$nodes" | wc -l)" -eq 2 ]
+		for node in $nodes; do
 			n=$(printf '%s\n' "$output" | grep -c "^$node ")
 			lws=$(printf '%s\n' "$output" | grep "^$node " | grep -oE 'LOCAL_WORLD_SIZE=[0-9]+' | sort -u)
 			[ "$lws" = "LOCAL_WORLD_SIZE=$n" ]
 			[ "$(printf '%s\n' "$output" | grep "^$node " | grep -oE ' LOCAL_RANK=[0-9]+' | sort | tr -d ' \n')" = "$(seq -f 'LOCAL_RANK=%g' 0 $((n - 1)) | tr -d '\n')" ]
 		done
-		[ "$(printf '%s\n' "$output" | grep -c '^node1 ')" -ne "$(printf '%s\n' "$output" | grep -c '^node2 ')" ]
+		[ "$(printf '%s\n' "$output" | grep -oE '^node[0-9]+ ' | sort | uniq -c | awk '{print $1}' | sort -u | wc -l)" -eq 2 ]
 	done
 }
 
@@ -287,14 +313,14 @@ nodectl() {
 	local conf orig s1 o1 s2 o2
 	conf=$(mc_state)/etc/plugstack.conf
 	orig=$(cat "$conf")
-	echo "$orig port_range=40000-40100" >"$conf"
+	echo "$orig port_range=40000-40100" | put_conf "$conf"
 	run mc_run -- srun -N1 --ddp --ntasks-per-node=1 echo launched
 	s1=$status o1=$output
-	echo "$orig colour=blue" >"$conf"
+	echo "$orig colour=blue" | put_conf "$conf"
 	run mc_run -- srun -N1 --ntasks-per-node=1 --ddp echo launched
 	s2=$status o2=$output
 	run mc_run -- srun -N1 --ntasks-per-node=1 echo launched
-	echo "$orig" >"$conf"
+	echo "$orig" | put_conf "$conf"
 	printf '%s\n' "$o1" "$o2" "$output" >&2
 	[ "$s1" -ne 0 ]
 	[[ $o1 == *"port_range 40000-40100 overlaps"* ]]
@@ -315,7 +341,7 @@ nodectl() {
 	# sbatch --ddp is refused before anything is queued.
 	echo "port_range = 29400-29999x" >>"$conf"
 	run mc_run -- sbatch --ddp -N1 -o /dev/null --wrap true
-	printf '%s\n' "$orig" >"$conf"
+	printf '%s\n' "$orig" | put_conf "$conf"
 	show
 	[ "$status" -ne 0 ]
 	[[ $output == *"$conf:$line: port_range: invalid value '29400-29999x'"*"--ddp cannot run"* ]]
@@ -329,7 +355,7 @@ nodectl() {
 		srun -N2 --ntasks-per-node=1 --ddp echo launched; echo "ddp=$?"
 		printf "%s\n" "$2" >"$1"' _ "$conf" "$orig"
 	out=$output
-	printf '%s\n' "$orig" >"$conf"
+	printf '%s\n' "$orig" | put_conf "$conf"
 	printf '%s\n' "$out" >&2
 	[[ $out == *"plain=0"* ]]
 	[ "$(grep -cE '^node[12]$' <<<"$out")" -eq 2 ]
@@ -346,13 +372,13 @@ nodectl() {
 	[ "$(grep -c 'NCCL=unset/unset ' <<<"$output")" -eq 4 ]
 	conf=$(mc_state)/etc/ddp.conf
 	orig=$(cat "$conf")
-	printf '%s\n' "$orig" "nccl_socket_ifname = =eth0" >"$conf"
+	printf '%s\n' "$orig" "nccl_socket_ifname = =eth0" | put_conf "$conf"
 	run mc_run -- srun -N2 --ntasks-per-node=2 --ddp printenv NCCL_SOCKET_IFNAME
 	s1=$status o1=$output
-	printf '%s\n' "$orig" "nccl_socket_ifname = =ib0,ib1" >"$conf"
+	printf '%s\n' "$orig" "nccl_socket_ifname = =ib0,ib1" | put_conf "$conf"
 	run mc_run -- srun -N2 --ntasks-per-node=1 --ddp echo launched
 	s2=$status o2=$output
-	printf '%s\n' "$orig" >"$conf"
+	printf '%s\n' "$orig" | put_conf "$conf"
 	printf '%s\n' "$o1" "$o2" >&2
 	[ "$s1" -eq 0 ]
 	[ "$(grep -cx '=eth0' <<<"$o1")" -eq 4 ]
@@ -380,7 +406,7 @@ nodectl() {
 	rm -rf "$alt"
 	mkdir -m 1777 "$alt"
 	# A root the prolog never used: the plugin alone decides.
-	echo "$orig shared_root=$alt" >"$conf"
+	echo "$orig shared_root=$alt" | put_conf "$conf"
 	run mc_run --user ddptest -- salloc -N1 bash -c '
 		a=$1 j=$SLURM_JOB_ID
 		try() { srun -n1 --ddp printenv DDP_SHARED_DIR; echo "$1=$?"; }
@@ -399,7 +425,7 @@ nodectl() {
 	chown nobody "$alt/ddptest"
 	run mc_run --user ddptest -- salloc -N1 bash -c \
 		'srun -n1 --ddp printenv DDP_SHARED_DIR; echo "squat=$?"'
-	echo "$orig" >"$conf"
+	echo "$orig" | put_conf "$conf"
 	rm -rf "$alt"
 	printf '%s\n' "$out" "$output" >&2
 	[[ $out == *"$alt/ddptest has owner uid $(id -u ddptest), mode 0755, but a job directory must be owned by the job's user"*"chmod 0700"* ]]

@@ -18,11 +18,65 @@ setup() {
 	target=$(sed -n "s/^exec '\(.*\)' \"\$@\"$/\1/p" "$st/etc/prolog")
 	helper=$(dirname "$target")/../../sbin/ddp-nodectl
 	[ -x "$helper" ] || skip "ddp-nodectl not staged next to $target"
+	jobs_file=$BATS_FILE_TMPDIR/jobs.$BATS_TEST_NUMBER
+	listener_pid=$BATS_FILE_TMPDIR/listener.$BATS_TEST_NUMBER
+	wait_quiet
 }
 
-# elements NODE [JOBID]: number of job-tagged firewall elements on NODE.
+# A failed test must not leave its jobs (and so their firewall elements,
+# scratch and nodes) to the next one: cancel what it started.
+teardown() {
+	local id
+	if [ -s "$listener_pid" ]; then
+		kill "$(cat "$listener_pid")" 2>/dev/null || true
+	fi
+	[ -s "$jobs_file" ] || return 0
+	while read -r id; do
+		mc_run -- scancel "$id" 2>/dev/null || true
+	done <"$jobs_file"
+	while read -r id; do
+		wait_gone "$id" || echo "teardown: job $id still listed 30 s after scancel" >&2
+	done <"$jobs_file"
+	# A node a failed test left drained by the prolog ("ddp: ...").
+	local node reason
+	while read -r node reason; do
+		[[ $reason == ddp:* ]] || continue
+		echo "teardown: resuming $node, drained: $reason" >&2
+		mc_run -- scontrol update NodeName="$node" State=RESUME || true
+	done < <(mc_run -- sinfo -h -N -t drain,drained,draining -o '%N %E' 2>/dev/null)
+}
+
+# track JOBID: teardown cancels JOBID (works from a $(...) subshell).
+track() { echo "$1" >>"$jobs_file"; }
+
+# elements NODE [JOBID]: number of firewall elements on NODE tagged with
+# JOBID, or with any job. An element serves every job that needs it and
+# carries the comment of the lowest such job (nodectl.h, nc_fw_sync_script):
+# a job's own tag shows only while no lower job with the same peers lives.
 elements() {
-	mc_exec "$1" -- nft list ruleset | grep -c "comment \"job=${2:-}" || true
+	local tag="comment \"job=${2:+$2\"}"
+	mc_exec "$1" -- nft list ruleset | grep -cF "$tag" || true
+}
+
+# wait_quiet: waits up to 30 s until no job is listed and no node has a
+# job-tagged element (an earlier suite's or test's epilogs done), else fails
+# naming what is left: every test here starts from an idle cluster. Once
+# that failed in this file, later tests wait 2 s only.
+wait_quiet() {
+	local n left deadline=$((SECONDS + 30)) marker=$BATS_FILE_TMPDIR/not-quiet
+	[ -e "$marker" ] && deadline=$((SECONDS + 2))
+	while :; do
+		left=$(mc_run -- squeue -h -o '%i %T %R' 2>/dev/null || echo "squeue failed")
+		for n in $(mc_run -- sinfo -h -N -o %N 2>/dev/null | sort -u); do
+			[ "$(elements "$n")" -eq 0 ] || left+=" $n:$(elements "$n")-elements"
+		done
+		[ -z "${left// /}" ] && return 0
+		[ "$SECONDS" -lt "$deadline" ] || break
+		sleep 0.2
+	done
+	echo "cluster not idle before the test: $left" >&2
+	touch "$marker"
+	return 1
 }
 
 # connect NODE HOST PORT: open, refused or timeout, from inside NODE.
@@ -74,24 +128,39 @@ wait_no_scratch() {
 	return 1
 }
 
-submit() { # submit SBATCH-ARGS...: prints the job id
-	mc_run --user ddptest -- sbatch --parsable -o /dev/null "$@"
+submit() { # submit SBATCH-ARGS...: prints the job id, tracked for teardown
+	local id
+	id=$(mc_run --user ddptest -- sbatch --parsable -o /dev/null "$@") || return 1
+	track "$id"
+	echo "$id"
 }
 
 @test "job peers reach the master port, a node outside the job is refused" {
-	local id listener
+	local id
 	id=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
 	wait_state "$id" RUNNING
 	# RUNNING comes with reason "Prolog" while the prolog still runs:
 	# wait for its openings on both nodes.
 	wait_elements node1 "$id"
 	wait_elements node2 "$id"
+	# A listener that accepts (so its queue never fills) for at most 40 s
+	# and says when it listens; teardown ends it by its pid.
 	mc_exec node1 -- python3 -c '
-import socket, time
-s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
-time.sleep(40)' >/dev/null 2>&1 3>&- &
-	listener=$!
-	sleep 0.5
+import os, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 29500)); s.listen(8); s.settimeout(0.5)
+with open(sys.argv[1] + ".tmp", "w") as f: f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+end = time.time() + 40
+while time.time() < end:
+    try: s.accept()[0].close()
+    except socket.timeout: pass' "$listener_pid" >/dev/null 2>&1 3>&- &
+	for _ in $(seq 100); do
+		[ -s "$listener_pid" ] && break
+		sleep 0.1
+	done
+	[ -s "$listener_pid" ]
 	run connect node2 node1 29500
 	show
 	[ "$output" = open ]
@@ -106,7 +175,44 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 	run connect node2 node1 29500
 	show
 	[ "$output" = refused ]
-	kill "$listener" 2>/dev/null || true
+}
+
+# has_state NODE JOBID: NODE's prolog recorded JOBID's firewall state.
+has_state() {
+	# shellcheck disable=SC2016 # expanded inside the node
+	mc_exec "$1" -- sh -c 'test -f "$1/ddp-state/net-$(stat -L -c %i /proc/self/ns/net)/job.$2"' \
+		sh "$st" "$2"
+}
+
+@test "a second job on the same nodes shares the first job's elements, which pass to it when the first ends" {
+	local a b n i
+	a=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
+	wait_state "$a" RUNNING
+	wait_elements node1 "$a"
+	n=$(elements node1 "$a")
+	b=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
+	wait_state "$b" RUNNING
+	for i in $(seq 150); do
+		has_state node1 "$b" && break
+		sleep 0.2
+	done
+	has_state node1 "$b"
+	# One element per peer and range, tagged with the lower job.
+	[ "$(elements node1 "$a")" -eq "$n" ]
+	[ "$(elements node1 "$b")" -eq 0 ]
+	mc_run -- scancel "$a"
+	wait_gone "$a"
+	# The first job's epilog re-tags them: the opening stays for the second.
+	wait_elements node1 "$b"
+	[ "$(elements node1 "$b")" -eq "$n" ]
+	[ "$(elements node1 "$a")" -eq 0 ]
+	mc_run -- scancel "$b"
+	wait_gone "$b"
+	for i in $(seq 150); do
+		[ "$(elements node1)" -eq 0 ] && break
+		sleep 0.2
+	done
+	[ "$(elements node1)" -eq 0 ]
 }
 
 @test "two jobs on the same nodes: the first one's end leaves the second one's peer open" {
@@ -202,7 +308,7 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 	# Restore the share in node3 and the configuration before asserting.
 	mc_exec node3 -- mount --bind "$st/nodes/node3/held-shared" "$st/shared"
 	mc_exec node3 -- umount "$st/nodes/node3/held-shared"
-	cp "$BATS_FILE_TMPDIR/ddp.conf.saved" "$conf"
+	put_conf "$conf" <"$BATS_FILE_TMPDIR/ddp.conf.saved"
 	echo "reason: $reason" >&2
 	[ "$reason" = "ddp: $st/shared not mounted" ]
 	run mc_run -- sinfo -h -n node3 -o '%T'
@@ -254,6 +360,7 @@ reconcile_on() {
 	show
 	alloc=$(printf '%s\n' "$output" | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
 	[ -n "$alloc" ]
+	track "$alloc"
 	wait_state "$batch" RUNNING
 	wait_state "$alloc" RUNNING
 	wait_elements node2 "$batch"

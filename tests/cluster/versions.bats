@@ -160,13 +160,19 @@ train_py() {
 }
 
 # down_clean VERSION: down leaves no namespace, process or mount, and no
-# process inside the root.
+# process of this cluster inside the root (other clusters on this machine,
+# MINICLUSTER_NAME, may run from the same root: they are told apart by
+# their network namespaces).
 down_clean() {
-	local name=${MINICLUSTER_NAME:-ddpmc} pid left=""
+	local name=${MINICLUSTER_NAME:-ddpmc} pid left="" inodes ino
+	inodes=$({ stat -L -c %i /run/netns/"$name"-* 2>/dev/null || true; } | sort -u | tr '\n' ' ')
+	[ -n "${inodes// /}" ]
 	"$MC" down
 	[ "$(ip netns list | grep -c "^$name-" || true)" -eq 0 ]
 	for pid in /proc/[0-9]*; do
-		[ "$(readlink "$pid/root" 2>/dev/null)" = "$version_root" ] && left+=" ${pid#/proc/}"
+		[ "$(readlink "$pid/root" 2>/dev/null)" = "$version_root" ] || continue
+		ino=$(stat -L -c %i "$pid/ns/net" 2>/dev/null) || continue
+		case " $inodes " in *" $ino "*) left+=" ${pid#/proc/}" ;; esac
 	done
 	[ -z "$left" ] || {
 		echo "processes left in $version_root:$left" >&2

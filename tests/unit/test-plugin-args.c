@@ -66,10 +66,13 @@ check_conf_file(void)
 	rmdir(dir);
 }
 
+/* The error of the last scan(). */
+static char scan_err[DDP_ERR_LEN];
+
 static int
 scan(struct ddp_srun_req *req, const char *line)
 {
-	char buf[512], *argv[64], *p, err[DDP_ERR_LEN];
+	char buf[512], *argv[64], *p;
 	int argc = 0;
 
 	snprintf(buf, sizeof(buf), "%s", line);
@@ -81,7 +84,9 @@ scan(struct ddp_srun_req *req, const char *line)
 		*p++ = '\0';
 	}
 	argv[argc] = NULL;
-	return ddp_srun_scan(argc, argv, fake_getenv, req, err, sizeof(err));
+	scan_err[0] = '\0';
+	return ddp_srun_scan(argc, argv, fake_getenv, req, scan_err,
+			     sizeof(scan_err));
 }
 
 int
@@ -226,6 +231,76 @@ main(void)
 	tap_ok(scan(&r, "srun --ntasks-per-node=abc ./t") < 0,
 	       "scan: malformed count refused");
 	tap_ok(scan(&r, "srun --help") == 0 && r.help, "scan: --help noticed");
+	/* -G is a total over the nodes: only its share per node is bound
+	 * by DDP_GPU_MAX. */
+	tap_ok(scan(&r, "srun -N64 -G 512 --ddp ./t") == 0 && r.gpus == 512 &&
+		       r.gpus_per_node == 8 &&
+		       ddp_srun_decide(&r, &per, err, sizeof(err)) == 1 &&
+		       per == 8,
+	       "scan: -G 512 over 64 nodes is 8 GPUs per node");
+	tap_ok(scan(&r, "srun --nodes=2 --gpus=512 ./t") == 0 &&
+		       r.gpus_per_node == 256,
+	       "scan: --gpus=512 over 2 nodes is 256 per node, the most");
+	if (!tap_ok(scan(&r, "srun -N2 -G 514 ./t") < 0 &&
+			    strstr(scan_err, "-G/--gpus=514 over 2 nodes") &&
+			    strstr(scan_err, "257 GPUs on one node") &&
+			    strstr(scan_err, "256 per node"),
+		    "scan: -G whose share of the nodes passes 256 is refused, "
+		    "naming -G, the nodes and the limit"))
+		tap_diag("%s", scan_err);
+	tap_ok(scan(&r, "srun -N3 -G 769 ./t") < 0 &&
+		       strstr(scan_err, "257 GPUs on one node"),
+	       "scan: an uneven -G is judged by its rounded-up share");
+	tap_ok(scan(&r, "srun -G 4096 ./t") == 0 && r.gpus == 4096 &&
+		       r.gpus_per_node < 0,
+	       "scan: -G without a node count leaves GPUs per node unknown");
+	tap_ok(scan(&r, "srun -N2 -G 99999999 ./t") < 0 &&
+		       strstr(scan_err, "-G=99999999") &&
+		       !strstr(scan_err, "--G") &&
+		       strstr(scan_err, "not a count"),
+	       "scan: -G beyond any cluster is not a count");
+	if (!tap_ok(scan(&r, "srun --gpus-per-node=300 ./t") < 0 &&
+			    strstr(scan_err, "--gpus-per-node=300") &&
+			    strstr(scan_err, "more than the 256 per node"),
+		    "scan: --gpus-per-node=300 is refused naming the limit"))
+		tap_diag("%s", scan_err);
+	/* The command line alone (no getenv) decides whether srun must not
+	 * add the allocation's SLURM_GPUS_PER_NODE. */
+	{
+		static const struct {
+			const char *line;
+			int conflict;
+		} c[] = {
+			{"srun -N1 --gpus=2 --ddp ./t", 1},
+			{"srun -G 2 --ddp ./t", 1},
+			{"srun -n2 --gpus-per-task=1 --ddp ./t", 1},
+			{"srun -n4 --ntasks-per-gpu=2 --ddp ./t", 1},
+			{"srun -G 2 --gpus-per-node=2 --ddp ./t", 0},
+			{"srun --gres=gpu:2 -n2 --gpus-per-task=1 ./t", 0},
+			{"srun --gpus-per-node=2 --ddp ./t", 0},
+			{"srun -N2 --ntasks-per-node=2 --ddp ./t", 0},
+			{"srun -N1 ./t -G 2", 0},
+		};
+		size_t i;
+		int ok = 1;
+
+		/* fake_env is still empty here: the command line alone. */
+		for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+			if (scan(&r, c[i].line) < 0 ||
+			    ddp_srun_alloc_gpus_conflict(&r) != c[i].conflict) {
+				tap_diag("%s: want %d", c[i].line,
+					 c[i].conflict);
+				ok = 0;
+			}
+		}
+		tap_ok(ok,
+		       "alloc GPUs: -G and per-task GPUs without a per-node "
+		       "count must not get SLURM_GPUS_PER_NODE");
+	}
+	tap_ok(scan(&r, "srun --gres=gpu:a100:200,gpu:v100:100 ./t") < 0 &&
+		       strstr(scan_err, "--gres=gpu:a100:200,gpu:v100:100") &&
+		       strstr(scan_err, "300 GPUs on one node"),
+	       "scan: --gres adds its GPU types up against the limit");
 	fake_env[0][0] = "SLURM_GPUS_PER_NODE";
 	fake_env[0][1] = "gpu:4";
 	fake_env[1][0] = "SLURM_NNODES";
@@ -241,5 +316,12 @@ main(void)
 	tap_ok(scan(&r, "srun --ntasks-per-node=1 --ddp ./t") == 0 &&
 		       r.ntasks_per_node == 1,
 	       "scan: the command line wins over the environment");
+	fake_env[0][1] = "512";
+	if (!tap_ok(scan(&r, "srun --ddp ./t") < 0 &&
+			    strstr(scan_err, "SLURM_GPUS_PER_NODE=512: ") &&
+			    strstr(scan_err, "256 per node"),
+		    "scan: a variable's error names the variable and the "
+		    "reason"))
+		tap_diag("%s", scan_err);
 	return tap_done();
 }
