@@ -439,6 +439,26 @@ def main():
                   % open(place).read().strip())
     md.append("![busbw](busbw.png)\n\n![latency](latency.png)\n")
 
+    load = defaultdict(dict)
+    for r in read(os.path.join(raw, "load.csv")):
+        load[r["impl"]].setdefault(int(r["run"]), {})[int(r["busy"])] = float(r["busbw_GBps"])
+    if load:
+        md.append("## Under load: 8 MiB, 2 nodes × 1 rank\n")
+        md.append("busbw alone and beside one busy process per node (a shell "
+                  "loop in the node's CPU share), in the same run; the loss "
+                  "is 1 - busy/alone per run. Median and min–max over runs; "
+                  "the worst run's loss is the one that counts.\n")
+        md.append("| implementation | alone GB/s | busy GB/s | loss | worst run's loss |\n|---|---|---|---|---|")
+        for impl in sorted(load, key=lambda i: list(NAMES).index(i) if i in NAMES else 99):
+            runs = [v for v in load[impl].values() if 0 in v and 1 in v]
+            losses = [100 * (1 - v[1] / v[0]) for v in runs if v[0] > 0]
+            md.append("| %s | %s | %s | %s | %s |" % (
+                NAMES.get(impl, impl), fmt_med_range([v[0] for v in runs]),
+                fmt_med_range([v[1] for v in runs]),
+                fmt_med_range(losses, "%.0f") + " %" if losses else "-",
+                "%.0f %%" % max(losses) if losses else "-"))
+        md.append("")
+
     if launch or os.path.exists(os.path.join(raw, "launch-ddp.txt")):
         md.append("## Launch, 2 nodes × 2 ranks\n")
         md.append("Wall time from srun's start (on the login host) to the "
