@@ -1,3 +1,3 @@
-ceil1 = 1.4215
-ceil4 = 2.4211
+ceil1 = 1.7728
+ceil4 = 0.949
 have_launch = 1
