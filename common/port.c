@@ -217,8 +217,8 @@ check_key_dir(const char *path, uid_t owner, char *err, size_t errlen)
 			"must be owned by uid %lu and not writable by group "
 			"or others (chown %lu %.200s; chmod go-w %.200s)",
 			path, dir, (unsigned long)st.st_uid,
-			(unsigned)(st.st_mode & 07777), (unsigned long)owner,
-			(unsigned long)owner, dir, dir);
+			(unsigned)(st.st_mode & DDP_MODE_BITS),
+			(unsigned long)owner, (unsigned long)owner, dir, dir);
 		return -1;
 	}
 	return 0;
@@ -265,7 +265,7 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 			 path,
 			 S_ISREG(st.st_mode) ? "file" : "not a regular file,",
 			 (unsigned long)st.st_uid,
-			 (unsigned)(st.st_mode & 07777),
+			 (unsigned)(st.st_mode & DDP_MODE_BITS),
 			 (st.st_mode & 077) ? ": others can read or change it"
 					    : "",
 			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
