@@ -16,13 +16,8 @@
 
 #include "shm.h"
 #include "tap.h"
+#include "test-worker-ref.h"
 #include "test-worker-util.h"
-
-/* The library's half conversions (internal, linked from libddp.a). */
-float wk_half_to_float(uint16_t h);
-uint16_t wk_float_to_half(float f);
-float wk_bf16_to_float(uint16_t h);
-uint16_t wk_float_to_bf16(float f);
 
 static const enum ddp_dtype dtypes[] = {DDP_FLOAT32, DDP_FLOAT64, DDP_FLOAT16,
 					DDP_BFLOAT16};
@@ -46,74 +41,6 @@ struct layout {
 	enum mode mode;
 	int victim;
 };
-
-/* Small integers: every partial sum is exact in every type. */
-static double
-input(int rank, size_t i, int salt)
-{
-	return (double)((rank * 131 + (int)(i % 1000003) * 7 + salt) % 17) - 8;
-}
-
-static void
-store(void *buf, size_t i, enum ddp_dtype t, double v)
-{
-	switch (t) {
-	case DDP_FLOAT32:
-		((float *)buf)[i] = (float)v;
-		break;
-	case DDP_FLOAT64:
-		((double *)buf)[i] = v;
-		break;
-	case DDP_FLOAT16:
-		((uint16_t *)buf)[i] = wk_float_to_half((float)v);
-		break;
-	case DDP_BFLOAT16:
-		((uint16_t *)buf)[i] = wk_float_to_bf16((float)v);
-		break;
-	}
-}
-
-static double
-load(const void *buf, size_t i, enum ddp_dtype t)
-{
-	switch (t) {
-	case DDP_FLOAT32:
-		return ((const float *)buf)[i];
-	case DDP_FLOAT64:
-		return ((const double *)buf)[i];
-	case DDP_FLOAT16:
-		return wk_half_to_float(((const uint16_t *)buf)[i]);
-	case DDP_BFLOAT16:
-		return wk_bf16_to_float(((const uint16_t *)buf)[i]);
-	}
-	return 0;
-}
-
-static double
-reference(int size, size_t i, int salt, enum ddp_dtype t, enum ddp_op op)
-{
-	double acc = input(0, i, salt), v;
-	uint8_t tmp[8];
-	int r;
-
-	for (r = 1; r < size; r++) {
-		v = input(r, i, salt);
-		if (op == DDP_MAX)
-			acc = v > acc ? v : acc;
-		else if (op == DDP_MIN)
-			acc = v < acc ? v : acc;
-		else
-			acc += v;
-	}
-	if (op == DDP_AVG) {
-		if (t == DDP_FLOAT64)
-			acc = acc / size;
-		else
-			acc = (float)acc / (float)size;
-	}
-	store(tmp, 0, t, acc);
-	return load(tmp, 0, t);
-}
 
 static int
 check_allreduce(struct ddp_comm *c, FILE *out, enum ddp_dtype t, enum ddp_op op,
