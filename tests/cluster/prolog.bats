@@ -128,23 +128,11 @@ wait_no_scratch() {
 	return 1
 }
 
-submit() { # submit SBATCH-ARGS...: prints the job id, tracked for teardown
-	local id
-	id=$(mc_run --user ddptest -- sbatch --parsable -o /dev/null "$@") || return 1
-	track "$id"
-	echo "$id"
-}
-
-@test "job peers reach the master port, a node outside the job is refused" {
-	local id
-	id=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
-	wait_state "$id" RUNNING
-	# RUNNING comes with reason "Prolog" while the prolog still runs:
-	# wait for its openings on both nodes.
-	wait_elements node1 "$id"
-	wait_elements node2 "$id"
-	# A listener that accepts (so its queue never fills) for at most 40 s
-	# and says when it listens; teardown ends it by its pid.
+# listen_node1: a listener on node1:29500 that accepts (so its queue never
+# fills) for at most 40 s, started before it returns; SO_REUSEADDR, since
+# an earlier test's connections may hold the port in TIME_WAIT. teardown
+# ends it by its pid.
+listen_node1() {
 	mc_exec node1 -- python3 -c '
 import os, socket, sys, time
 s = socket.socket()
@@ -161,6 +149,24 @@ while time.time() < end:
 		sleep 0.1
 	done
 	[ -s "$listener_pid" ]
+}
+
+submit() { # submit SBATCH-ARGS...: prints the job id, tracked for teardown
+	local id
+	id=$(mc_run --user ddptest -- sbatch --parsable -o /dev/null "$@") || return 1
+	track "$id"
+	echo "$id"
+}
+
+@test "job peers reach the master port, a node outside the job is refused" {
+	local id
+	id=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
+	wait_state "$id" RUNNING
+	# RUNNING comes with reason "Prolog" while the prolog still runs:
+	# wait for its openings on both nodes.
+	wait_elements node1 "$id"
+	wait_elements node2 "$id"
+	listen_node1
 	run connect node2 node1 29500
 	show
 	[ "$output" = open ]
@@ -184,7 +190,7 @@ has_state() {
 		sh "$st" "$2"
 }
 
-@test "a second job on the same nodes shares the first job's elements, which pass to it when the first ends" {
+@test "a second job on the same nodes takes over the elements it shares with the first, and keeps them when the first ends" {
 	local a b n i
 	a=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
 	wait_state "$a" RUNNING
@@ -197,13 +203,15 @@ has_state() {
 		sleep 0.2
 	done
 	has_state node1 "$b"
-	# One element per peer and range, tagged with the lower job.
-	[ "$(elements node1 "$a")" -eq "$n" ]
-	[ "$(elements node1 "$b")" -eq 0 ]
+	# One element per peer and range, owned by the job whose opening
+	# expires last: the second.
+	wait_elements node1 "$b"
+	[ "$(elements node1 "$b")" -eq "$n" ]
+	[ "$(elements node1 "$a")" -eq 0 ]
 	mc_run -- scancel "$a"
 	wait_gone "$a"
-	# The first job's epilog re-tags them: the opening stays for the second.
-	wait_elements node1 "$b"
+	sleep 1
+	# The first job's epilog leaves them with the second.
 	[ "$(elements node1 "$b")" -eq "$n" ]
 	[ "$(elements node1 "$a")" -eq 0 ]
 	mc_run -- scancel "$b"
@@ -216,19 +224,14 @@ has_state() {
 }
 
 @test "two jobs on the same nodes: the first one's end leaves the second one's peer open" {
-	local a b listener
+	local a b
 	# Same nodes, same ports: on node1 both need the same element.
 	a=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
 	b=$(submit -N2 -w 'node[1-2]' --wrap 'srun sleep 60')
 	wait_state "$a" RUNNING
 	wait_state "$b" RUNNING
 	wait_elements node1 "$b"
-	mc_exec node1 -- python3 -c '
-import socket, time
-s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
-time.sleep(40)' >/dev/null 2>&1 3>&- &
-	listener=$!
-	sleep 0.5
+	listen_node1
 	mc_run -- scancel "$a"
 	wait_gone "$a"
 	sleep 1
@@ -244,7 +247,6 @@ time.sleep(40)' >/dev/null 2>&1 3>&- &
 	run connect node2 node1 29500
 	show
 	[ "$output" = refused ]
-	kill "$listener" 2>/dev/null || true
 }
 
 @test "shared dir is the user's, mode 0700, during the job; scratch gone after" {
