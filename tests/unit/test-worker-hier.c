@@ -92,24 +92,19 @@ check_random(struct ddp_comm *c, FILE *out, size_t n)
 	float *b = malloc(n * sizeof(float));
 	size_t i, bad = 0;
 	double ref;
-	uint32_t x;
 
 	if (!b)
 		return -1;
-	for (i = 0; i < n; i++) {
-		x = (uint32_t)(i * 2654435761u + (uint32_t)rank * 40503u);
-		b[i] = (float)(x % 100000) / 1000.0f - 50.0f;
-	}
+	for (i = 0; i < n; i++)
+		b[i] = random_input(i, rank);
 	if (ddp_allreduce(c, b, b, n, DDP_FLOAT32, DDP_SUM)) {
 		fprintf(out, "E %s\n", ddp_last_error());
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
 		ref = 0;
-		for (r = 0; r < size; r++) {
-			x = (uint32_t)(i * 2654435761u + (uint32_t)r * 40503u);
-			ref += (double)((float)(x % 100000) / 1000.0f - 50.0f);
-		}
+		for (r = 0; r < size; r++)
+			ref += (double)random_input(i, r);
 		if (fabs(b[i] - ref) > 1e-4 * (fabs(ref) + 50.0 * size))
 			bad++;
 	}

@@ -82,4 +82,14 @@ reference(int size, size_t i, int salt, enum ddp_dtype t, enum ddp_op op)
 	return load(tmp, 0, t);
 }
 
+/* Rank r's random-looking float input of element i (for the bitwise
+ * agreement checks): the same on every call, about -50 to 50. */
+static inline float
+random_input(size_t i, int r)
+{
+	uint32_t x = (uint32_t)(i * 2654435761u + (uint32_t)r * 40503u);
+
+	return (float)(x % 100000) / 1000.0f - 50.0f;
+}
+
 #endif
