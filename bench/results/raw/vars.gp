@@ -1,3 +1,3 @@
-ceil1 = 1.7728
-ceil4 = 0.949
+ceil1 = 2.2342
+ceil4 = 4.7254
 have_launch = 1
