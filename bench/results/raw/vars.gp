@@ -1,3 +1,3 @@
-ceil1 = 2.2342
-ceil4 = 4.7254
+ceil1 = 1.82
+ceil4 = 4.3658
 have_launch = 1
