@@ -72,6 +72,9 @@ setup_file() {
 	run "$MC" up --nodes zero
 	[ "$status" -ne 0 ]
 	[[ $output == *"--nodes 'zero' is not a number from 1 to 16"* ]]
+	run "$MC" up --tcp-cc 'no such'
+	[ "$status" -ne 0 ]
+	[[ $output == *"--tcp-cc 'no such' is not a congestion control this kernel has (available: "* ]]
 	run "$MC" exec node9 -- true
 	[ "$status" -ne 0 ]
 	[[ $output == *"unknown host 'node9'"* ]]
