@@ -372,7 +372,12 @@ def main():
         ok = worst(xs) >= want if worst is min else worst(xs) <= want
         tgt.append([label, "%s at %s" % (worst_cell(xs, fmt, worst), human(b)), status(ok)])
 
-    pct = lambda fn: lambda r, run: None if fn(r, run) is None else 100 * fn(r, run)
+    def pct(fn):
+        def f(r, run):
+            x = fn(r, run)
+            return None if x is None else 100 * x
+        return f
+
     size_target("2 × 1: busbw ≥ 80 % of one stream (same run), every size ≥ 4 MiB",
                 2, 4 << 20, pct(of_ceiling(inrun)), 80, min, "%.0f %%")
     size_target("2 × 1: iterations' p95 ≤ 1.5× median, every size", 2, 0,
