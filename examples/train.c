@@ -13,10 +13,12 @@
  * backward runs. Elsewhere the same loop runs on the CPU over TCP.
  * DDP_BACKEND=tcp forces the CPU.
  *
- * Every rank first says which backend and device it uses; rank 0 logs the
- * loss per epoch; every rank prints "rank R params_crc=<hex>" at the end,
- * equal on every rank. A communication error ends the program with status
- * 1, so srun ends the step. Built against the installed ddp.h only.
+ * On GPUs every rank first names its backend and device; on the CPU rank
+ * 0 says once that every rank trains there, and why (DDP_DEBUG=1 adds each
+ * rank's reason on stderr). Rank 0 logs the loss per epoch; every rank prints
+ * "rank R params_crc=<hex>" at the end, equal on every rank. A communication
+ * error ends the program with status 1, so srun ends the step. Built against
+ * the installed ddp.h only.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -404,10 +406,12 @@ static const struct train_compute cpu_compute = {
 
 /*
  * The GPU compute from train-gpu.so beside this program, or NULL with the
- * reason in why (no such file, no driver, no GPU).
+ * reason in why (no such file, no driver, no GPU); *built is 0 when there
+ * is no such module at all (a build without CUDA).
  */
 static const struct train_compute *
-load_gpu(int device, char *desc, size_t desclen, char *why, size_t whylen)
+load_gpu(int device, char *desc, size_t desclen, char *why, size_t whylen,
+	 int *built)
 {
 	char path[PATH_MAX], *slash;
 	train_gpu_entry_fn *entry = NULL;
@@ -430,10 +434,12 @@ load_gpu(int device, char *desc, size_t desclen, char *why, size_t whylen)
 			   sizeof(path) - (size_t)(slash + 1 - path))) {
 		path[0] = '\0';
 	}
-	h = path[0] ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+	*built = path[0] && access(path, F_OK) == 0;
+	h = *built ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
 	if (!h) {
-		(void)fmt_ok(snprintf(why, whylen, "%s",
-				      path[0] ? dlerror() : "no module path"),
+		(void)fmt_ok(snprintf(why, whylen, "%s: %s",
+				      path[0] ? path : "train-gpu.so",
+				      *built ? dlerror() : strerror(ENOENT)),
 			     whylen);
 		return NULL;
 	}
@@ -630,6 +636,61 @@ parse_args(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
+static int
+debug_on(void)
+{
+	const char *e = getenv("DDP_DEBUG");
+
+	return e && *e && strcmp(e, "0") != 0;
+}
+
+/*
+ * Says what the ranks train on. On GPUs every rank names its own device.
+ * On the CPU, which is normal on a node without GPUs, rank 0 says so once
+ * in plain words; each rank's reason (the CUDA error, a module that did
+ * not load) goes to stderr with DDP_DEBUG=1.
+ */
+static void
+say_device(struct ddp_comm *comm, const struct train_compute *cp,
+	   const struct train_compute *gpu, int gpu_built, const char *desc,
+	   const char *why)
+{
+	int rank = ddp_comm_rank(comm), world = ddp_comm_size(comm);
+	const char *host = ddp_comm_host(comm, rank), *reason, *detail = why;
+	char no_gpu[128];
+	int reasons_differ = 1;
+
+	if (cp == gpu) {
+		printf("train: rank %d on %s: backend nccl, %s\n", rank, host,
+		       desc);
+		return;
+	}
+	if (gpu) {
+		reason = "not every rank can use its GPU";
+		detail = "the NCCL backend is not usable on every rank";
+	} else if (!why[0]) {
+		reason = detail = "DDP_BACKEND=tcp";
+		reasons_differ = 0;
+	} else if (!gpu_built) {
+		reason = "this train was built without GPU support";
+	} else {
+		reason = fmt_ok(snprintf(no_gpu, sizeof(no_gpu),
+					 "no usable GPU on %s", host),
+				sizeof(no_gpu))
+				 ? no_gpu
+				 : "no usable GPU";
+	}
+	if (debug_on())
+		fprintf(stderr, "train: rank %d on %s: backend tcp, CPU (%s)\n",
+			rank, host, detail);
+	if (rank == 0)
+		printf("train: %d rank%s on the CPU over TCP: %s%s\n", world,
+		       world == 1 ? "" : "s", reason,
+		       reasons_differ && !debug_on()
+			       ? " (DDP_DEBUG=1 gives each rank's reason)"
+			       : "");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -648,7 +709,7 @@ main(int argc, char **argv)
 	double stats[3], *dstats = NULL, t0, step_s = 0;
 	long steps = 0, e;
 	uint32_t crc;
-	int rc = 1, sr, rank = 0, world;
+	int rc = 1, sr, rank = 0, world, gpu_built = 0;
 	enum ddp_status st;
 
 	memset(&m, 0, sizeof(m));
@@ -664,7 +725,7 @@ main(int argc, char **argv)
 	 * and libddp's backend agreement then puts every rank on TCP. */
 	if (cfg.backend != DDP_BACKEND_TCP)
 		gpu = load_gpu(cfg.local_rank, desc, sizeof(desc), why,
-			       sizeof(why));
+			       sizeof(why), &gpu_built);
 	if (!gpu && cfg.backend == DDP_BACKEND_NCCL) {
 		fprintf(stderr,
 			"train: DDP_BACKEND=nccl, but the GPU compute is not "
@@ -685,14 +746,7 @@ main(int argc, char **argv)
 	world = ddp_comm_size(comm);
 	if (ddp_comm_backend(comm) == DDP_BACKEND_NCCL)
 		cp = gpu;
-	printf("train: rank %d on %s: backend %s, %s%s%s%s\n", rank,
-	       ddp_comm_host(comm, rank), cp == gpu ? "nccl" : "tcp",
-	       cp == gpu ? desc : "CPU",
-	       cp == gpu || (!gpu && !why[0]) ? ""
-	       : gpu ? " (libddp chose TCP: the NCCL backend is not usable "
-		       "on every rank; DDP_DEBUG=1 says why)"
-		     : " (no GPU compute: ",
-	       !gpu && why[0] ? why : "", !gpu && why[0] ? ")" : "");
+	say_device(comm, cp, gpu, gpu_built, desc, why);
 	fflush(stdout);
 	if (o.synthetic ? make_synthetic(o.synthetic, &d) < 0
 			: load_data(o.data, &d) < 0)

@@ -29,6 +29,16 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 	[ "$status" -eq 0 ]
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+	# Where the nodes' GPUs compute, every rank names its own; elsewhere
+	# (a node without a GPU driver is normal) rank 0 says it once, with
+	# no CUDA error text unless DDP_DEBUG asks for it.
+	if grep -q ': backend nccl, ' <<<"$output"; then
+		[ "$(grep -cE '^train: rank [0-3] on [^ ]+: backend nccl, GPU ' <<<"$output")" -eq 4 ]
+	else
+		[ "$(grep -c '^train: 4 ranks on the CPU over TCP: ' <<<"$output")" -eq 1 ]
+		[ "$(grep -c '^train: ' <<<"$output")" -eq 2 ]
+		[[ $output != *CUDA* ]]
+	fi
 	local first last
 	first=$(printf '%s\n' "$output" | grep -oE '^epoch 1 loss [0-9.]+' | awk '{print $4}')
 	last=$(printf '%s\n' "$output" | grep -oE '^epoch 3 loss [0-9.]+' | awk '{print $4}')
@@ -61,6 +71,10 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 	[ "$status" -eq 0 ]
 	# Chosen from the host map: every rank says so, with its place.
 	[ "$(grep -cE 'rank [0-3] \(node[0-9]+\): hierarchical allreduce: 2 nodes, 2 ranks on this one \(local [01]\), 2 stripes' <<<"$output")" -eq 4 ]
+	# DDP_DEBUG also gives each CPU rank's reason for not using a GPU.
+	if ! grep -q ': backend nccl, ' <<<"$output"; then
+		[ "$(grep -cE '^train: rank [0-3] on node[0-9]+: backend tcp, CPU \(.+\)$' <<<"$output")" -eq 4 ]
+	fi
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
 	# Every bucket through it: node sums of 2 ranks, then the 2 nodes'
