@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -298,7 +299,14 @@ net_connect_once(const char *host, int port, double deadline, char *why,
 		fd = socket(ai->ai_family,
 			    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0) {
-			ddp_fmt(why, whylen, "socket: %s", strerror(errno));
+			int err = errno;
+
+			ddp_fmt(why, whylen, "socket: %s", strerror(err));
+			if (net_out_of_resources(err)) {
+				freeaddrinfo(res);
+				errno = err;
+				return -1;
+			}
 			continue;
 		}
 		net_no_delay(fd);
@@ -329,6 +337,64 @@ net_connect_once(const char *host, int port, double deadline, char *why,
 }
 
 int
+net_out_of_resources(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM ||
+	       err == ENOBUFS;
+}
+
+void
+net_resource_advice(int err, char *buf, size_t len)
+{
+	struct rlimit rl;
+	char lim[96] = "";
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		ddp_fmt(lim, sizeof(lim), " (soft limit %lld, hard %lld)",
+			rl.rlim_cur == RLIM_INFINITY ? -1LL
+						     : (long long)rl.rlim_cur,
+			rl.rlim_max == RLIM_INFINITY ? -1LL
+						     : (long long)rl.rlim_max);
+	if (err == EMFILE)
+		ddp_fmt(buf, len,
+			"this process reached its limit of open files%s: "
+			"raise it before launching (`ulimit -n`, or "
+			"LimitNOFILE= in slurmd's systemd unit, which srun "
+			"tasks inherit; PropagateResourceLimits in "
+			"slurm.conf)",
+			lim);
+	else if (err == ENFILE)
+		ddp_fmt(buf, len,
+			"the host reached its limit of open files "
+			"(fs.file-max, /proc/sys/fs/file-nr)");
+	else
+		ddp_fmt(buf, len,
+			"the host is out of memory for sockets (%s): fewer "
+			"ranks per host, or more memory",
+			strerror(err));
+}
+
+long
+net_raise_nofile(long *raised_from)
+{
+	struct rlimit rl;
+	rlim_t old;
+
+	*raised_from = -1;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return -1;
+	old = rl.rlim_cur;
+	if (rl.rlim_cur != rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+			*raised_from = old == RLIM_INFINITY ? -1 : (long)old;
+		else
+			rl.rlim_cur = old;
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? -1 : (long)rl.rlim_cur;
+}
+
+int
 net_back_off(double *delay, double deadline)
 {
 	if (wk_now() + *delay >= deadline)
@@ -348,9 +414,12 @@ net_connect_retry(const char *host, int port, double deadline, char *why,
 	for (;;) {
 		now = wk_now();
 		attempt = now + 5.0 < deadline ? now + 5.0 : deadline;
+		errno = 0;
 		fd = net_connect_once(host, port, attempt, why, whylen);
 		if (fd >= 0)
 			return fd;
+		if (net_out_of_resources(errno))
+			return -1;
 		if (net_back_off(&delay, deadline) < 0)
 			return -1;
 	}

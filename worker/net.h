@@ -99,10 +99,33 @@ int net_connect_once(const char *host, int port, double deadline, char *why,
  * net_connect_once again and again with back-off until deadline, each
  * attempt bounded to 5 s. Ranks start at once and their listener a little
  * after some, so the first retry comes soon (10 ms). Returns the fd, or
- * -1 with the last attempt's reason in why.
+ * -1 with the last attempt's reason in why; at once, with errno set, when
+ * a socket cannot be made for want of a resource (net_out_of_resources).
  */
 int net_connect_retry(const char *host, int port, double deadline, char *why,
 		      size_t whylen);
+
+/*
+ * 1 when err says the process or the host ran out of a resource (EMFILE,
+ * ENFILE, ENOMEM, ENOBUFS): waiting does not help, so callers fail at
+ * once with net_resource_advice's words instead of retrying.
+ */
+int net_out_of_resources(int err);
+
+/*
+ * Into buf: what err exhausted, this process's file-descriptor limits
+ * and how to raise them (`ulimit -n`, slurmd's LimitNOFILE), for an error
+ * that the caller prefixes with the rank and host.
+ */
+void net_resource_advice(int err, char *buf, size_t len);
+
+/*
+ * Raises the soft RLIMIT_NOFILE to the hard limit, since every peer of the
+ * mesh holds a descriptor. Returns the soft limit now in effect (-1 when
+ * it cannot be read); *raised_from is the old soft limit, or -1 when it
+ * was already at the hard limit or could not be changed.
+ */
+long net_raise_nofile(long *raised_from);
 
 /*
  * Sleeps *delay (never past deadline) and doubles it up to 1 s: 0, or -1

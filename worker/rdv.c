@@ -620,7 +620,25 @@ pend_make_room(struct rdv *r, uint32_t src, int peer_mode)
 		  0, 0);
 }
 
-static void
+/* The error for a resource that ran out on this rank: err's advice. */
+static enum ddp_status
+resource_error(const struct rdv *r, int err, const char *doing)
+{
+	char advice[512];
+
+	net_resource_advice(err, advice, sizeof(advice));
+	return wk_err(DDP_ERR_SYSTEM, "rank %d on %s: %s: %s; %s",
+		      r->mesh->rank, r->mesh->myhost, doing, strerror(err),
+		      advice);
+}
+
+/*
+ * Accepts up to ACCEPT_BATCH waiting connections into the pending table.
+ * DDP_OK, or an error at once when this process is out of descriptors or
+ * memory: the kernel keeps the connection queued, so waiting would spin
+ * until the timeout and blame the ranks it never read.
+ */
+static enum ddp_status
 accept_new(struct rdv *r, int peer_mode)
 {
 	struct sockaddr_storage ss;
@@ -634,8 +652,12 @@ accept_new(struct rdv *r, int peer_mode)
 		sl = sizeof(ss);
 		fd = accept4(r->lfd, (struct sockaddr *)&ss, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && net_out_of_resources(errno))
+			return resource_error(r, errno,
+					      peer_mode ? "accepting a peer"
+							: "accepting a rank");
 		if (fd < 0)
-			return;
+			return DDP_OK;
 		net_sa_format(&ss, addr, sizeof(addr), &port);
 		ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
 		if (r->local_only && !net_sa_loopback((struct sockaddr *)&ss)) {
@@ -670,6 +692,7 @@ accept_new(struct rdv *r, int peer_mode)
 		if (!p->buf)
 			pend_drop(r, r->npend - 1, "out of memory", 0, 0);
 	}
+	return DDP_OK;
 }
 
 /* The error of a wait for ranks [from, size) that reached its deadline. */
@@ -691,12 +714,13 @@ accept_timeout(struct rdv *r, int from, int peer_mode, int missing)
 	return wk_err(
 		DDP_ERR_TIMEOUT,
 		"rank 0 timed out after %g s waiting for ranks to join "
-		"at port %d: %d/%d joined, missing ranks %s; check that "
-		"every rank was started with the same "
+		"at port %d: %d/%d joined, missing ranks %s. Likely causes: "
+		"those ranks failed or were not started (their own error "
+		"output says why: a limit of open files, a missing library, "
+		"munge); they were started with another "
 		"MASTER_ADDR/MASTER_PORT (srun --ddp: every node needs the "
 		"same port_key; `ddp-nodectl port JOB STEP` on each "
-		"compares them), and that the firewall lets TCP "
-		"port %d through",
+		"compares them); or the firewall drops TCP port %d",
 		c->timeout_s, r->lport, c->size - from - missing + 1, c->size,
 		miss, r->lport);
 }
@@ -752,7 +776,7 @@ accept_poll(struct rdv *r, int peer_mode, double now, double deadline)
 			pend_read(r, i - 1, peer_mode);
 	}
 	if (pfd[0].revents & POLLIN)
-		accept_new(r, peer_mode);
+		return accept_new(r, peer_mode);
 	return DDP_OK;
 }
 
@@ -822,6 +846,8 @@ listen_master(struct rdv *r, double deadline)
 			       port);
 		return DDP_OK;
 	}
+	if (net_out_of_resources(errno))
+		return resource_error(r, errno, "listening on MASTER_PORT");
 	if (errno != EADDRINUSE)
 		return wk_err(DDP_ERR_RENDEZVOUS,
 			      "rank 0 cannot listen on port %d: %s", port,
@@ -1130,6 +1156,8 @@ join_master(struct rdv *r, double deadline, int *out)
 	for (;;) {
 		fd = net_connect_retry(cfg->master_addr, cfg->master_port,
 				       deadline, why, sizeof(why));
+		if (fd < 0 && net_out_of_resources(errno))
+			return resource_error(r, errno, "connecting to rank 0");
 		if (fd < 0 && last)
 			return wk_err(last, "%s (until the timeout, %g s)",
 				      lasterr, c->timeout_s);
@@ -1244,6 +1272,10 @@ worker_connect_lower(struct rdv *r, const struct rdv_roster_entry *ents,
 	for (s = 1; s < c->rank; s++) {
 		fd = net_connect_retry(ents[s].addr, ents[s].port, deadline,
 				       why, sizeof(why));
+		if (fd < 0 && net_out_of_resources(errno)) {
+			st = resource_error(r, errno, "connecting to a peer");
+			goto out;
+		}
 		if (fd < 0) {
 			st = wk_err(DDP_ERR_RENDEZVOUS,
 				    "rank %d could not connect to rank %d at "
@@ -1284,6 +1316,8 @@ worker_side(struct rdv *r, double deadline)
 	int fd = -1;
 
 	r->lfd = net_listen(0, &r->lport);
+	if (r->lfd < 0 && net_out_of_resources(errno))
+		return resource_error(r, errno, "data listener");
 	if (r->lfd < 0)
 		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
 			      c->rank, strerror(errno));
@@ -1347,6 +1381,7 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	struct rdv *r;
 	enum ddp_status st;
 	double deadline = wk_now() + cfg->timeout_s;
+	long nofile, was;
 	int i;
 
 	r = calloc(1, sizeof(*r));
@@ -1355,6 +1390,10 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	r->mesh = m;
 	r->cfg = cfg;
 	r->lfd = -1;
+	nofile = net_raise_nofile(&was);
+	if (was >= 0)
+		wk_log(3, "rank %d: open-file limit raised from %ld to %ld",
+		       m->rank, was, nofile);
 	st = auth_init(&r->auth, cfg);
 	if (!st && !cfg->auth)
 		st = auth_none_policy(r, cfg);

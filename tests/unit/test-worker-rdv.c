@@ -9,6 +9,7 @@
  * unless told otherwise (F12). Every job still completes.
  */
 #include <ifaddrs.h>
+#include <sys/resource.h>
 
 #include "test-worker-rdv.h"
 
@@ -243,6 +244,73 @@ diag_job(int n, const struct tw_rank *rk)
 		tw_diag_output(i, &rk[i]);
 }
 
+#define FD_RANKS 48
+
+/* Rank 0 with an open-file limit of soft (hard: hard), the others with
+ * a short timeout of their own. */
+static int
+fd_role(int i, int size, int port, FILE *out, void *arg)
+{
+	const rlim_t *lim = arg;
+	struct rlimit rl = {lim[0], lim[1]};
+	struct ddp_config cfg;
+
+	ddp_set_log_fn(tr_log_to_file, out);
+	if (i == 0 && setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		fprintf(out, "SETRLIMIT %s\n", strerror(errno));
+		return 5;
+	}
+	tw_cfg(&cfg, i, size, port, i == 0 ? 60 : 8);
+	return tr_rank_job(&cfg, out);
+}
+
+/*
+ * Rank 0 out of file descriptors fails at once, naming the limit and
+ * the fix, instead of waiting out its timeout and blaming the ranks it
+ * could not accept; with room under the hard limit, libddp raises the
+ * soft limit itself and the job runs.
+ */
+static void
+test_fd_limit(void)
+{
+	static struct tw_rank rk[FD_RANKS];
+	rlim_t tight[2] = {32, 32}, soft[2] = {32, 4096};
+	int failed = tap_failed, i, ok = 1;
+
+	setenv("DDP_DEBUG", "1", 1);
+	if (tw_run_job(FD_RANKS, fd_role, tight, 50, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tw_exit(&rk[0]) == 3 &&
+		       tr_has(&rk[0], "reached its limit of open files "
+				      "(soft limit 32, hard 32)") &&
+		       tr_has(&rk[0], "ulimit -n") &&
+		       !tr_has(&rk[0], "timed out"),
+	       "%d ranks, rank 0 limited to 32 open files: it fails before "
+	       "its timeout, naming the limit and `ulimit -n`",
+	       FD_RANKS);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(1, rk);
+	tw_free_job(FD_RANKS, rk);
+
+	failed = tap_failed;
+	if (tw_run_job(FD_RANKS, fd_role, soft, 50, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 0; i < FD_RANKS; i++)
+		ok = ok && tw_exit(&rk[i]) == 0;
+	tap_ok(ok && tr_has(&rk[0], "open-file limit raised from 32 to 4096"),
+	       "%d ranks, rank 0's soft limit 32 under a hard limit of 4096: "
+	       "libddp raises it (a debug line says so) and the job runs",
+	       FD_RANKS);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(1, rk);
+	tw_free_job(FD_RANKS, rk);
+	unsetenv("DDP_DEBUG");
+}
+
 static void
 test_squat_replay(void)
 {
@@ -426,6 +494,7 @@ main(void)
 	test_held_port();
 	test_ttl();
 	test_auth_none();
+	test_fd_limit();
 	tr_munged_stop(dir);
 	return tap_done();
 }

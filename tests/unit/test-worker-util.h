@@ -21,7 +21,7 @@
 
 #include "ddp.h"
 
-#define TW_MAX_RANKS 16
+#define TW_MAX_RANKS 64
 #define TW_OUT_MAX (1 << 20)
 
 /* A loopback port nobody listens on right now. */
@@ -109,6 +109,8 @@ tw_run_job(int size, tw_rank_fn *fn, void *arg, double limit_s,
 	ssize_t got;
 	FILE *f;
 
+	if (size > TW_MAX_RANKS)
+		return -1;
 	fflush(stdout);
 	for (i = 0; i < size; i++) {
 		memset(&rk[i], 0, sizeof(rk[i]));
