@@ -314,6 +314,42 @@ out:
 	return rc;
 }
 
+/* hwloc's Linux backend copies /sys/class/dmi/id into the root object's
+ * infos as root sees it: serial numbers and the UUID, which sysfs shows to
+ * root only, and asset tags. The cache is readable by every user (ranks
+ * read it) and placement needs no identifier of a machine or device, so
+ * every info named like one (DMIProductSerial, DMIProductUUID,
+ * DMIBoardSerial, DMIChassisAssetTag, a disk's SerialNumber, ...) stays
+ * out of it. */
+static int
+private_info(const char *name)
+{
+	return strstr(name, "Serial") || strstr(name, "UUID") ||
+	       strstr(name, "AssetTag");
+}
+
+/* Removes the private infos from obj and everything below it. hwloc 2
+ * has no call to remove an info: its array is edited in place, freed as
+ * hwloc frees it. */
+static void
+drop_private_infos(hwloc_topology_t topo, hwloc_obj_t obj)
+{
+	hwloc_obj_t child = NULL;
+	unsigned i, kept = 0;
+
+	for (i = 0; i < obj->infos_count; i++) {
+		if (private_info(obj->infos[i].name)) {
+			free(obj->infos[i].name);
+			free(obj->infos[i].value);
+		} else {
+			obj->infos[kept++] = obj->infos[i];
+		}
+	}
+	obj->infos_count = kept;
+	while ((child = hwloc_get_next_child(topo, obj, child)))
+		drop_private_infos(topo, child);
+}
+
 /* Writes all of buf to fd; 0 or -1. */
 static int
 write_all(int fd, const char *buf, size_t len)
@@ -372,6 +408,7 @@ ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
 		    source_xml ? " " : "", source_xml ? source_xml : "");
 		goto out;
 	}
+	drop_private_infos(topo, hwloc_get_root_obj(topo));
 	if (hwloc_obj_add_info(hwloc_get_root_obj(topo), DDP_TOPO_CACHE_INFO,
 			       key) < 0 ||
 	    hwloc_topology_export_xmlbuffer(topo, &xml, &len, 0) < 0 ||

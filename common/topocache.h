@@ -63,9 +63,11 @@ int ddp_topo_cache_read(const char *path, int thissystem, struct ddp_topo **out,
 /*
  * Writes the cache at path: discovers this machine (source_xml NULL; whole
  * machine, I/O devices as ddp_topo_load keeps them) or loads source_xml
- * (tests, ddp-plan --cache), stores this machine's key, and replaces path
- * atomically (temporary file in the same directory, then rename) with a
- * 0644 file. The directory is created 0755 when missing (not its parents)
+ * (tests, ddp-plan --cache), drops every info named like an identifier
+ * (Serial, UUID, AssetTag: the DMI serials and UUID only root may read in
+ * sysfs), stores this machine's key, and replaces path atomically
+ * (temporary file in the same directory, then rename) with a 0644 file
+ * that every user may read. The directory is created 0755 when missing (not its parents)
  * and must be owned by the caller's euid and not writable by group or
  * others. Meant for root; the reader trusts only root's files. Returns 0,
  * or -1 with err naming the path and the problem.

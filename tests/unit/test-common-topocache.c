@@ -425,6 +425,108 @@ check_refusals(void)
 	miss("no cache key", "a plain hwloc export");
 }
 
+/* The infos hwloc's Linux backend reads from root-only files of
+ * /sys/class/dmi/id (serials, UUID) and the asset tags, with a value each
+ * that appears nowhere else. */
+static const char *const private_infos[][2] = {
+	{"DMIProductSerial", "ddp-test-product-serial"},
+	{"DMIProductUUID", "ddp-test-0123-4567-89ab-cdef"},
+	{"DMIBoardSerial", "ddp-test-board-serial"},
+	{"DMIBoardAssetTag", "ddp-test-board-asset"},
+	{"DMIChassisSerial", "ddp-test-chassis-serial"},
+	{"DMIChassisAssetTag", "ddp-test-chassis-asset"},
+};
+#define N_PRIVATE (sizeof(private_infos) / sizeof(private_infos[0]))
+
+/* Counts the private infos' names and values found in the file at p. */
+static int
+private_in(const char *p)
+{
+	size_t len = 0, i;
+	char *buf = slurp(p, &len);
+	int found = 0;
+
+	if (!buf)
+		return -1;
+	for (i = 0; i < N_PRIVATE; i++)
+		found += (strstr(buf, private_infos[i][0]) != NULL) +
+			 (strstr(buf, private_infos[i][1]) != NULL);
+	free(buf);
+	return found;
+}
+
+/* The cache is world-readable: a topology whose root carries the DMI
+ * serials, UUID and asset tags (as hwloc reports them to root) is written
+ * without them, and keeps the public DMI infos and the key. */
+static void
+check_no_private_infos(void)
+{
+	static const char src_name[] =
+		"tests/topologies/32em64t-2n8c2t-pci-normalio.xml";
+	char src[128], err[512], why[1024], line[160], *xml = NULL, *at;
+	char *out = NULL;
+	struct ddp_topo *t = NULL;
+	size_t len = 0, olen = 0, i;
+	FILE *f = NULL;
+	int ok = 0;
+
+	if (ddp_fmt(src, sizeof(src), "%s/source.xml", dir) < 0 ||
+	    !(xml = slurp(src_name, &len)) ||
+	    !(at = strstr(xml, "<info name=\"DMIProductName\"")) ||
+	    !(f = open_memstream(&out, &olen)))
+		goto out;
+	fwrite(xml, 1, (size_t)(at - xml), f);
+	for (i = 0; i < N_PRIVATE; i++) {
+		ddp_fmt(line, sizeof(line),
+			"<info name=\"%s\" value=\"%s\"/>\n",
+			private_infos[i][0], private_infos[i][1]);
+		fputs(line, f);
+	}
+	fputs(at, f);
+	ok = fclose(f) == 0 && spit(src, out, olen, 0644) == 0;
+	f = NULL;
+out:
+	if (f)
+		fclose(f);
+	free(xml);
+	free(out);
+	if (!tap_ok(ok && private_in(src) == 2 * (int)N_PRIVATE,
+		    "setup: a topology with DMI serials, UUID and asset tags"))
+		return;
+	unlink(path);
+	if (!tap_ok(ddp_topo_cache_write(path, src, err, sizeof(err)) == 0,
+		    "cache written from it"))
+		tap_diag("%s", err);
+	if (!tap_ok(private_in(path) == 0,
+		    "the cache holds none of the DMI serials, UUID or asset "
+		    "tags, names or values"))
+		tap_diag("%d found", private_in(path));
+	xml = slurp(path, &len);
+	tap_ok(xml && strstr(xml, "DMIProductName") &&
+		       strstr(xml, "DMIBoardVendor") &&
+		       strstr(xml, DDP_TOPO_CACHE_INFO),
+	       "the public DMI infos and the cache key stay");
+	free(xml);
+	if (!tap_ok(ddp_topo_cache_read(path, 0, &t, why, sizeof(why)) == 1 &&
+			    t &&
+			    hwloc_get_nbobjs_by_type(ddp_topo_hwloc(t),
+						     HWLOC_OBJ_PU) == 32,
+		    "and it reads back, all 32 PUs"))
+		tap_diag("why: %s", why);
+	ddp_topo_destroy(t);
+	unlink(src);
+	/* This machine as root discovers it: whatever its firmware says,
+	 * none of it reaches the cache. */
+	tap_ok(fresh() == 0 && private_in(path) == 0,
+	       "a cache of this machine holds no DMI serial, UUID or asset "
+	       "tag");
+	xml = slurp(path, &len);
+	tap_ok(xml && !strstr(xml, "Serial") && !strstr(xml, "UUID") &&
+		       !strstr(xml, "AssetTag"),
+	       "nor any info named like a serial number, UUID or asset tag");
+	free(xml);
+}
+
 static void
 check_policy(void)
 {
@@ -552,6 +654,7 @@ main(void)
 	check_same_as_live();
 	check_confined();
 	check_refusals();
+	check_no_private_infos();
 	check_policy();
 	check_not_root();
 	unlink(path);
