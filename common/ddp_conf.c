@@ -1,23 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Strict reader of the site configuration (ddp.conf) shared by the plugin
- * and the prolog helper, and the per-job directory naming rules.
+ * and the prolog helper, and the checks of its settings against the node.
  */
 #include "ddp_conf.h"
 
 #include <ctype.h>
 #include <stddef.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 #include "ddp_util.h"
 #include "port.h"
@@ -782,209 +779,6 @@ out:
 	if (f)
 		fclose(f);
 	return rv;
-}
-
-int
-ddp_conf_valid_user(const char *name)
-{
-	size_t i;
-
-	if (!name || name[0] == '\0' || name[0] == '-' || name[0] == '.')
-		return 0;
-	for (i = 0; name[i]; i++) {
-		unsigned char c = (unsigned char)name[i];
-
-		if (i >= 64)
-			return 0;
-		if (!isalnum(c) && c != '.' && c != '_' && c != '-' && c != '@')
-			return 0;
-	}
-	return 1;
-}
-
-int
-ddp_conf_shared_dir(const struct ddp_conf *conf, const char *user,
-		    unsigned long jobid, char *buf, size_t len)
-{
-	if (conf->shared_root[0] == '\0' || !ddp_conf_valid_user(user) ||
-	    jobid == 0)
-		return -1;
-	return ddp_fmt(buf, len, "%s/%s/%lu", conf->shared_root, user, jobid);
-}
-
-/* "(uid 1000, mode 0755)" for a message. */
-static void
-describe(const struct stat *st, char *buf, size_t len)
-{
-	if (ddp_fmt(buf, len, "owner uid %lu, mode %04o",
-		    (unsigned long)st->st_uid,
-		    (unsigned)(st->st_mode & DDP_MODE_BITS)) < 0)
-		buf[0] = '\0';
-}
-
-/* Opens name below pfd as one level of a job directory and checks it.
- * Returns the descriptor, -2 when it does not exist, or -1 with err. */
-static int
-open_job_level(int pfd, const char *name, const char *path, uid_t uid,
-	       char *err, size_t errlen)
-{
-	struct stat st;
-	char what[64];
-	int fd;
-
-	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		const char *kind = NULL;
-
-		if (e == ENOENT)
-			return -2;
-		ddp_fmt(what, sizeof(what), "owner and mode unknown");
-		if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-			describe(&st, what, sizeof(what));
-			if (S_ISLNK(st.st_mode))
-				kind = "a symbolic link";
-			else if (!S_ISDIR(st.st_mode))
-				kind = "not a directory";
-		}
-		if (kind)
-			snprintf(err, errlen,
-				 "%s is %s (%s), not a job directory: %s "
-				 "remove it; the next job's prolog then makes "
-				 "a directory owned by uid %lu, mode 0700",
-				 path, kind, what,
-				 st.st_uid == uid ? "its owner may"
-						  : "the admin should",
-				 (unsigned long)uid);
-		else
-			snprintf(err, errlen,
-				 "%s (%s) cannot be opened as uid %lu: %s; a "
-				 "job directory must be owned by the job's "
-				 "user with mode 0700: the admin should "
-				 "remove it",
-				 path, what, (unsigned long)uid, strerror(e));
-		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	/* Group or other bits would let others read (or plant files in) what
-	 * the job writes; setgid inherited from the parent grants nothing. */
-	if (st.st_uid != uid ||
-	    (st.st_mode & (S_IRWXU | S_IRWXG | S_IRWXO)) != S_IRWXU) {
-		describe(&st, what, sizeof(what));
-		snprintf(err, errlen,
-			 "%s has %s, but a job directory must be owned by "
-			 "the job's user (uid %lu) with mode 0700: %s",
-			 path, what, (unsigned long)uid,
-			 st.st_uid != uid
-				 ? "another user made it, so it is not safe "
-				   "to use; the admin should remove it (and "
-				   "create <root>/<user> as root, owned by "
-				   "the user, mode 0700)"
-				 : "run 'chmod 0700' on it (your umask or a "
-				   "chmod opened it up) and start the step "
-				   "again");
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-int
-ddp_conf_check_job_dir(const char *root, const char *rel, uid_t uid, char *err,
-		       size_t errlen)
-{
-	char path[PATH_MAX], name[PATH_MAX];
-	struct stat st;
-	const char *p = rel;
-	size_t plen;
-	int fd = -1, rv = -1;
-
-	if (errlen)
-		err[0] = '\0';
-	if (ddp_fmt(path, sizeof(path), "%s", root) < 0 || !rel || !*rel ||
-	    rel[0] == '/') {
-		snprintf(err, errlen, "job directory %.200s/%.100s: bad name",
-			 root, rel ? rel : "");
-		return -1;
-	}
-	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT) {
-			rv = 0;
-			goto out;
-		}
-		snprintf(err, errlen, "%s: cannot open: %s", root,
-			 strerror(errno));
-		goto out;
-	}
-	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "%s: %s", root, strerror(errno));
-		goto out;
-	}
-	/* Whoever may rename entries of root can swap the job's directory
-	 * for their own after this check. */
-	if ((st.st_uid != 0 && st.st_uid != uid) ||
-	    ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
-		char what[64];
-
-		describe(&st, what, sizeof(what));
-		snprintf(err, errlen,
-			 "%s has %s: another user could replace the job "
-			 "directories in it; the admin should make it owned "
-			 "by root and not writable by group or others, or "
-			 "sticky (chmod +t)",
-			 root, what);
-		goto out;
-	}
-	while (*p) {
-		const char *slash = strchr(p, '/');
-		size_t len = slash ? (size_t)(slash - p) : strlen(p);
-		int next;
-
-		plen = strlen(path);
-		if (len == 0 || len >= sizeof(name) ||
-		    ddp_fmt(path + plen, sizeof(path) - plen, "/%.*s", (int)len,
-			    p) < 0 ||
-		    (len == 1 && p[0] == '.') ||
-		    (len == 2 && p[0] == '.' && p[1] == '.')) {
-			snprintf(err, errlen,
-				 "job directory %.200s/%.100s: bad name", root,
-				 rel);
-			goto out;
-		}
-		memcpy(name, p, len);
-		name[len] = '\0';
-		next = open_job_level(fd, name, path, uid, err, errlen);
-		if (next == -2) {
-			rv = 0;
-			goto out;
-		}
-		if (next < 0)
-			goto out;
-		close(fd);
-		fd = next;
-		p += len;
-		if (*p == '/')
-			p++;
-	}
-	rv = 1;
-out:
-	if (fd >= 0)
-		close(fd);
-	return rv;
-}
-
-int
-ddp_conf_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
-		     char *buf, size_t len)
-{
-	if (conf->scratch_root[0] == '\0' || jobid == 0)
-		return -1;
-	return ddp_fmt(buf, len, "%s/%lu", conf->scratch_root, jobid);
 }
 
 int

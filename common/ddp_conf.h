@@ -201,46 +201,6 @@ int ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 		  char *err, size_t errlen);
 
 /*
- * Names the job's shared directory, <shared_root>/<user>/<jobid>, in buf.
- * Returns 0, or -1 when shared_root is empty, user is not a safe path
- * component (see ddp_conf_valid_user) or the result does not fit.
- */
-int ddp_conf_shared_dir(const struct ddp_conf *conf, const char *user,
-			unsigned long jobid, char *buf, size_t len);
-
-/*
- * Names the job's node-local scratch directory, <scratch_root>/<jobid>.
- * Returns 0, or -1 when scratch_root is empty or the result does not fit.
- */
-int ddp_conf_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
-			 char *buf, size_t len);
-
-/*
- * Checks a per-job directory before its path is handed to a job of uid:
- * <root>/<rel>, where rel is "<user>/<jobid>" (shared) or "<jobid>"
- * (scratch). Every level below root is opened relative to its parent's
- * descriptor with O_NOFOLLOW|O_DIRECTORY and must be owned by uid with no
- * group or other permission bits (mode 0700), so a directory another user
- * planted, or a symlink to one, is never exported. root itself is the
- * admin's path (it may be reached through symlinks) but must be owned by
- * root or uid and not writable by group or others unless sticky, else its
- * entries could be swapped after the check.
- *
- * Returns 1 when the directory exists and passes; 0 when root or a level
- * does not exist (the prolog made nothing: export nothing, not an error);
- * -1 with err naming the path, its owner and mode, and the fix.
- * Reads only; runs as whoever calls it (the job's user in the plugin).
- */
-int ddp_conf_check_job_dir(const char *root, const char *rel, uid_t uid,
-			   char *err, size_t errlen);
-
-/*
- * Returns 1 when name may be used as one path component for a user: 1-64
- * characters of [A-Za-z0-9._@-], not starting with '-' or '.', else 0.
- */
-int ddp_conf_valid_user(const char *name);
-
-/*
  * Checks settings that depend on the running kernel: port_range must not
  * overlap ip_local_port_range (eph_low..eph_high). Returns 0 or -1 with err.
  */

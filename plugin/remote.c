@@ -23,6 +23,7 @@
 
 #include "ddp_log.h"
 #include "ddp_util.h"
+#include "jobdir.h"
 #include "plugin.h"
 #include "port.h"
 #include "tasks.h"
@@ -236,16 +237,16 @@ check_dirs(struct ddp_plugin *p, uid_t uid)
 
 	if (ddp_fmt(jobid, sizeof(jobid), "%u", n->jobid) < 0)
 		return -1;
-	if (ddp_conf_shared_dir(conf, n->user, n->jobid, n->shared_dir,
-				sizeof(n->shared_dir)) == 0 &&
+	if (ddp_jobdir_shared(conf, n->user, n->jobid, n->shared_dir,
+			      sizeof(n->shared_dir)) == 0 &&
 	    ddp_fmt(rel, sizeof(rel), "%s/%s", n->user, jobid) == 0 &&
-	    (shared = ddp_conf_check_job_dir(conf->shared_root, rel, uid, err,
-					     sizeof(err))) < 0)
+	    (shared = ddp_jobdir_check(conf->shared_root, rel, uid, err,
+				       sizeof(err))) < 0)
 		node_error(n, "--ddp: DDP_SHARED_DIR: %s", err);
-	else if (ddp_conf_scratch_dir(conf, n->jobid, n->scratch_dir,
-				      sizeof(n->scratch_dir)) == 0 &&
-		 (scratch = ddp_conf_check_job_dir(conf->scratch_root, jobid,
-						   uid, err, sizeof(err))) < 0)
+	else if (ddp_jobdir_scratch(conf, n->jobid, n->scratch_dir,
+				    sizeof(n->scratch_dir)) == 0 &&
+		 (scratch = ddp_jobdir_check(conf->scratch_root, jobid, uid,
+					     err, sizeof(err))) < 0)
 		node_error(n, "--ddp: DDP_SCRATCH_DIR: %s", err);
 	/* Only what passed is exported, and nothing when either failed. */
 	if (shared != 1 || scratch < 0)

@@ -199,8 +199,8 @@ open_state(const struct ddp_conf *conf, char *err, size_t errlen)
 	char sub[64];
 	int dfd, nfd = -1, squatted;
 
-	dfd = nc_open_root_dir(conf->state_dir, "state dir", &squatted, err,
-			       errlen);
+	dfd = ddp_jobdir_open_root(conf->state_dir, "state dir", &squatted, err,
+				   errlen);
 	if (dfd < 0)
 		return -1;
 	/* The firewall state belongs to a network namespace: nodes that
@@ -424,7 +424,7 @@ read_job(struct job *j, int need_user)
 	 * (user-influenced) environment. */
 	errno = 0;
 	pw = getpwuid(j->uid);
-	if (!pw || !ddp_conf_valid_user(pw->pw_name)) {
+	if (!pw || !ddp_jobdir_valid_user(pw->pw_name)) {
 		ddp_error("uid %lu: %s", v,
 			  pw ? "user name unusable as a directory name"
 			     : "not in the password database");
@@ -734,7 +734,7 @@ reconcile_scratch(const struct ddp_conf *conf, const unsigned long *live,
 
 	if (!conf->scratch_root[0])
 		return;
-	fd = nc_open_dir_nofollow(conf->scratch_root, 0, 0);
+	fd = ddp_jobdir_open_nofollow(conf->scratch_root, 0, 0);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
@@ -961,8 +961,8 @@ cmd_install(const struct ddp_conf *conf)
 	int fd, squatted, rv = EX_OK;
 
 	if (conf->scratch_root[0]) {
-		fd = nc_open_root_dir(conf->scratch_root, "scratch root",
-				      &squatted, err, sizeof(err));
+		fd = ddp_jobdir_open_root(conf->scratch_root, "scratch root",
+					  &squatted, err, sizeof(err));
 		if (fd < 0) {
 			ddp_error("install: %s", err);
 			rv = EX_NODE;

@@ -3,7 +3,8 @@
  * The Slurm-free core of ddp-nodectl, the prolog/epilog helper: input
  * validation, the per-job firewall elements (nft script generation, set
  * listing parser, per-job state files and the sync that reconciles them),
- * shared-root checks, per-job directories and symlink-safe removal.
+ * shared-root checks, per-job directories (by the contract of jobdir.h)
+ * and symlink-safe removal.
  *
  * Errors: functions return 0 or -1 and fill a caller-provided err buffer
  * (always NUL-terminated when errlen > 0); they never exit and never log.
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "ddp_conf.h"
+#include "jobdir.h"
 
 #define NC_ERR_LEN 512
 /* The nftables objects owned by slurm-ddp. */
@@ -211,39 +213,21 @@ int nc_mount_lookup(const char *mountinfo, dev_t dev, const char *path,
 int nc_check_shared_root(const struct ddp_conf *conf, char *err, size_t errlen);
 
 /*
- * Creates <shared_root>/<user>/<jobid> mode 0700 owned by uid:gid. The
- * user directory is created by root when root may write to shared_root
- * (never following a symlink), and everything below it as the user in a
- * child process (which also covers root-squashed NFS). An existing user
- * directory is never chowned: one owned by someone else or not mode 0700
- * is refused, and so is an existing job directory owned by someone else
- * (the user's own is set to 0700); nothing is created in a refused
- * directory. Bounded by conf->shared_timeout. Returns 0, or -1 with err
- * (a refusal names the path, its owner or mode and the fix; a hang says
- * "timed out after N s").
+ * Creates <shared_root>/<user>/<jobid> by ddp_jobdir_make_shared, in a
+ * child process bounded by conf->shared_timeout. Returns 0, or -1 with
+ * err (a refusal names the path, its owner or mode and the fix; a hang
+ * says "timed out after N s").
  */
 int nc_make_shared_dir(const struct ddp_conf *conf, const char *user, uid_t uid,
 		       gid_t gid, unsigned long jobid, char *err,
 		       size_t errlen);
 
 /*
- * Opens a directory that only root may change (scratch_root, state_dir),
- * creating it and missing parents mode 0755 without following a symlink
- * in any component. It must be owned by the caller's euid (root) and not
- * writable by group or others. Returns the O_DIRECTORY fd, or -1 with err
- * naming what (e.g. "scratch root"), the path, what is wrong and the fix;
- * *squatted is set to 1 when the directory is owned by someone else (a
- * user made it first), else 0.
- */
-int nc_open_root_dir(const char *path, const char *what, int *squatted,
-		     char *err, size_t errlen);
-
-/*
  * Creates the node-local <scratch_root>/<jobid> mode 0700 owned by
  * uid:gid, always as a new directory: an entry of that name left over
  * from an earlier job is first removed as root (nc_rmtree_at) and
  * *leftover set to 1, so it is never handed to the new owner.
- * scratch_root is opened with nc_open_root_dir. Returns 0, or -1 with
+ * scratch_root is opened with ddp_jobdir_open_root. Returns 0, or -1 with
  * err; *node_fault is 1 when the failure is the node's (a scratch root
  * writable by others, a leftover that cannot be removed, I/O errors) and
  * 0 when a user caused it (a scratch root a user made: the job runs
@@ -271,14 +255,6 @@ int nc_remove_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
  * with err.
  */
 int nc_rmtree_at(int dirfd, const char *name, char *err, size_t errlen);
-
-/*
- * Opens an absolute directory path from "/" one component at a time with
- * O_NOFOLLOW, so no symlink is followed. When create is non-zero, missing
- * components are created with mode. Returns the O_DIRECTORY fd or -1 with
- * errno set.
- */
-int nc_open_dir_nofollow(const char *path, int create, mode_t mode);
 
 /*
  * Retention sweep of the shared root: removes <shared_root>/<user>/<jobid>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ddp-nodectl core, storage part: the shared-root mount check (in a child
- * with a timeout), per-job shared and scratch directories, and removal
- * that never follows a symlink.
+ * with a timeout), per-job shared and scratch directories made by the
+ * rules of jobdir.h, and removal that never follows a symlink.
  */
 #include "nodectl.h"
 
@@ -25,58 +25,6 @@
 /* A sweep removes whole trees on a shared file system: allow it longer
  * than a prolog check. */
 #define SWEEP_TIMEOUT_S 3600
-
-int
-nc_open_dir_nofollow(const char *path, int create, mode_t mode)
-{
-	char comp[NAME_MAX + 1];
-	const char *p = path, *slash;
-	int fd, next, saved;
-
-	if (!path || path[0] != '/') {
-		errno = EINVAL;
-		return -1;
-	}
-	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	for (;;) {
-		size_t len;
-
-		while (*p == '/')
-			p++;
-		if (*p == '\0')
-			return fd;
-		slash = strchr(p, '/');
-		len = slash ? (size_t)(slash - p) : strlen(p);
-		if (len > NAME_MAX) {
-			close(fd);
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		memcpy(comp, p, len);
-		comp[len] = '\0';
-		p += len;
-		next = openat(fd, comp,
-			      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (next < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, comp, mode) < 0 && errno != EEXIST)
-				goto fail;
-			next = openat(fd, comp,
-				      O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					      O_CLOEXEC);
-		}
-		if (next < 0)
-			goto fail;
-		close(fd);
-		fd = next;
-	}
-fail:
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return -1;
-}
 
 /* Undoes mountinfo's octal escapes (\040 for a space) in place. */
 static void
@@ -307,156 +255,14 @@ struct shared_job {
 	unsigned long jobid;
 };
 
-/* Drops to the job's user for good (this is a child process). */
-static int
-become_user(const char *user, uid_t uid, gid_t gid, char *err, size_t errlen)
-{
-	if (getuid() == uid && geteuid() == uid)
-		return 0;
-	if ((user ? initgroups(user, gid) : setgroups(1, &gid)) < 0 ||
-	    setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) {
-		ddp_errf(err, errlen, "cannot become uid %lu: %s",
-			 (unsigned long)uid, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* Opens dirfd/name as a directory without following a symlink, creating
- * it 0700 when missing; reports whether it was created. */
-static int
-open_or_make(int pfd, const char *name, int *created)
-{
-	int fd;
-
-	*created = 0;
-	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 || errno != ENOENT)
-		return fd;
-	if (mkdirat(pfd, name, 0700) < 0) {
-		if (errno != EEXIST)
-			return -1;
-	} else {
-		*created = 1;
-	}
-	return openat(pfd, name,
-		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-/*
- * Refuses a directory of the job's shared path that is not private to the
- * job's user: owned by someone else (planted by another user where the
- * shared root lets users create entries), or open to others. fd is the
- * opened directory, or -1 when it could not be opened (then it is looked
- * up by name in pfd, so that a foreign 0700 directory is named as such).
- */
-static int
-check_private(int pfd, const char *name, int fd, const char *path,
-	      const struct shared_job *j, int fix_mode, char *err,
-	      size_t errlen)
-{
-	struct stat st;
-	int saved = errno;
-
-	if ((fd >= 0 ? fstat(fd, &st)
-		     : fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0) {
-		ddp_errf(err, errlen, "%s: %s", path, strerror(saved));
-		return -1;
-	}
-	if (fd < 0 && st.st_uid == j->uid) {
-		ddp_errf(err, errlen, "%s: %s", path,
-			 saved == ELOOP || saved == ENOTDIR
-				 ? "not a directory (symlink?)"
-				 : strerror(saved));
-		return -1;
-	}
-	if (st.st_uid != j->uid) {
-		ddp_errf(
-			err, errlen,
-			"%s is owned by uid %lu, not by %s (uid %lu): refused, "
-			"no shared directory for this job; an admin should "
-			"remove it%s",
-			path, (unsigned long)st.st_uid, j->user,
-			(unsigned long)j->uid,
-			fix_mode ? ""
-				 : " and make the user directory as root "
-				   "(mkdir -m 0700, chown to the user)");
-		return -1;
-	}
-	if ((st.st_mode & ACCESSPERMS) == 0700)
-		return 0;
-	/* The job's own directory is the user's and made for this job:
-	 * close it up. The user's directory is theirs to set. */
-	if (fix_mode && fchmod(fd, 0700) == 0)
-		return 0;
-	ddp_errf(err, errlen,
-		 "%s has mode %04o, not 0700: refused, no shared directory for "
-		 "this job (run: chmod 0700 %s)",
-		 path, (unsigned)(st.st_mode & ACCESSPERMS), path);
-	return -1;
-}
-
+/* Runs in the child: it becomes the user and may block on the server. */
 static int
 shared_child(void *arg, char *err, size_t errlen)
 {
 	const struct shared_job *j = arg;
-	const char *root = j->conf->shared_root;
-	char jobname[32], upath[PATH_MAX], jpath[PATH_MAX];
-	int rootfd = -1, userfd = -1, jobfd = -1, created, rv = -1;
 
-	ddp_fmt(jobname, sizeof(jobname), "%lu", j->jobid);
-	if (ddp_fmt(upath, sizeof(upath), "%s/%s", root, j->user) < 0 ||
-	    ddp_fmt(jpath, sizeof(jpath), "%s/%s", upath, jobname) < 0) {
-		ddp_errf(err, errlen, "%s/%s: path too long", root, j->user);
-		goto out;
-	}
-	rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0) {
-		ddp_errf(err, errlen, "open %s: %s", root, strerror(errno));
-		goto out;
-	}
-	/* As root: make the user's directory where root may write. On
-	 * root-squashed NFS this fails with EACCES and the user makes it
-	 * below, which needs a shared_root the users may write to. An
-	 * existing directory is never chowned: whoever made it keeps it,
-	 * and the check below refuses it if that is not the user. */
-	userfd = open_or_make(rootfd, j->user, &created);
-	if (userfd < 0 && errno != EACCES && errno != EPERM && errno != EROFS) {
-		ddp_errf(err, errlen, "%s: %s", upath,
-			 errno == ELOOP || errno == ENOTDIR
-				 ? "not a directory (symlink?)"
-				 : strerror(errno));
-		goto out;
-	}
-	if (userfd >= 0 && created &&
-	    (fchown(userfd, j->uid, j->gid) < 0 || fchmod(userfd, 0700) < 0)) {
-		ddp_errf(err, errlen, "chown %s: %s", upath, strerror(errno));
-		goto out;
-	}
-	if (userfd >= 0) {
-		close(userfd);
-		userfd = -1;
-	}
-	/* Everything below the user's directory is the user's: create it
-	 * as the user, so no symlink they planted is followed as root. */
-	if (become_user(j->user, j->uid, j->gid, err, errlen) < 0)
-		goto out;
-	userfd = open_or_make(rootfd, j->user, &created);
-	if (check_private(rootfd, j->user, userfd, upath, j, 0, err, errlen) <
-	    0)
-		goto out;
-	jobfd = open_or_make(userfd, jobname, &created);
-	if (check_private(userfd, jobname, jobfd, jpath, j, 1, err, errlen) < 0)
-		goto out;
-	rv = 0;
-out:
-	if (jobfd >= 0)
-		close(jobfd);
-	if (userfd >= 0)
-		close(userfd);
-	if (rootfd >= 0)
-		close(rootfd);
-	return rv;
+	return ddp_jobdir_make_shared(j->conf, j->user, j->uid, j->gid,
+				      j->jobid, err, errlen);
 }
 
 int
@@ -467,7 +273,7 @@ nc_make_shared_dir(const struct ddp_conf *conf, const char *user, uid_t uid,
 	char path[PATH_MAX];
 
 	err[0] = '\0';
-	if (ddp_conf_shared_dir(conf, user, jobid, path, sizeof(path)) < 0) {
+	if (ddp_jobdir_shared(conf, user, jobid, path, sizeof(path)) < 0) {
 		ddp_errf(err, errlen, "no valid shared directory for user");
 		return -1;
 	}
@@ -476,58 +282,13 @@ nc_make_shared_dir(const struct ddp_conf *conf, const char *user, uid_t uid,
 }
 
 int
-nc_open_root_dir(const char *path, const char *what, int *squatted, char *err,
-		 size_t errlen)
-{
-	struct stat st;
-	int fd;
-
-	*squatted = 0;
-	fd = nc_open_dir_nofollow(path, 1, 0755);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		ddp_errf(err, errlen, "%s %s unusable: %s%s", what, path,
-			 strerror(errno),
-			 errno == ELOOP || errno == ENOTDIR
-				 ? " (a component is a symlink or a file; "
-				   "give a path of real directories)"
-				 : "");
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	/* A user who made the directory first (say under the world-writable
-	 * /var/tmp) could swap its entries: refuse it rather than hand out
-	 * directories in it. */
-	if (st.st_uid != geteuid()) {
-		*squatted = 1;
-		ddp_errf(err, errlen,
-			 "%s %s is owned by uid %lu, not root (a user made it "
-			 "first): remove it and run 'ddp-nodectl install', "
-			 "which creates it root-owned",
-			 what, path, (unsigned long)st.st_uid);
-		close(fd);
-		return -1;
-	}
-	if (st.st_mode & 022) {
-		ddp_errf(err, errlen,
-			 "%s %s has mode %04o, writable by others: make it "
-			 "0755 (chmod 0755 %s) or choose a root-only path",
-			 what, path, (unsigned)(st.st_mode & DDP_MODE_BITS),
-			 path);
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-int
 nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 		    unsigned long jobid, int *node_fault, int *leftover,
 		    char *err, size_t errlen)
 {
-	char jobname[32], rerr[NC_ERR_LEN];
+	char jobname[32], rerr[NC_ERR_LEN], path[PATH_MAX];
 	struct stat st;
-	int rootfd = -1, fd = -1, squatted, rv = -1;
+	int rootfd = -1, squatted, rv = -1;
 
 	err[0] = '\0';
 	*node_fault = 1;
@@ -535,8 +296,8 @@ nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 	if (conf->scratch_root[0] == '\0')
 		return 0;
 	ddp_fmt(jobname, sizeof(jobname), "%lu", jobid);
-	rootfd = nc_open_root_dir(conf->scratch_root, "scratch root", &squatted,
-				  err, errlen);
+	rootfd = ddp_jobdir_open_root(conf->scratch_root, "scratch root",
+				      &squatted, err, errlen);
 	if (rootfd < 0) {
 		/* A squatted root is a user's doing: the job goes on without
 		 * scratch rather than letting users drain nodes. */
@@ -555,22 +316,13 @@ nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 			goto out;
 		}
 	}
-	if (mkdirat(rootfd, jobname, 0700) < 0) {
-		ddp_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
-			 jobname, strerror(errno));
+	if (ddp_fmt(path, sizeof(path), "scratch %s/%s", conf->scratch_root,
+		    jobname) < 0 ||
+	    ddp_jobdir_make_private(rootfd, jobname, path, uid, gid, err,
+				    errlen) < 0)
 		goto out;
-	}
-	fd = openat(rootfd, jobname,
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0) {
-		ddp_errf(err, errlen, "scratch %s/%s: %s", conf->scratch_root,
-			 jobname, strerror(errno));
-		goto out;
-	}
 	rv = 0;
 out:
-	if (fd >= 0)
-		close(fd);
 	if (rootfd >= 0)
 		close(rootfd);
 	return rv;
@@ -845,7 +597,7 @@ nc_remove_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
 	if (conf->scratch_root[0] == '\0')
 		return 0;
 	ddp_fmt(jobname, sizeof(jobname), "%lu", jobid);
-	rootfd = nc_open_dir_nofollow(conf->scratch_root, 0, 0);
+	rootfd = ddp_jobdir_open_nofollow(conf->scratch_root, 0, 0);
 	if (rootfd < 0) {
 		if (errno == ENOENT)
 			return 0;
@@ -870,7 +622,7 @@ sweep_child(void *arg, char *err, size_t errlen)
 {
 	const struct sweep_job *s = arg;
 
-	if (become_user(NULL, s->uid, s->gid, err, errlen) < 0)
+	if (ddp_jobdir_become_user(NULL, s->uid, s->gid, err, errlen) < 0)
 		return -1;
 	return nc_rmtree_at(s->userfd, s->name, err, errlen);
 }
@@ -910,7 +662,7 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 		DIR *user = NULL;
 		int ufd;
 
-		if (!ddp_conf_valid_user(ue->d_name))
+		if (!ddp_jobdir_valid_user(ue->d_name))
 			continue;
 		ufd = openat(dirfd(root), ue->d_name,
 			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

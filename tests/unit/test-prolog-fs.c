@@ -189,11 +189,11 @@ test_rmtree(void)
 	mkdir(at("real"), 0755);
 	link_to(at("real"), at("sym"));
 	errno = 0;
-	fd = nc_open_dir_nofollow(at("sym/x"), 1, 0755);
+	fd = ddp_jobdir_open_nofollow(at("sym/x"), 1, 0755);
 	tap_ok(fd < 0 && (errno == ELOOP || errno == ENOTDIR) &&
 		       !exists(at("real/x")),
 	       "open_dir_nofollow does not follow a symlink component");
-	fd = nc_open_dir_nofollow(at("real/x/y"), 1, 0755);
+	fd = ddp_jobdir_open_nofollow(at("real/x/y"), 1, 0755);
 	tap_ok(fd >= 0 && exists(at("real/x/y")),
 	       "open_dir_nofollow creates missing components");
 	if (fd >= 0)
