@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GPU index lists as Slurm writes them (CUDA_VISIBLE_DEVICES,
- * SLURM_STEP_GPUS: "0,1,2,3", ranges "0-3" accepted), the mapping from
+ * SLURM_STEP_GPUS: "0,1,2,3", ranges "0-3" accepted), GPU UUID lists
+ * (CUDA_VISIBLE_DEVICES under gres.conf Flags=env_uuid), the mapping from
  * a rank's CUDA ordinal to the node's GPU in PCI bus order, and the one
  * decision the plugin and ddp-plan share: which GPUs the ranks of a node
  * see (ddp_gpu_resolve).
@@ -16,9 +17,12 @@
 /* Most GPUs one node's step has; every GPU list is checked against it
  * while it is parsed, before anything loops over its entries. */
 #define DDP_GPU_MAX 256
-/* Longest GPU list written back: DDP_GPU_MAX three-digit indices, commas
- * and the NUL. */
-#define DDP_GPU_LIST_LEN (DDP_GPU_MAX * 4)
+/* Room for one GPU UUID and its comma: "GPU-" and 36 characters, or a
+ * MIG device's "MIG-GPU-<uuid>/GI/CI"; longer identifiers are refused. */
+#define DDP_GPU_ID_LEN 64
+/* Longest GPU list read or written back: DDP_GPU_MAX UUIDs, commas and
+ * the NUL. */
+#define DDP_GPU_LIST_LEN (DDP_GPU_MAX * DDP_GPU_ID_LEN)
 
 /*
  * Parses a comma-separated list of GPU indices (0..DDP_GPU_MAX-1) or
@@ -28,6 +32,15 @@
  * or -1.
  */
 long ddp_gpulist_parse(const char *s, unsigned *out, size_t max);
+
+/*
+ * Counts the GPU UUIDs of a comma-separated list of them, as CUDA reads
+ * CUDA_VISIBLE_DEVICES: each "GPU-" or "MIG-" and then letters, digits,
+ * '-' or '/', shorter than DDP_GPU_ID_LEN. Duplicates, empty items, other
+ * characters, indices and more than DDP_GPU_MAX entries are refused.
+ * Returns the count (>= 1) or -1.
+ */
+long ddp_gpu_uuid_count(const char *s);
 
 /*
  * Maps each CUDA ordinal to a node-level GPU index (Slurm's gres index,
@@ -52,7 +65,7 @@ struct ddp_gpu_sel {
 	size_t n;		  /* CUDA ordinals; 0: the step named no GPU */
 	long gpu_of[DDP_GPU_MAX]; /* ordinal k: topology GPU index, or -1 */
 	char visible[DDP_GPU_LIST_LEN]; /* CUDA_VISIBLE_DEVICES, "" if n 0 */
-	char note[160];			/* why an input was ignored, or "" */
+	char note[200]; /* why an input was ignored or a GPU is unknown */
 };
 
 /*
@@ -67,9 +80,17 @@ struct ddp_gpu_sel {
  * cgroup renumbers them). Ordinals are then mapped with ddp_gpu_map, and
  * one naming a GPU at or beyond ngpus (the topology's count) maps to -1.
  *
- * A value that is not a plain index list (UUIDs, "NoDevFiles", more than
- * DDP_GPU_MAX entries) counts as unset, and out->note says so. With no
- * usable list, out->n is 0 and the ranks run without GPUs.
+ * GPU UUIDs in visible (gres.conf Flags=env_uuid) are kept as Slurm wrote
+ * them. With one UUID per step GPU, ordinal k is the k-th GPU of step in
+ * Slurm's order (the order Slurm writes both lists in); otherwise which
+ * GPU a UUID is stays unknown (-1), and a list narrowed to fewer UUIDs
+ * than nranks is refused with advice, since it cannot be widened.
+ *
+ * A visible that is neither an index nor a UUID list ("NoDevFiles", more
+ * than DDP_GPU_MAX entries) is ignored, and out->note says so; step's
+ * numbers are then not used either, since Slurm's numbering is unknown.
+ * An unusable step is ignored the same way. With no usable list, out->n is
+ * 0 and the ranks run without GPUs (CUDA_VISIBLE_DEVICES left as it is).
  *
  * Returns 0, or -1 with err naming the counts and what would work when
  * the step has GPUs here but fewer than nranks. out is always filled.

@@ -15,7 +15,7 @@ resolved(const char *vis, const char *step, unsigned long nranks, int rc,
 	 const char *visible, const char *ordinals)
 {
 	struct ddp_gpu_sel sel;
-	char err[256], got[256];
+	char err[512], got[256];
 	size_t k, len = 0;
 	int r;
 
@@ -35,6 +35,102 @@ resolved(const char *vis, const char *step, unsigned long nranks, int rc,
 	tap_diag("rc %d visible '%s' ordinals '%s' err '%s'", r, sel.visible,
 		 got, r < 0 ? err : "");
 	return 0;
+}
+
+/* Two GPU UUIDs as nvidia-smi -L prints them, and a MIG device of each
+ * form (the current one, and the older GPU UUID with GI/CI). */
+#define UUID_A "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
+#define UUID_B "GPU-0c3c2b5e-1f0a-4a34-9d5d-3c1e0b7b2a11"
+#define MIG_A "MIG-4e6f0ab1-52c8-5d0e-a1c2-7f1be0dd2c35"
+#define MIG_B "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0"
+
+/* gres.conf Flags=env_uuid: GPU UUIDs in CUDA_VISIBLE_DEVICES. */
+static void
+test_uuids(void)
+{
+	static char big[DDP_GPU_LIST_LEN], step[DDP_GPU_LIST_LEN];
+	static struct ddp_gpu_sel sel;
+	char err[512];
+	size_t k, len = 0, slen = 0;
+	static const char *bad[] = {"",		  "GPU-",	  "GPU-a,",
+				    ",GPU-a",	  "GPU-a,,GPU-b", "GPU-a,GPU-a",
+				    "GPU-a,0",	  "0,GPU-a",	  "GPU-a b",
+				    "GPU-a;b",	  "gpu-a",	  "NoDevFiles",
+				    "GPU-\033[2J"};
+
+	tap_ok(ddp_gpu_uuid_count(UUID_A "," UUID_B) == 2 &&
+		       ddp_gpu_uuid_count(MIG_A "," MIG_B) == 2 &&
+		       ddp_gpu_uuid_count("GPU-8932f937") == 1,
+	       "uuids: full, MIG and abbreviated UUIDs counted");
+	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+		tap_ok(ddp_gpu_uuid_count(bad[k]) < 0, "uuids refused: '%s'",
+		       bad[k]);
+	tap_ok(ddp_gpu_uuid_count(NULL) < 0, "uuids: NULL refused");
+	memset(big, 'a', DDP_GPU_ID_LEN);
+	memcpy(big, "GPU-", 4);
+	big[DDP_GPU_ID_LEN - 1] = '\0';
+	tap_ok(ddp_gpu_uuid_count(big) == 1, "uuids: %d characters accepted",
+	       DDP_GPU_ID_LEN - 1);
+	big[DDP_GPU_ID_LEN - 1] = 'a';
+	big[DDP_GPU_ID_LEN] = '\0';
+	tap_ok(ddp_gpu_uuid_count(big) < 0, "uuids: %d characters refused",
+	       DDP_GPU_ID_LEN);
+
+	/* One UUID per step GPU: Slurm's string kept, UUID k is step GPU
+	 * k in Slurm's order (not sorted), whatever a device cgroup's
+	 * renumbering (the step's GPUs are not 0 and 1). */
+	tap_ok(resolved(UUID_A "," UUID_B, "4,5", 2, 0, UUID_A "," UUID_B,
+			"4,5"),
+	       "resolve: UUIDs kept, UUID k is step GPU k");
+	tap_ok(resolved(UUID_B "," UUID_A, "5,4", 2, 0, UUID_B "," UUID_A,
+			"5,4"),
+	       "resolve: UUIDs mapped in Slurm's order, not sorted");
+	tap_ok(resolved(MIG_A "," MIG_B, "6,7", 1, 0, MIG_A "," MIG_B, "6,7"),
+	       "resolve: MIG UUIDs kept and mapped");
+	tap_ok(resolved(UUID_A "," UUID_B, "7,9", 2, 0, UUID_A "," UUID_B,
+			"7,-"),
+	       "resolve: a UUID's GPU the topology lacks maps to -1");
+	tap_ok(resolved(UUID_A "," UUID_B, NULL, 2, 0, UUID_A "," UUID_B,
+			"-,-"),
+	       "resolve: UUIDs without SLURM_STEP_GPUS kept, GPUs unknown");
+
+	/* Narrowed (--gpus-per-task): Slurm's list kept, never the step's
+	 * numbers; refused with advice when the ranks outnumber it. */
+	tap_ok(resolved(UUID_B, "4,5", 1, 0, UUID_B, "-"),
+	       "resolve: a narrowed UUID list is kept, its GPU unknown");
+	ddp_gpu_resolve(UUID_B, "4,5", 8, 1, &sel, err, sizeof(err));
+	tap_ok(strstr(sel.note, "UUIDs 1, SLURM_STEP_GPUS 2") &&
+		       strstr(sel.note, "without GPU locality"),
+	       "resolve: the note says which GPU is unknown and why");
+	tap_ok(resolved(UUID_B, "4,5", 2, -1, UUID_B, "-"),
+	       "resolve: a narrowed UUID list with more ranks is refused");
+	ddp_gpu_resolve(UUID_B, "4,5", 8, 2, &sel, err, sizeof(err));
+	tap_ok(strstr(err, "2 ranks on this node") &&
+		       strstr(err, "only 1 of the step's 2 GPUs") &&
+		       strstr(err, "Flags=env_uuid") &&
+		       strstr(err, "--gpus-per-node") &&
+		       strstr(err, "--gpus-per-task"),
+	       "resolve: the refusal names the counts, UUIDs and the options");
+	tap_ok(resolved(UUID_A "," UUID_B, "4,5", 3, -1, UUID_A "," UUID_B,
+			"4,5"),
+	       "resolve: more ranks than UUIDs refused");
+
+	/* DDP_GPU_MAX UUIDs of the longest accepted form fit. */
+	for (k = 0; k < DDP_GPU_MAX; k++) {
+		snprintf(big + len, sizeof(big) - len, "%sGPU-%0*zu",
+			 k ? "," : "", DDP_GPU_ID_LEN - 5, k);
+		len += strlen(big + len);
+		snprintf(step + slen, sizeof(step) - slen, "%s%zu",
+			 k ? "," : "", k);
+		slen += strlen(step + slen);
+	}
+	tap_ok(len + 1 == sizeof(big) &&
+		       ddp_gpu_resolve(big, step, DDP_GPU_MAX, DDP_GPU_MAX,
+				       &sel, err, sizeof(err)) == 0 &&
+		       sel.n == DDP_GPU_MAX && !strcmp(sel.visible, big) &&
+		       sel.gpu_of[DDP_GPU_MAX - 1] == DDP_GPU_MAX - 1,
+	       "resolve: %d UUIDs of %d characters fit", DDP_GPU_MAX,
+	       DDP_GPU_ID_LEN - 1);
 }
 
 static void
@@ -63,8 +159,8 @@ test_resolve(void)
 	       "resolve: GPUs the topology lacks map to -1");
 	tap_ok(resolved("0,5", "1,2", 2, 0, "0,5", "-,-"),
 	       "resolve: inconsistent lists give unknown GPUs");
-	tap_ok(resolved("GPU-0a1b", "0,1", 2, 0, "0,1", "0,1"),
-	       "resolve: UUIDs count as unset");
+	tap_ok(resolved("GPU-\033[2J,GPU-0a1b", "4,5", 2, 0, "", ""),
+	       "resolve: an unusable list never falls back to SLURM_STEP_GPUS");
 	tap_ok(resolved("NoDevFiles", NULL, 3, 0, "", ""),
 	       "resolve: NoDevFiles, no GPUs");
 	tap_ok(resolved("0,1", "0,1", 3, -1, "0,1", "0,1"),
@@ -140,5 +236,6 @@ main(void)
 		       out[0] == -1,
 	       "inconsistent lists give unknown GPUs");
 	test_resolve();
+	test_uuids();
 	return tap_done();
 }
