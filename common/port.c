@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
+#include "trusted_path.h"
 
 long
 ddp_port_choose(unsigned long job_id, unsigned long step_id, unsigned min,
@@ -90,7 +92,15 @@ ddp_siphash24(const unsigned char key[16], const void *msg, size_t len)
 	SIPROUND;
 	SIPROUND;
 	SIPROUND;
-	return v0 ^ v1 ^ v2 ^ v3;
+	b = v0 ^ v1 ^ v2 ^ v3;
+	/* The rounds can be run backwards: the state gives the key. */
+	explicit_bzero(&k0, sizeof(k0));
+	explicit_bzero(&k1, sizeof(k1));
+	explicit_bzero(&v0, sizeof(v0));
+	explicit_bzero(&v1, sizeof(v1));
+	explicit_bzero(&v2, sizeof(v2));
+	explicit_bzero(&v3, sizeof(v3));
+	return b;
 }
 
 #undef SIPROUND
@@ -181,16 +191,19 @@ ddp_port_key_wipe(struct ddp_port_key *key)
 	"node: (umask 077; head -c 32 /dev/urandom >%.200s), copied like " \
 	"munge.key; or port_key = \"\" in ddp.conf (ports anyone can compute)"
 
-/* Checks the key file's directory, named by path up to its last '/'. */
+/* Opens the key file's directory, named by path up to its last '/',
+ * checking every directory from "/" down (trusted_path.h); *base is then
+ * the file's name in it. */
 static int
-check_key_dir(const char *path, uid_t owner, char *err, size_t errlen)
+open_key_dir(const char *path, uid_t owner, const char **base, char *err,
+	     size_t errlen)
 {
-	char dir[4096];
+	char dir[PATH_MAX], why[1024];
 	const char *slash = strrchr(path, '/');
-	struct stat st;
 	size_t len;
+	int dfd;
 
-	if (!slash || path[0] != '/') {
+	if (!slash || path[0] != '/' || !slash[1]) {
 		ddp_errf(err, errlen,
 			 "port_key %.200s: not an absolute path" KEY_FIX, path,
 			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
@@ -204,24 +217,13 @@ check_key_dir(const char *path, uid_t owner, char *err, size_t errlen)
 	}
 	memcpy(dir, path, len);
 	dir[len] = '\0';
-	if (stat(dir, &st) < 0) {
-		ddp_errf(err, errlen, "port_key %.200s: directory %.200s: %s",
-			 path, dir, strerror(errno));
+	dfd = ddp_trusted_dir_open(dir, owner, 0, why, sizeof(why));
+	if (dfd < 0) {
+		ddp_errf(err, errlen, "port_key %.200s: %s", path, why);
 		return -1;
 	}
-	if (st.st_uid != owner || (st.st_mode & 022)) {
-		snprintf(
-			err, errlen,
-			"port_key %.200s: directory %.200s is owned by uid %lu "
-			"with mode %04o: others could replace the key; it "
-			"must be owned by uid %lu and not writable by group "
-			"or others (chown %lu %.200s; chmod go-w %.200s)",
-			path, dir, (unsigned long)st.st_uid,
-			(unsigned)(st.st_mode & DDP_MODE_BITS),
-			(unsigned long)owner, (unsigned long)owner, dir, dir);
-		return -1;
-	}
-	return 0;
+	*base = slash + 1;
+	return dfd;
 }
 
 int
@@ -229,10 +231,11 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 		  char *err, size_t errlen)
 {
 	unsigned char buf[DDP_PORT_KEY_MAX + 1];
+	const char *base = NULL;
 	struct stat st;
 	size_t got = 0, i;
 	ssize_t n;
-	int fd = -1, rc = -1;
+	int dfd = -1, fd = -1, rc = -1;
 
 	if (errlen)
 		err[0] = '\0';
@@ -241,10 +244,11 @@ ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 		ddp_errf(err, errlen, "port_key: no path given");
 		goto out;
 	}
-	if (check_key_dir(path, owner, err, errlen) < 0)
+	dfd = open_key_dir(path, owner, &base, err, errlen);
+	if (dfd < 0)
 		goto out;
-	fd = open(path,
-		  O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	fd = openat(dfd, base,
+		    O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		ddp_errf(err, errlen, "port_key %.200s: %s" KEY_FIX, path,
 			 errno == ELOOP ? "is a symlink, refused"
@@ -302,6 +306,8 @@ out:
 		ddp_port_key_wipe(key);
 	if (fd >= 0)
 		close(fd);
+	if (dfd >= 0)
+		close(dfd);
 	return rc;
 }
 

@@ -66,10 +66,13 @@ long ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
  * Reads the port key file path into key. The file must be a regular file
  * (not a symlink) owned by uid owner (root, 0, in slurmstepd) with no
  * group or other permission bits (0600 or 0400), in a directory owned by
- * owner and not writable by group or others, and hold DDP_PORT_KEY_MIN to
+ * owner and not writable by group or others, every directory above it
+ * root's (or owner's) and not writable by group or others unless sticky
+ * (ddp_trusted_dir_open, trusted_path.h), and hold DDP_PORT_KEY_MIN to
  * DDP_PORT_KEY_MAX bytes. Returns 0, or -1 with err naming the file, its
  * owner and mode and what would work; key is zeroed on error. Nothing of
- * the file stays in memory but key (see ddp_port_key_wipe).
+ * the file stays in memory but key (see ddp_port_key_wipe), on every path
+ * out; nor does the keyed choice leave key material on the stack.
  */
 int ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
 		      char *err, size_t errlen);

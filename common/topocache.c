@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
+#include "trusted_path.h"
 
 /* Bumped whenever what is exported or how it is read changes. */
 #define CACHE_FORMAT 1
@@ -139,41 +140,6 @@ split_path(const char *path, char *dir, size_t dirlen, const char **base)
 	return 0;
 }
 
-/* Opens path's directory (no symlink as its last component) and checks
- * that uid owns it and only the owner may write to it. */
-static int
-open_trusted_dir(const char *dir, uid_t uid, int create, char *why,
-		 size_t whylen)
-{
-	struct stat st;
-	int fd;
-
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT && create) {
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-			say(why, whylen, "cannot create directory %s: %s", dir,
-			    strerror(errno));
-			return -1;
-		}
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	}
-	if (fd < 0) {
-		say(why, whylen, "directory %s: %s", dir,
-		    errno == ENOENT ? "absent" : strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) < 0 || st.st_uid != uid || (st.st_mode & 022)) {
-		say(why, whylen,
-		    "directory %s is owned by uid %lu with mode %04o (want "
-		    "uid %lu, not writable by group or others)",
-		    dir, (unsigned long)st.st_uid,
-		    (unsigned)(st.st_mode & DDP_MODE_BITS), (unsigned long)uid);
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* Reads the whole trusted file into a malloc'ed, NUL-terminated buffer. */
 static char *
 read_trusted(const char *path, size_t *lenp, char *why, size_t whylen)
@@ -188,7 +154,7 @@ read_trusted(const char *path, size_t *lenp, char *why, size_t whylen)
 		say(why, whylen, "not an absolute file path");
 		goto fail;
 	}
-	dfd = open_trusted_dir(dir, 0, 0, why, whylen);
+	dfd = ddp_trusted_dir_open(dir, 0, 0, why, whylen);
 	if (dfd < 0)
 		goto fail;
 	fd = openat(dfd, base,
@@ -416,7 +382,7 @@ ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
 		say(err, errlen, "%s: hwloc cannot export the topology", path);
 		goto out;
 	}
-	dfd = open_trusted_dir(dir, geteuid(), 1, why, sizeof(why));
+	dfd = ddp_trusted_dir_open(dir, geteuid(), 0755, why, sizeof(why));
 	if (dfd < 0) {
 		say(err, errlen, "%s: %s", path, why);
 		goto out;

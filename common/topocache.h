@@ -9,7 +9,10 @@
  * a miss, and the caller discovers the machine as before:
  *   - the file is a regular file (not a symlink), owned by root, not
  *     writable by group or others, at most DDP_TOPO_CACHE_MAX bytes;
- *   - its directory is owned by root and not writable by group or others;
+ *   - its directory is owned by root and not writable by group or others,
+ *     and so is every directory above it (a sticky one of root's, /tmp,
+ *     is accepted on the way), symlinks on the way only when root's
+ *     (ddp_trusted_dir_open, trusted_path.h);
  *   - hwloc parses it, and the key stored in its root object
  *     (info DDPTopologyCache) is the key of this machine now: the boot id
  *     (/proc/sys/kernel/random/boot_id), the hwloc API version this was
@@ -67,9 +70,11 @@ int ddp_topo_cache_read(const char *path, int thissystem, struct ddp_topo **out,
  * (Serial, UUID, AssetTag: the DMI serials and UUID only root may read in
  * sysfs), stores this machine's key, and replaces path atomically
  * (temporary file in the same directory, then rename) with a 0644 file
- * that every user may read. The directory is created 0755 when missing (not its parents)
- * and must be owned by the caller's euid and not writable by group or
- * others. Meant for root; the reader trusts only root's files. Returns 0,
+ * that every user may read. The directory is created 0755 when missing
+ * (not its parents) and must be owned by the caller's euid and not
+ * writable by group or others, and every directory above it root's or
+ * the caller's and not writable by group or others (unless root's and
+ * sticky). Meant for root; the reader trusts only root's files. Returns 0,
  * or -1 with err naming the path and the problem.
  */
 int ddp_topo_cache_write(const char *path, const char *source_xml, char *err,

@@ -299,6 +299,104 @@ test_key_file(void)
 	rmdir(dir);
 }
 
+/* Loads path as root and expects a refusal whose message holds every one
+ * of want (NULL-terminated). */
+static void
+path_refused(const char *path, const char *const *want, const char *what)
+{
+	struct ddp_port_key k;
+	char err[1024];
+	int rc, ok;
+
+	memset(&k, 0xaa, sizeof(k));
+	rc = ddp_port_key_load(path, 0, &k, err, sizeof(err));
+	ok = rc < 0 && k.k[0] == 0 && k.k[15] == 0;
+	for (; ok && *want; want++)
+		ok = strstr(err, *want) != NULL;
+	if (!tap_ok(ok, "key path refused: %s", what))
+		tap_diag("rc %d err '%s'", rc, err);
+}
+
+/* Every directory from "/" to the key is checked, not only the last:
+ * whoever may rename an entry of a directory above can swap the key's. */
+static void
+test_key_path(void)
+{
+	char tmpl[] = "/tmp/test-port-path-XXXXXX", gp[PATH_MAX];
+	char parent[PATH_MAX], key[PATH_MAX], link[PATH_MAX], via[PATH_MAX];
+	char err[1024];
+	struct ddp_port_key k;
+	const char *dir;
+
+	if (geteuid() != 0) {
+		tap_ok(1, "# skip not root: directories of other owners");
+		return;
+	}
+	dir = mkdtemp(tmpl);
+	if (!dir || snprintf(gp, sizeof(gp), "%s/gp", dir) < 0 ||
+	    mkdir(gp, 0755) < 0 ||
+	    snprintf(parent, sizeof(parent), "%s/parent", gp) < 0 ||
+	    mkdir(parent, 0755) < 0 ||
+	    write_key(parent, "key", 32, 11, 0600, key, sizeof(key)) < 0) {
+		tap_ok(0, "setup: %s/gp/parent/key", dir ? dir : "mkdtemp");
+		return;
+	}
+	tap_ok(ddp_port_key_load(key, 0, &k, err, sizeof(err)) == 0,
+	       "a key two root directories below /tmp loads (/tmp is "
+	       "root's and sticky)");
+	chmod(gp, 0757);
+	path_refused(key,
+		     (const char *const[]){gp, "mode 0757", "chmod go-w", NULL},
+		     "a world-writable grandparent, named");
+	chmod(gp, 0775);
+	path_refused(key, (const char *const[]){gp, "mode 0775", NULL},
+		     "a group-writable grandparent, named");
+	chmod(gp, 01777);
+	tap_ok(ddp_port_key_load(key, 0, &k, err, sizeof(err)) == 0,
+	       "a root-owned sticky grandparent is accepted: %s", err);
+	chmod(gp, 0755);
+	if (chown(gp, 1, 1) == 0)
+		path_refused(key,
+			     (const char *const[]){gp, "owned by uid 1",
+						   "chown 0", NULL},
+			     "a grandparent owned by another user, named");
+	else
+		tap_ok(0, "setup: chown %s", gp);
+	tap_ok(chown(gp, 0, 0) == 0 && chmod(gp, 01777) == 0 &&
+		       chown(gp, 1, 1) == 0,
+	       "setup: a sticky grandparent of uid 1");
+	path_refused(key, (const char *const[]){gp, "owned by uid 1", NULL},
+		     "a sticky grandparent owned by another user");
+	tap_ok(chown(gp, 0, 0) == 0 && chmod(gp, 0755) == 0,
+	       "setup: the grandparent back to root, 0755");
+	/* Symbolic links on the way: root's are followed, others' are not
+	 * (their owner could point them anywhere). */
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(via, sizeof(via), "%s/link/parent/key", dir);
+	tap_ok(symlink("gp", link) == 0 &&
+		       ddp_port_key_load(via, 0, &k, err, sizeof(err)) == 0,
+	       "a root-owned symlink on the way is followed: %s", err);
+	if (lchown(link, 1, 1) == 0)
+		path_refused(via,
+			     (const char *const[]){link, "symbolic link",
+						   "uid 1", NULL},
+			     "a symlink on the way owned by another user");
+	else
+		tap_ok(0, "setup: lchown %s", link);
+	unlink(link);
+	snprintf(via, sizeof(via), "%s/gp/../gp/./parent/key", dir);
+	tap_ok(ddp_port_key_load(via, 0, &k, err, sizeof(err)) == 0,
+	       "'.' and '..' on the way resolve: %s", err);
+	snprintf(via, sizeof(via), "%s/absent/parent/key", dir);
+	path_refused(via,
+		     (const char *const[]){"absent/parent/key", "absent", NULL},
+		     "a missing directory on the way");
+	unlink(key);
+	rmdir(parent);
+	rmdir(gp);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -370,5 +468,6 @@ main(void)
 	test_siphash();
 	test_keyed();
 	test_key_file();
+	test_key_path();
 	return tap_done();
 }

@@ -527,6 +527,49 @@ out:
 	free(xml);
 }
 
+/* Every directory above the cache is checked too: one that others may
+ * write to (or own) lets them swap the whole tree below it. */
+static void
+check_grandparent(void)
+{
+	char sub[160], deep[192], why[1024], err[1024];
+	struct ddp_topo *t = NULL;
+	int r;
+
+	if (ddp_fmt(sub, sizeof(sub), "%s/sub", dir) < 0 ||
+	    ddp_fmt(deep, sizeof(deep), "%s/topology.xml", sub) < 0)
+		return;
+	tap_ok(chmod(dir, 0755) == 0 &&
+		       ddp_topo_cache_write(deep, NULL, err, sizeof(err)) == 0,
+	       "setup: a cache two directories below /tmp");
+	tap_ok(ddp_topo_cache_read(deep, 1, &t, why, sizeof(why)) == 1,
+	       "it is used");
+	ddp_topo_destroy(t);
+	t = NULL;
+	tap_ok(chmod(dir, 0757) == 0, "setup: its grandparent mode 0757");
+	r = ddp_topo_cache_read(deep, 1, &t, why, sizeof(why));
+	if (!tap_ok(r == 0 && !t && strstr(why, dir) && strstr(why, "0757"),
+		    "a world-writable grandparent: refused, naming it"))
+		tap_diag("read %d why '%s'", r, why);
+	ddp_topo_destroy(t);
+	t = NULL;
+	if (!tap_ok(ddp_topo_cache_write(deep, NULL, err, sizeof(err)) < 0 &&
+			    strstr(err, dir) && strstr(err, "0757"),
+		    "and nothing is written below it"))
+		tap_diag("err '%s'", err);
+	tap_ok(chmod(dir, 0755) == 0 && chown(dir, 1, 1) == 0,
+	       "setup: its grandparent owned by uid 1");
+	r = ddp_topo_cache_read(deep, 1, &t, why, sizeof(why));
+	if (!tap_ok(r == 0 && !t && strstr(why, dir) &&
+			    strstr(why, "owned by uid 1"),
+		    "a grandparent another user owns: refused, naming it"))
+		tap_diag("read %d why '%s'", r, why);
+	ddp_topo_destroy(t);
+	tap_ok(chown(dir, 0, 0) == 0, "setup: back to root");
+	unlink(deep);
+	rmdir(sub);
+}
+
 static void
 check_policy(void)
 {
@@ -655,6 +698,7 @@ main(void)
 	check_confined();
 	check_refusals();
 	check_no_private_infos();
+	check_grandparent();
 	check_policy();
 	check_not_root();
 	unlink(path);
