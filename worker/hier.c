@@ -26,6 +26,7 @@
 
 #include "ddp_util.h"
 #include "hier.h"
+#include "peers.h"
 #include "proto.h"
 #include "reduce.h"
 #include "shm.h"
@@ -113,91 +114,44 @@ post(struct wk_hier *h, int which, uint64_t v)
 
 /* ---- the node map ---- */
 
-struct grp_ent {
-	int first; /* lowest rank on the node */
-	int start; /* into the sorted index */
-	int len;
-};
-
-static int
-by_host(const void *a, const void *b, void *arg)
-{
-	const struct wk_mesh *c = arg;
-	int x = *(const int *)a, y = *(const int *)b;
-	int d = strcmp(c->peers[x].host, c->peers[y].host);
-
-	return d ? d : (x > y) - (x < y);
-}
-
-static int
-by_first(const void *a, const void *b)
-{
-	const struct grp_ent *x = a, *y = b;
-
-	return (x->first > y->first) - (x->first < y->first);
-}
-
 /*
- * Groups the ranks by host: nodes ordered by their lowest rank, local
- * ranks by rank, the same on every rank. *maxl: most ranks on a node.
+ * The nodes (peers.c: ordered by their lowest rank, local ranks by rank,
+ * the same on every rank) and this rank's stripe group. *maxl: most
+ * ranks on a node.
  */
 static enum ddp_status
 node_map(struct wk_mesh *c, struct wk_hier *h, int *maxl)
 {
-	struct grp_ent *g = NULL;
-	int *idx = NULL, i, n = 0, me = -1;
+	struct wk_nodes nodes;
+	const struct wk_node *me;
 	enum ddp_status st = DDP_ERR_NOMEM;
+	int i;
 
-	idx = calloc((size_t)c->size, sizeof(*idx));
-	g = calloc((size_t)c->size, sizeof(*g));
-	if (!idx || !g)
-		goto out;
-	for (i = 0; i < c->size; i++)
-		idx[i] = i;
-	qsort_r(idx, (size_t)c->size, sizeof(*idx), by_host, c);
-	for (i = 0; i < c->size; i++) {
-		if (i == 0 || strcmp(c->peers[idx[i]].host,
-				     c->peers[idx[i - 1]].host) != 0) {
-			g[n].first = idx[i];
-			g[n].start = i;
-			n++;
-		}
-		g[n - 1].len++;
-	}
-	qsort(g, (size_t)n, sizeof(*g), by_first);
-	h->nodes = n;
-	h->stripes = c->size;
-	*maxl = 0;
-	for (i = 0; i < n; i++) {
-		if (g[i].len < h->stripes)
-			h->stripes = g[i].len;
-		if (g[i].len > *maxl)
-			*maxl = g[i].len;
-		if (strcmp(c->peers[g[i].first].host, c->peers[c->rank].host) ==
-		    0)
-			me = i;
-	}
-	h->node = me;
-	h->nlocal = g[me].len;
+	if (wk_nodes_build(c, &nodes) < 0)
+		return wk_err(st, "rank %d: out of memory for the node map",
+			      c->rank);
+	h->nodes = nodes.n;
+	h->stripes = nodes.minlen;
+	*maxl = nodes.maxlen;
+	h->node = nodes.me;
+	me = &nodes.node[nodes.me];
+	h->nlocal = me->len;
+	h->lidx = nodes.lidx;
 	h->locals = calloc((size_t)h->nlocal, sizeof(int));
-	h->grp = calloc((size_t)n, sizeof(int));
+	h->grp = calloc((size_t)nodes.n, sizeof(int));
 	if (!h->locals || !h->grp)
 		goto out;
-	for (i = 0; i < h->nlocal; i++) {
-		h->locals[i] = idx[g[me].start + i];
-		if (h->locals[i] == c->rank)
-			h->lidx = i;
-	}
+	for (i = 0; i < h->nlocal; i++)
+		h->locals[i] = nodes.idx[me->start + i];
 	if (h->lidx < h->stripes)
-		for (i = 0; i < n; i++)
-			h->grp[i] = idx[g[i].start + h->lidx];
+		for (i = 0; i < nodes.n; i++)
+			h->grp[i] = nodes.idx[nodes.node[i].start + h->lidx];
 	st = DDP_OK;
 out:
 	if (st)
 		st = wk_err(st, "rank %d: out of memory for the node map",
 			    c->rank);
-	free(idx);
-	free(g);
+	wk_nodes_free(&nodes);
 	return st;
 }
 

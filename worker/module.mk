@@ -4,7 +4,7 @@
 
 WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
               worker/net.c worker/auth.c worker/rdv.c worker/tcp.c \
-              worker/grad.c worker/shm.c worker/hier.c
+              worker/grad.c worker/shm.c worker/hier.c worker/peers.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 WORKER_LIBS := $(MUNGE_LIBS) -lpthread -ldl -lm
 LIBDDP_SO := $(BUILD)/worker/libddp.so

@@ -26,6 +26,7 @@
 #include "ddp_util.h"
 #include "net.h"
 #include "proto.h"
+#include "peers.h"
 #include "rdv.h"
 #include "status.h"
 
@@ -87,7 +88,17 @@ struct rdv {
 	uint64_t seq;
 	struct refusals ref;
 	const struct ddp_config *cfg;
+	/* After the roster: the peers this rank's collectives use
+	 * (peers.h), the only ones it connects; NULL before, when rank 0
+	 * waits for every rank. */
+	uint8_t *want;
 };
+
+static int
+wanted(const struct rdv *r, int rank)
+{
+	return !r->want || r->want[rank];
+}
 
 /*
  * Reads one rendezvous message; *body (malloc'd, caller frees) receives
@@ -242,7 +253,7 @@ missing_ranks(struct rdv *r, int from, char *buf, size_t size)
 
 	buf[0] = '\0';
 	for (i = from; i < r->mesh->size; i++) {
-		if (r->mesh->peers[i].fd >= 0)
+		if (r->mesh->peers[i].fd >= 0 || !wanted(r, i))
 			continue;
 		if (n++ == 16) {
 			ddp_fmt(buf + off, size - off, ", ...");
@@ -420,7 +431,7 @@ pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto refuse;
 	}
 	if ((int)ph.rank <= c->rank || (int)ph.rank >= c->size ||
-	    c->peers[ph.rank].fd >= 0) {
+	    !wanted(r, (int)ph.rank) || c->peers[ph.rank].fd >= 0) {
 		ddp_fmt(why, sizeof(why), "unexpected rank %u", ph.rank);
 		goto refuse;
 	}
@@ -797,7 +808,7 @@ accept_ranks(struct rdv *r, int from, int peer_mode, double deadline)
 	for (;;) {
 		missing = 0;
 		for (i = from; i < c->size; i++)
-			missing += c->peers[i].fd < 0;
+			missing += c->peers[i].fd < 0 && wanted(r, i);
 		if (!missing)
 			break;
 		now = wk_now();
@@ -925,6 +936,30 @@ out:
 	return st;
 }
 
+/*
+ * Once every rank's host is known: the peers this rank's collectives use,
+ * and the join connections (to or from rank 0) that are not among them
+ * closed, so that no rank holds one descriptor per rank of the job.
+ */
+static enum ddp_status
+keep_wanted(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	int i, n;
+
+	r->want = malloc((size_t)c->size);
+	if (!r->want)
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+	n = wk_peers_wanted(c, r->want);
+	if (n < 0)
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+	for (i = 0; i < c->size; i++)
+		if (i != c->rank && !r->want[i])
+			net_close(&c->peers[i].fd);
+	wk_log(3, "rank %d: %d of %d peers connected", c->rank, n, c->size - 1);
+	return DDP_OK;
+}
+
 /* Rank 0: MASTER_PORT, a fresh mesh token, every rank joined, the roster. */
 static enum ddp_status
 master_side(struct rdv *r, double deadline)
@@ -942,7 +977,8 @@ master_side(struct rdv *r, double deadline)
 		master_refuse_joined(r);
 		return st;
 	}
-	return master_send_roster(r);
+	st = master_send_roster(r);
+	return st ? st : keep_wanted(r);
 }
 
 /* The text of a REFUSE body, or why it could not be read. */
@@ -1270,6 +1306,8 @@ worker_connect_lower(struct rdv *r, const struct rdv_roster_entry *ents,
 		goto out;
 	}
 	for (s = 1; s < c->rank; s++) {
+		if (!wanted(r, s))
+			continue;
 		fd = net_connect_retry(ents[s].addr, ents[s].port, deadline,
 				       why, sizeof(why));
 		if (fd < 0 && net_out_of_resources(errno)) {
@@ -1332,6 +1370,8 @@ worker_side(struct rdv *r, double deadline)
 	c->peers[0].fd = fd;
 	ddp_fmt(c->peers[0].host, DDP_HOST_MAX, "%s", r->cfg->master_addr);
 	st = worker_recv_roster(r, fd, ents);
+	if (!st)
+		st = keep_wanted(r);
 	if (st)
 		goto out;
 	deadline = wk_now() + c->timeout_s;
@@ -1403,7 +1443,7 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	if (st)
 		goto out;
 	for (i = 0; i < m->size; i++) {
-		if (i == m->rank)
+		if (i == m->rank || m->peers[i].fd < 0)
 			continue;
 		net_tune_data(m->peers[i].fd);
 	}
@@ -1413,6 +1453,7 @@ out:
 	net_close(&r->lfd);
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
+	free(r->want);
 	free(r);
 	return st;
 }

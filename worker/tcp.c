@@ -460,6 +460,16 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 	enum ddp_status st = DDP_OK;
 	int i, nw, rc, pending;
 
+	/* The rendezvous connects only the peers peers.c names: a
+	 * collective that strays from them must fail, not wait. */
+	for (i = 0; i < nsend + nrecv; i++)
+		if (c->peers[x[i].peer].fd < 0)
+			return wk_err(DDP_ERR_SYSTEM,
+				      "rank %d has no connection to rank %d "
+				      "(%s): a collective uses a peer the "
+				      "rendezvous did not connect",
+				      c->rank, x[i].peer,
+				      c->peers[x[i].peer].host);
 	for (;;) {
 		pending = 0;
 		nw = 0;

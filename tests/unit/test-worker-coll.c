@@ -3,6 +3,7 @@
  * libddp TCP collectives against a serial reference: every type and op,
  * 1 element to 64 MiB, world sizes 1-8, both algorithms, over loopback.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -221,6 +222,109 @@ judge(int size, const struct round *rd, struct tw_rank *rk, double secs)
 			tw_diag_output(i, &rk[i]);
 }
 
+/* Uneven nodes: UNEVEN_NODES nodes of 3 ranks, then one node of 1. */
+#define UNEVEN_NODES 12
+#define UNEVEN_SIZE (UNEVEN_NODES * 3 + 1)
+
+/* Sockets this process holds (its peers, once the rendezvous is over). */
+static int
+count_sockets(void)
+{
+	char path[300], link[64];
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	ssize_t len;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0) {
+			link[len] = '\0';
+			n += strncmp(link, "socket:", 7) == 0;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * A world of UNEVEN_SIZE ranks on uneven "nodes" (DDP_HOSTNAME): every
+ * algorithm, broadcasts from every root and a barrier over the sparse
+ * mesh, and how many peers this rank holds connections to.
+ */
+static int
+uneven_main(int rank, int size, int port, FILE *out, void *arg)
+{
+	const char *algo = arg;
+	struct ddp_config cfg;
+	struct ddp_comm *c = NULL;
+	char host[32], tag[64];
+	int rc = 0, root, k;
+
+	snprintf(host, sizeof(host), "node%d", rank / 3);
+	setenv("DDP_HOSTNAME", host, 1);
+	setenv("DDP_TCP_ALGO", algo, 1);
+	tw_cfg(&cfg, rank, size, port, 60);
+	if (ddp_comm_init(&cfg, &c)) {
+		fprintf(out, "E init: %s\n", ddp_last_error());
+		return 1;
+	}
+	fprintf(out, "SOCKETS %d\n", count_sockets());
+	snprintf(tag, sizeof(tag), "P=%d/uneven/%s", size, algo);
+	for (k = 0; k < 4 && !rc; k++)
+		rc = check_allreduce(c, out, tag, DDP_FLOAT32,
+				     k % 2 ? DDP_AVG : DDP_SUM,
+				     k < 2 ? sizes[k * 3] : sizes[k + 3], 1);
+	for (root = 0; root < size && !rc; root++)
+		rc = check_bcast(c, out, tag, DDP_FLOAT32,
+				 root % 5 ? 1 : 300001, root);
+	if (!rc && ddp_barrier(c)) {
+		fprintf(out, "E barrier: %s\n", ddp_last_error());
+		rc = -1;
+	}
+	ddp_comm_destroy(c);
+	return rc ? 1 : 0;
+}
+
+/*
+ * The most sockets a rank of the uneven world may hold: rank +/- 2^k, its
+ * recursive-doubling partners, the other ranks of its node and its
+ * stripe's two neighbours; never one per rank of the world.
+ */
+static int
+uneven_bound(void)
+{
+	int lg = 0;
+
+	while ((1 << lg) < UNEVEN_SIZE)
+		lg++;
+	return 3 * lg + 2 + 2;
+}
+
+static void
+judge_uneven(const char *algo, struct tw_rank *rk, double secs)
+{
+	const struct round tag = {algo, NULL, 0, 0};
+	int i, most = 0;
+	long n;
+	const char *p;
+
+	for (i = 0; i < UNEVEN_SIZE; i++) {
+		p = strstr(rk[i].out, "SOCKETS ");
+		n = p ? strtol(p + 8, NULL, 10) : 1L << 30;
+		if (n > most)
+			most = (int)(n < INT32_MAX ? n : INT32_MAX);
+	}
+	judge(UNEVEN_SIZE, &tag, rk, secs);
+	tap_ok(most <= uneven_bound() && most < UNEVEN_SIZE - 1,
+	       "world %d on uneven nodes, %s: each rank holds at most %d "
+	       "sockets (bound %d, full mesh %d)",
+	       UNEVEN_SIZE, algo, most, uneven_bound(), UNEVEN_SIZE - 1);
+}
+
 int
 main(void)
 {
@@ -252,6 +356,16 @@ main(void)
 			return tap_ok(0, "fork"), tap_done();
 		judge(big_sizes[k], &big, rk, tw_now() - t0);
 		tw_free_job(big_sizes[k], rk);
+	}
+	for (k = 0; k < 3; k++) {
+		static const char *const algos[] = {"rd", "ring", "hier"};
+
+		t0 = tw_now();
+		if (tw_run_job(UNEVEN_SIZE, uneven_main, (void *)algos[k], 300,
+			       rk) < 0)
+			return tap_ok(0, "fork"), tap_done();
+		judge_uneven(algos[k], rk, tw_now() - t0);
+		tw_free_job(UNEVEN_SIZE, rk);
 	}
 	return tap_done();
 }

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Which ranks a rank talks to (peers.c): the job's nodes, grouped from
+ * every rank's host the same way on every rank, and the peers the
+ * collectives of tcp.c and hier.c use, so that the rendezvous connects
+ * only those and a rank's descriptors grow with log2 of the world size
+ * and the ranks of its node, not with the world size.
+ *
+ * Pure functions of the mesh's size, rank and peers[].host: no I/O, no
+ * shared state, thread-safe. Errors: -1 (out of memory), nothing logged.
+ */
+#ifndef DDP_WK_PEERS_H
+#define DDP_WK_PEERS_H
+
+#include <stdint.h>
+
+#include "tcp.h"
+
+/* One node: its ranks are idx[start .. start + len), ascending. */
+struct wk_node {
+	int first; /* lowest rank on the node */
+	int start;
+	int len;
+};
+
+/* The job's nodes, ordered by their lowest rank. */
+struct wk_nodes {
+	int n;
+	struct wk_node *node; /* n entries */
+	int *idx;	      /* every rank, grouped by node */
+	int me;		      /* the node of the mesh's own rank */
+	int lidx;	      /* the own rank's place on its node */
+	int minlen;	      /* ranks on the smallest node */
+	int maxlen;	      /* ranks on the largest node */
+};
+
+/* Groups c's ranks by host into *out (free with wk_nodes_free): 0, -1. */
+int wk_nodes_build(const struct wk_mesh *c, struct wk_nodes *out);
+void wk_nodes_free(struct wk_nodes *n);
+
+/*
+ * want[s] = 1 for every rank s (size entries) that c's rank exchanges data
+ * with in some collective, else 0 (want[rank] is 0): ring neighbours
+ * (ring allreduce, chain broadcast), rank +/- 2^k (dissemination agree and
+ * barrier, binomial broadcast from any root), recursive-doubling partners
+ * with the fold of a world that is not a power of two, every rank of the
+ * own node, and the neighbours in the ring of the own stripe across nodes
+ * (hierarchical allreduce). The relation is symmetric: s wants rank
+ * exactly when rank wants s. Returns how many are wanted, or -1.
+ */
+int wk_peers_wanted(const struct wk_mesh *c, uint8_t *want);
+
+#endif
