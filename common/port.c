@@ -109,18 +109,18 @@ ddp_siphash24(const unsigned char key[16], const void *msg, size_t len)
 #define FEISTEL_ROUNDS 8
 
 /* One Feistel round's function: SipHash of a fixed, domain-separated
- * encoding of (block, range, round, half), little-endian. */
+ * encoding of (job, range, round, half), little-endian. */
 static uint64_t
-round_fn(const struct ddp_port_key *key, unsigned long block, unsigned min,
+round_fn(const struct ddp_port_key *key, unsigned long job_id, unsigned min,
 	 unsigned max, unsigned round, uint64_t half)
 {
 	unsigned char m[8 + 8 + 2 + 2 + 1 + 4];
-	uint64_t blk = block;
+	uint64_t job = job_id;
 	size_t i;
 
-	memcpy(m, "ddpport1", 8);
+	memcpy(m, "ddpport2", 8);
 	for (i = 0; i < 8; i++)
-		m[8 + i] = (unsigned char)(blk >> (8 * i));
+		m[8 + i] = (unsigned char)(job >> (8 * i));
 	m[16] = (unsigned char)min;
 	m[17] = (unsigned char)(min >> 8);
 	m[18] = (unsigned char)max;
@@ -131,11 +131,11 @@ round_fn(const struct ddp_port_key *key, unsigned long block, unsigned min,
 	return ddp_siphash24(key->k, m, sizeof(m));
 }
 
-/* The block's permutation of [0, size), size >= 2: a balanced Feistel
+/* The job's permutation of [0, size), size >= 2: a balanced Feistel
  * network on 2 * h bits (2^(2h) >= size), cycle-walked into the range.
  * The walk ends: x's cycle under the bijection comes back to x < size. */
 static unsigned long
-permute(const struct ddp_port_key *key, unsigned long block, unsigned min,
+permute(const struct ddp_port_key *key, unsigned long job_id, unsigned min,
 	unsigned max, unsigned long size, unsigned long x)
 {
 	unsigned h = 1, r;
@@ -149,7 +149,7 @@ permute(const struct ddp_port_key *key, unsigned long block, unsigned min,
 		right = x & mask;
 		for (r = 0; r < FEISTEL_ROUNDS; r++) {
 			t = left ^
-			    (round_fn(key, block, min, max, r, right) & mask);
+			    (round_fn(key, job_id, min, max, r, right) & mask);
 			left = right;
 			right = t;
 		}
@@ -162,20 +162,17 @@ long
 ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
 		      unsigned long step_id, unsigned min, unsigned max)
 {
-	unsigned long size, stride, per_block, slot;
+	unsigned long size;
 
 	if (!key || min == 0 || max > 65535 || min > max)
 		return -1;
 	size = (unsigned long)max - min + 1;
 	if (size == 1)
 		return (long)min;
-	stride = size >= 2 * DDP_PORT_STRIDE ? DDP_PORT_STRIDE : 1;
-	per_block = size / stride;
-	/* Inside a block, j * stride + step < size for step < stride: the
-	 * public scheme's separation, before the permutation. */
-	slot = ((job_id % per_block) * stride + step_id % size) % size;
+	/* A permutation of the job's own: what a user sees of their jobs'
+	 * ports says nothing about another job's. */
 	return (long)(min +
-		      permute(key, job_id / per_block, min, max, size, slot));
+		      permute(key, job_id, min, max, size, step_id % size));
 }
 
 void

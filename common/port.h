@@ -2,8 +2,7 @@
 /*
  * MASTER_PORT choice. Every rank of a step computes the port on its own
  * node, so all ranks agree without talking to each other; the mapping
- * keeps concurrent steps of one job, and steps of jobs with nearby ids, on
- * different ports.
+ * keeps concurrent steps of one job on different ports.
  *
  * Public scheme (ddp_port_choose, port_key = ""): slot = (job_id * stride
  * + step_id) mod size, where size is the number of ports in [min, max] and
@@ -13,19 +12,22 @@
  * never share a port as long as each runs fewer than stride concurrent
  * steps. Anyone who knows the job id can compute it, and bind it first.
  *
- * Keyed scheme (ddp_port_choose_keyed, the default): job ids are cut into
- * blocks of W = size / stride consecutive ids; inside a block the public
- * slot, (job_id mod W) * stride + step_id, is mapped through a keyed
- * pseudo-random permutation of [0, size) that is different for every
- * block: an 8-round Feistel network on the smallest even number of bits
- * covering size, with SipHash-2-4 under the site key as its round function
- * and cycle walking back into [0, size). Being a permutation, it keeps the
- * public scheme's separation for steps of one job and for jobs of one
- * block; two jobs in different blocks get independent ports (they share
- * one with probability about 1 / size). Without the key, the port of a
- * step is uniform over the range, even to someone who has watched the
- * ports of every earlier job (a new block, a new permutation). Reentrant.
- */
+ * Keyed scheme (ddp_port_choose_keyed, the default): every job has a
+ * keyed pseudo-random permutation of [0, size) of its own, and step s
+ * gets the port min + perm_job(s mod size): an 8-round Feistel network on
+ * the smallest even number of bits covering size, with SipHash-2-4 under
+ * the site key of (job id, range, round, half) as its round function and
+ * cycle walking back into [0, size).
+ *   - Steps of one job whose ids differ by less than size never share a
+ *     port (any step s' != s mod size, e.g. a second port for the same
+ *     step, is another port of the job).
+ *   - Two different jobs get independent ports: two of their steps share
+ *     one with probability 1 / size, jobs with nearby ids included. (A
+ *     guarantee that jobs never share would tell a user who owns the
+ *     other jobs of a group which ports the rest of the group has.)
+ *   - Without the key, a step's port is uniform over the range, even to
+ *     a user who has seen every port of all their own jobs' steps.
+ * Reentrant. */
 #ifndef DDP_PORT_H
 #define DDP_PORT_H
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Unit tests of the MASTER_PORT choice: range, determinism and the absence
- * of collisions between concurrent steps and nearby jobs, for the public
- * and the keyed scheme; SipHash's test vectors; the key file checks. */
+/* Unit tests of the MASTER_PORT choice: range and determinism; for the
+ * public scheme no collision between concurrent steps and nearby jobs,
+ * for the keyed one none between a job's steps and nothing a user learns
+ * from their own jobs' ports; SipHash's test vectors; the key file and
+ * every directory above it. */
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -44,6 +46,62 @@ test_siphash(void)
 	       "SipHash-2-4 vector, 63 bytes");
 }
 
+/*
+ * A user sees the ports of their own jobs' steps (MASTER_PORT) and wants
+ * another user's. With job ids cut into blocks of 37 that shared one
+ * permutation, one job's 600 steps gave the whole block's mapping; and a
+ * user who owned 36 jobs of a block knew that the 37th used none of their
+ * ports. Neither may help now.
+ */
+static void
+test_own_ports_tell_nothing(void)
+{
+	static long own[600];
+	static unsigned char seen[65536];
+	const unsigned long mine = 1000, first = 999; /* 999-1035: a block */
+	unsigned long job, step, hits = 0, tries = 0, inside = 0;
+	long slot;
+
+	/* Attack 1: all of job 1000's steps, mapped as the block's slots. */
+	for (step = 0; step < 600; step++)
+		own[step] =
+			ddp_port_choose_keyed(&key_a, mine, step, 29400, 29999);
+	for (job = first; job < first + 37; job++) {
+		if (job == mine)
+			continue;
+		for (step = 0; step < DDP_PORT_STRIDE; step++) {
+			slot = ((long)(job - mine) * DDP_PORT_STRIDE +
+				(long)step) %
+			       600;
+			if (slot < 0)
+				slot += 600;
+			hits += ddp_port_choose_keyed(&key_a, job, step, 29400,
+						      29999) == own[slot];
+			tries++;
+		}
+	}
+	/* Chance: 1 in 600 each, about 1 of 576. */
+	tap_ok(hits <= 8,
+	       "keyed: a job's 600 steps do not predict the other jobs of "
+	       "its id block (%lu of %lu right, 1 expected by chance)",
+	       hits, tries);
+	/* Attack 2: a user who owns 36 of 37 neighbouring jobs and saw 16
+	 * steps of each excludes nothing: the 37th job's ports fall among
+	 * theirs as often as chance says (about 370 of 600 ports seen). */
+	memset(seen, 0, sizeof(seen));
+	for (job = first; job < first + 36; job++)
+		for (step = 0; step < DDP_PORT_STRIDE; step++)
+			seen[ddp_port_choose_keyed(&key_a, job, step, 29400,
+						   29999)] = 1;
+	for (step = 0; step < DDP_PORT_STRIDE; step++)
+		inside += seen[ddp_port_choose_keyed(&key_a, first + 36, step,
+						     29400, 29999)];
+	tap_ok(inside >= 4,
+	       "keyed: another job's ports are not kept off the ports of "
+	       "its neighbours (%lu of 16 among them, about 10 expected)",
+	       inside);
+}
+
 static void
 test_keyed(void)
 {
@@ -68,18 +126,19 @@ test_keyed(void)
 	p = ddp_port_choose_keyed(&key_a, 0xffffffffUL, 0xfffffffbUL, 29400,
 				  29999);
 	tap_ok(p >= 29400 && p <= 29999, "keyed: huge ids do not overflow");
-	/* A block is 600 / 16 = 37 job ids: block 27 is 999-1035. */
-	memset(used, 0, sizeof(used));
-	for (job = 999; job < 1036; job++)
-		for (step = 0; step < DDP_PORT_STRIDE; step++) {
+	/* Every job's own permutation: its steps 0..599 fill the range. */
+	for (job = 999; job < 1036 && !collide; job++) {
+		memset(used, 0, sizeof(used));
+		for (step = 0; step < 600; step++) {
 			p = ddp_port_choose_keyed(&key_a, job, step, 29400,
 						  29999);
 			if (used[p])
 				collide = 1;
 			used[p] = 1;
 		}
-	tap_ok(!collide, "keyed: the jobs of a block and their concurrent "
-			 "steps get distinct ports");
+	}
+	tap_ok(!collide, "keyed: steps of one job whose ids differ by less "
+			 "than the range's size get distinct ports");
 	/* The permutation: steps 0..size-1 of job 0 fill the range. */
 	ok = 1;
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -114,15 +173,16 @@ test_keyed(void)
 	       "keyed: the public formula does not give the port "
 	       "(%lu of %lu equal)",
 	       same_public, n);
-	/* Each block has its own permutation: knowing every port of block 0
-	 * says nothing about block 1 (same slots, other ports). */
-	for (job = 0; job < 37; job++)
+	/* Jobs with nearby ids are independent: job and job + 1 share step
+	 * 0's port about 1 time in 600, 10 times in 6000. */
+	for (job = 20000; job < 26000; job++)
 		hit += ddp_port_choose_keyed(&key_a, job, 0, 29400, 29999) ==
-		       ddp_port_choose_keyed(&key_a, job + 37, 0, 29400, 29999);
-	tap_ok(hit < 5,
-	       "keyed: the next block maps the same slots elsewhere "
-	       "(%lu of 37 equal)",
+		       ddp_port_choose_keyed(&key_a, job + 1, 0, 29400, 29999);
+	tap_ok(hit >= 2 && hit <= 25,
+	       "keyed: neighbouring jobs share a port by chance only, about "
+	       "1 in 600 (%lu of 6000, 10 expected)",
 	       hit);
+	test_own_ports_tell_nothing();
 	/* Roughly uniform: 60000 jobs' step 0 over 600 ports, 100 expected
 	 * each; a fixed key, so the counts are deterministic. */
 	{
