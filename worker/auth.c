@@ -1,18 +1,106 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libddp's munge credentials for the rendezvous (auth.h): a context each
- * to encode and to decode, credentials bound to the connection.
+ * to encode and to decode, credentials bound to the connection and to
+ * this uid, libmunge loaded when first used.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "ddp_util.h"
 #include "status.h"
+
+/*
+ * The part of libmunge's ABI (munge.h, unchanged since MUNGE 0.5) that
+ * libddp uses, declared here so that libddp neither links libmunge nor
+ * needs its header to build: the library's name, the option numbers
+ * (munge_opt_t) and the success code (munge_err_t, an int-sized enum).
+ */
+#define MUNGE_LIBRARY "libmunge.so.2"
+enum {
+	MUNGE_SUCCESS = 0,	       /* EMUNGE_SUCCESS */
+	MUNGE_OPT_SOCKET = 8,	       /* char *: munged's socket */
+	MUNGE_OPT_UID_RESTRICTION = 9, /* uid_t: who may decode */
+};
+
+/* libmunge's functions, once loaded (munge_ prefix dropped). */
+static struct {
+	struct munge_ctx *(*ctx_create)(void);
+	void (*ctx_destroy)(struct munge_ctx *ctx);
+	int (*ctx_set)(struct munge_ctx *ctx, int opt, ...);
+	int (*ctx_get)(struct munge_ctx *ctx, int opt, ...);
+	const char *(*ctx_strerror)(struct munge_ctx *ctx);
+	const char *(*strerror)(int e);
+	int (*encode)(char **cred, struct munge_ctx *ctx, const void *buf,
+		      int len);
+	int (*decode)(const char *cred, struct munge_ctx *ctx, void **buf,
+		      int *len, uid_t *uid, gid_t *gid);
+} munge;
+static pthread_once_t munge_once = PTHREAD_ONCE_INIT;
+static char munge_load_error[256]; /* "" once loaded */
+
+/* Loads libmunge for the process's life (never unloaded: contexts of
+ * other rendezvous may be in use). */
+static void
+munge_load(void)
+{
+	static const char *const names[] = {
+		"munge_ctx_create", "munge_ctx_destroy",  "munge_ctx_set",
+		"munge_ctx_get",    "munge_ctx_strerror", "munge_strerror",
+		"munge_encode",	    "munge_decode"};
+	void **slot[] = {
+		(void **)&munge.ctx_create,   (void **)&munge.ctx_destroy,
+		(void **)&munge.ctx_set,      (void **)&munge.ctx_get,
+		(void **)&munge.ctx_strerror, (void **)&munge.strerror,
+		(void **)&munge.encode,	      (void **)&munge.decode};
+	const char *dl_error;
+	void *h;
+	size_t i;
+
+	h = dlopen(MUNGE_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		dl_error = dlerror();
+		ddp_fmt(munge_load_error, sizeof(munge_load_error), "%s",
+			dl_error ? dl_error : "not found");
+		return;
+	}
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		*slot[i] = dlsym(h, names[i]);
+		if (!*slot[i]) {
+			ddp_fmt(munge_load_error, sizeof(munge_load_error),
+				"%s has no %s", MUNGE_LIBRARY, names[i]);
+			memset(&munge, 0, sizeof(munge));
+			dlclose(h);
+			return;
+		}
+	}
+	munge_load_error[0] = '\0';
+}
+
+/* DDP_OK once libmunge is loaded; else DDP_ERR_AUTH naming the library
+ * and the package that has it. */
+static enum ddp_status
+munge_loaded(void)
+{
+	int rc = pthread_once(&munge_once, munge_load);
+
+	if (rc == 0 && munge.decode)
+		return DDP_OK;
+	return wk_err(DDP_ERR_AUTH,
+		      "munge authentication (DDP_AUTH=munge, the default) "
+		      "needs %s, which cannot be loaded: %s (install the MUNGE "
+		      "library: libmunge2 on Debian and Ubuntu, munge-libs on "
+		      "RHEL-like systems)",
+		      MUNGE_LIBRARY, rc ? strerror(rc) : munge_load_error);
+}
 
 /*
  * Whether munged answers on its socket, checked before the network is
@@ -26,7 +114,7 @@ auth_probe(struct wk_auth *a)
 	char *path = NULL;
 	int fd, rc;
 
-	if (munge_ctx_get(a->enc, MUNGE_OPT_SOCKET, &path) != EMUNGE_SUCCESS ||
+	if (munge.ctx_get(a->enc, MUNGE_OPT_SOCKET, &path) != MUNGE_SUCCESS ||
 	    !path)
 		return DDP_OK;
 	memset(&sun, 0, sizeof(sun));
@@ -49,7 +137,8 @@ auth_probe(struct wk_auth *a)
 enum ddp_status
 auth_init(struct wk_auth *a, const struct ddp_config *cfg)
 {
-	munge_err_t e;
+	enum ddp_status st;
+	int e;
 
 	memset(a, 0, sizeof(*a));
 	a->on = cfg->auth;
@@ -61,19 +150,30 @@ auth_init(struct wk_auth *a, const struct ddp_config *cfg)
 				     : "munge's default socket");
 	if (!a->on)
 		return DDP_OK;
-	a->enc = munge_ctx_create();
-	a->dec = munge_ctx_create();
+	st = munge_loaded();
+	if (st)
+		return st;
+	a->enc = munge.ctx_create();
+	a->dec = munge.ctx_create();
 	if (!a->enc || !a->dec)
 		return wk_err(DDP_ERR_NOMEM, "munge_ctx_create failed");
+	/* Rank 0's proof goes to whoever connects: only the job's uid may
+	 * read it back (munged refuses every other, root included). */
+	e = munge.ctx_set(a->enc, MUNGE_OPT_UID_RESTRICTION, geteuid());
+	if (e != MUNGE_SUCCESS)
+		return wk_err(
+			DDP_ERR_AUTH,
+			"munge: cannot restrict credentials to uid %u: %s",
+			(unsigned)geteuid(), munge.strerror(e));
 	if (cfg->munge_socket[0]) {
-		e = munge_ctx_set(a->enc, MUNGE_OPT_SOCKET, cfg->munge_socket);
-		if (e == EMUNGE_SUCCESS)
-			e = munge_ctx_set(a->dec, MUNGE_OPT_SOCKET,
+		e = munge.ctx_set(a->enc, MUNGE_OPT_SOCKET, cfg->munge_socket);
+		if (e == MUNGE_SUCCESS)
+			e = munge.ctx_set(a->dec, MUNGE_OPT_SOCKET,
 					  cfg->munge_socket);
-		if (e != EMUNGE_SUCCESS)
+		if (e != MUNGE_SUCCESS)
 			return wk_err(DDP_ERR_AUTH,
 				      "munge: cannot use socket %s: %s",
-				      cfg->munge_socket, munge_strerror(e));
+				      cfg->munge_socket, munge.strerror(e));
 	}
 	return auth_probe(a);
 }
@@ -82,9 +182,9 @@ void
 auth_fini(struct wk_auth *a)
 {
 	if (a->enc)
-		munge_ctx_destroy(a->enc);
+		munge.ctx_destroy(a->enc);
 	if (a->dec)
-		munge_ctx_destroy(a->dec);
+		munge.ctx_destroy(a->dec);
 	a->enc = a->dec = NULL;
 }
 
@@ -95,7 +195,7 @@ auth_encode(struct wk_auth *a, const char *kind, int rank,
 {
 	char payload[512];
 	char *cred = NULL;
-	munge_err_t e;
+	int e;
 	enum ddp_status st = DDP_OK;
 
 	if (!a->on) {
@@ -105,13 +205,13 @@ auth_encode(struct wk_auth *a, const char *kind, int rank,
 	if (rdv_cred_payload(payload, sizeof(payload), kind, a->job, a->step,
 			     rank, a->world, nonce, addr) < 0)
 		return wk_err(DDP_ERR_INVALID, "job or step id too long");
-	e = munge_encode(&cred, a->enc, payload, (int)strlen(payload));
-	if (e != EMUNGE_SUCCESS) {
+	e = munge.encode(&cred, a->enc, payload, (int)strlen(payload));
+	if (e != MUNGE_SUCCESS) {
 		st = wk_err(DDP_ERR_AUTH,
 			    "munge cannot encode a credential: %s (is munged "
 			    "running on this node? socket: %s; set "
 			    "DDP_MUNGE_SOCKET to use another)",
-			    munge_ctx_strerror(a->enc), a->socket);
+			    munge.ctx_strerror(a->enc), a->socket);
 	} else if (ddp_fmt(out, outlen, "%s", cred) < 0) {
 		st = wk_err(DDP_ERR_AUTH, "munge credential too long");
 	}
@@ -141,7 +241,7 @@ auth_verify(struct wk_auth *a, const char *cred, const char *kind, int rank,
 	int len = 0, rv = -1;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
-	munge_err_t e;
+	int e;
 
 	if (!a->on) {
 		if (strcmp(cred, "none") == 0)
@@ -156,10 +256,10 @@ auth_verify(struct wk_auth *a, const char *cred, const char *kind, int rank,
 		ddp_fmt(why, whylen, "job or step id too long");
 		return -1;
 	}
-	e = munge_decode(cred, a->dec, &buf, &len, &uid, &gid);
-	if (e != EMUNGE_SUCCESS) {
+	e = munge.decode(cred, a->dec, &buf, &len, &uid, &gid);
+	if (e != MUNGE_SUCCESS) {
 		ddp_fmt(why, whylen, "invalid munge credential: %s",
-			munge_ctx_strerror(a->dec));
+			munge.ctx_strerror(a->dec));
 		goto out;
 	}
 	if (uid != geteuid()) {

@@ -6,7 +6,9 @@ WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
               worker/net.c worker/auth.c worker/rdv.c worker/tcp.c \
               worker/grad.c worker/shm.c worker/hier.c worker/peers.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
-WORKER_LIBS := $(MUNGE_LIBS) -lpthread -ldl -lm
+# No -lmunge: libddp loads libmunge.so.2 when munge authentication is
+# used (worker/auth.c), so its programs start on hosts without MUNGE.
+WORKER_LIBS := -lpthread -ldl -lm
 LIBDDP_SO := $(BUILD)/worker/libddp.so
 LIBDDP_A := $(BUILD)/worker/libddp.a
 LIBDDP_PC := $(BUILD)/worker/ddp.pc
@@ -124,6 +126,8 @@ $(BUILD)/tests/unit/test-worker-nccl.o: MOD_CFLAGS += -DHAVE_NCCL_BUILD=$(HAVE_N
 # Tests may use the internal header (wire formats, conversions).
 $(BUILD)/tests/unit/test-worker-%.o: MOD_CFLAGS += -Iworker
 UNIT_TESTS += $(WORKER_TESTS)
+# The one test that makes its own credentials with libmunge.
+$(BUILD)/tests/unit/test-worker-auth: WORKER_LIBS += $(MUNGE_LIBS)
 
 # libFuzzer target for the rendezvous and frame parsers (internal header).
 $(BUILD)/tests/fuzz/fuzz-rdv.o: MOD_CFLAGS += -Iworker

@@ -4,14 +4,21 @@
  * garbage, forged credentials, another uid (as a rank and as rank 0),
  * another job, a credential made for another connection, another protocol
  * version and a silent connection are refused and logged while the job
- * still starts; a missing munged is a clear error.
+ * still starts; a missing munged is a clear error. Every credential
+ * libddp makes can be decoded by its own uid only: munged refuses any
+ * other, root included.
  */
+#include <grp.h>
 #include <munge.h>
 #include <pwd.h>
 #include <sys/stat.h>
 
+#include "auth.h"
 #include "test-worker-rdv.h"
 #include "proto.h"
+
+/* A uid that is neither root nor nobody, with no account needed. */
+#define OTHER_UID 4242
 
 static char munge_sock[200];
 
@@ -391,6 +398,134 @@ old_master(int i, int size, int port, FILE *out, void *arg)
 	return 0;
 }
 
+/* Becomes uid (and the same gid), dropping root's groups; 0 stays. */
+static int
+become(uid_t uid)
+{
+	if (uid == 0)
+		return 0;
+	if (setgroups(0, NULL) == 0 && setgid((gid_t)uid) == 0 &&
+	    setuid(uid) == 0)
+		return 0;
+	return -1;
+}
+
+/*
+ * As uid, in a child: a "rank0" credential made by libddp's auth_encode
+ * (rank 0's proof, as rank 0 sends it to whoever connects), into cred.
+ * Returns 0, or -1 with the reason in cred.
+ */
+static int
+encode_as(uid_t uid, char *cred, size_t size)
+{
+	uint8_t nonce[RDV_NONCE_LEN] = {1, 2, 3};
+	struct ddp_config cfg;
+	struct wk_auth a;
+	size_t got = 0;
+	ssize_t n;
+	pid_t pid;
+	int fd[2], status;
+
+	if (pipe(fd) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		char out[WK_MAX_CRED];
+
+		close(fd[0]);
+		auth_cfg(&cfg, 0, 0, "777");
+		if (become(uid) < 0)
+			snprintf(out, sizeof(out), "E setuid %u",
+				 (unsigned)uid);
+		else if (auth_init(&a, &cfg) != DDP_OK ||
+			 auth_encode(&a, "rank0", 1, nonce, "127.0.0.1:1", out,
+				     sizeof(out)) != DDP_OK)
+			snprintf(out, sizeof(out), "E %s", ddp_last_error());
+		auth_fini(&a);
+		_exit(write(fd[1], out, strlen(out)) < 0);
+	}
+	close(fd[1]);
+	while (pid > 0 && (n = read(fd[0], cred + got, size - 1 - got)) > 0)
+		got += (size_t)n;
+	cred[got] = '\0';
+	close(fd[0]);
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0 || strncmp(cred, "MUNGE:", 6) != 0)
+		return -1;
+	return 0;
+}
+
+/* As uid, in a child: munged's answer to decoding cred (munge_err_t), or
+ * -1 when the child failed. */
+static int
+decode_as(uid_t uid, const char *cred)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		munge_ctx_t ctx;
+		void *buf = NULL;
+		int len = 0;
+
+		if (become(uid) < 0 || !(ctx = munge_ctx_create()))
+			_exit(100);
+		munge_ctx_set(ctx, MUNGE_OPT_SOCKET, munge_sock);
+		_exit(munge_decode(cred, ctx, &buf, &len, NULL, NULL));
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) == 100)
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* 1 when munged gives uid `uid` the answer `want` for cred. */
+static int
+decoded(uid_t uid, const char *cred, int want)
+{
+	int got = decode_as(uid, cred);
+
+	if (got == want)
+		return 1;
+	tap_diag("uid %u decoding: %d (%s), expected %d (%s)", (unsigned)uid,
+		 got, got < 0 ? "child failed" : munge_strerror(got), want,
+		 munge_strerror(want));
+	return 0;
+}
+
+/*
+ * Rank 0's proof is read by its own uid only (munge's UID restriction),
+ * so a stranger who sends an open learns nothing it can decode. The
+ * strangers try first: without the restriction munged would give them
+ * the credential, and the owner would then find it replayed.
+ */
+static void
+test_uid_restriction(void)
+{
+	char cred[WK_MAX_CRED];
+
+	if (!tap_ok(encode_as(TR_NOBODY, cred, sizeof(cred)) == 0,
+		    "a job of nobody makes rank 0's proof with auth_encode"))
+		tap_diag("%s", cred);
+	tap_ok(decoded(OTHER_UID, cred, EMUNGE_CRED_UNAUTHORIZED),
+	       "munged refuses uid %d the credential: %s", OTHER_UID,
+	       munge_strerror(EMUNGE_CRED_UNAUTHORIZED));
+	tap_ok(decoded(0, cred, EMUNGE_CRED_UNAUTHORIZED),
+	       "munged refuses root too the credential of a job of nobody");
+	tap_ok(decoded(TR_NOBODY, cred, EMUNGE_SUCCESS),
+	       "the job's own uid (nobody) decodes it after those refusals");
+
+	if (!tap_ok(encode_as(0, cred, sizeof(cred)) == 0,
+		    "a job of root makes rank 0's proof with auth_encode"))
+		tap_diag("%s", cred);
+	tap_ok(decoded(TR_NOBODY, cred, EMUNGE_CRED_UNAUTHORIZED) &&
+		       decoded(OTHER_UID, cred, EMUNGE_CRED_UNAUTHORIZED),
+	       "munged refuses nobody and uid %d a job of root's credential",
+	       OTHER_UID);
+	tap_ok(decoded(0, cred, EMUNGE_SUCCESS),
+	       "the job's own uid (root) decodes it");
+}
+
 static void
 test_intruders(void)
 {
@@ -415,10 +550,11 @@ test_intruders(void)
 	       "logged");
 	tap_ok(tw_exit(&rk[3]) == 3 && tr_has(&rk[3], "INIT 6") &&
 		       tr_has(&rk[3], "did not prove it is rank 0") &&
-		       tr_has(&rk[3], "credential of uid 0, but this job runs "
-				      "as uid 65534"),
-	       "a rank of another user (nobody) finds that rank 0 is not its "
-	       "uid and never sends a credential: DDP_ERR_AUTH");
+		       tr_has(&rk[3], "Unauthorized credential for client "
+				      "UID=65534"),
+	       "a rank of another user (nobody) cannot decode rank 0's proof "
+	       "(munged refuses it) and never sends a credential: "
+	       "DDP_ERR_AUTH");
 	tap_ok(tr_has(&rk[6], "CLOSED credential of uid 65534, but this job "
 			      "runs as uid 0"),
 	       "a hello credential of another user (nobody), bound to rank 0's "
@@ -478,6 +614,7 @@ main(void)
 	munge_sock[strcspn(munge_sock, "\n")] = '\0';
 	tap_ok(1, "private munged at %s", munge_sock);
 
+	test_uid_restriction();
 	test_intruders();
 
 	/* A rank 0 impostor of another uid is detected by the rank. */
