@@ -16,6 +16,12 @@ DATADIR   ?= $(PREFIX)/share/slurm-ddp
 MANDIR    ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# libddp and ddp-check load the NCCL backend from here when it is not
+# beside libddp (packages keep it out of the public library directory).
+NCCL_PLUGINDIR ?= $(LIBDIR)
+# ddp-nodectl's boot units and slurmd's drop-in (systemd reads
+# /usr/local/lib/systemd/system too).
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 # Slurm loads SPANK plugins by absolute path from plugstack.conf, or
 # relative to its PluginDir; default to the PluginDir of the installed Slurm.
 SLURM_PLUGINDIR ?= $(shell d=$$(dirname "$$(ls /usr/lib/*/slurm-wlm/spank*.so /usr/lib*/slurm/*.so 2>/dev/null | head -n 1)" 2>/dev/null); [ -n "$$d" ] && [ "$$d" != . ] && echo "$$d" || echo $(LIBDIR)/slurm)
@@ -68,7 +74,7 @@ OPTIONAL_SKIPPED :=
 
 # check-gpu (tests/gpu/module.mk): the GPU tier alone, on a node with a GPU.
 .PHONY: all install check check-unit check-san lint format format-check \
-        fuzzers clean deps demo stage bench bench-gpu
+        fuzzers clean deps demo stage bench bench-gpu deb rpm
 all:
 
 # Keep objects of programs built in one step (unit tests, tools).
@@ -112,6 +118,15 @@ install: all $(INSTALL_RULES)
 
 deps:
 	@tests/lib/install-deps
+
+# Packages for the Slurm the build is made against, in build/pkg (see
+# packaging/build-packages): Debian's, checked by lintian, and RPMs from
+# slurm-ddp.spec, checked by rpmlint.
+deb:
+	@packaging/build-packages deb
+
+rpm:
+	@packaging/build-packages rpm
 
 check: all unit-tests gpu-tests
 	@$(MAKE) --no-print-directory SAN=1 BUILD=build/san unit-tests

@@ -9,7 +9,7 @@ DDP_CHECK := $(BUILD)/bin/ddp-check
 CHECK_LIBDDP := $(BUILD)/worker/libddp.a
 
 # It looks for libddp's NCCL backend where libddp does (worker/module.mk).
-$(BUILD)/check/ddp-check.o: MOD_CFLAGS += -DDDP_PLUGIN_DIR='"$(LIBDIR)"'
+$(BUILD)/check/ddp-check.o: MOD_CFLAGS += -DDDP_PLUGIN_DIR='"$(NCCL_PLUGINDIR)"'
 
 # libddp.a exports only the API; the core helpers come from the core.
 $(DDP_CHECK): $(CHECK_OBJ) $(CHECK_LIBDDP) $(CORE_LIB)

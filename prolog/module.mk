@@ -49,5 +49,13 @@ install-prolog: $(BUILD)/bin/ddp-nodectl
 	for m in ddp-epilog ddp-nodectl; do \
 	    echo '.so man8/ddp-prolog.8' >$(DESTDIR)$(MANDIR)/man8/$$m.8 || exit 1; \
 	done
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR)/slurmd.service.d
+	for u in ddp-nodectl-install ddp-nodectl-reconcile; do \
+	    sed 's|@SBINDIR@|$(SBINDIR)|g' prolog/systemd/$$u.service.in \
+	        >$(DESTDIR)$(SYSTEMDUNITDIR)/$$u.service && \
+	    chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u.service || exit 1; \
+	done
+	install -m 0644 prolog/systemd/slurmd-ddp.conf \
+	    $(DESTDIR)$(SYSTEMDUNITDIR)/slurmd.service.d/ddp.conf
 .PHONY: install-prolog
 INSTALL_RULES += install-prolog

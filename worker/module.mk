@@ -21,7 +21,7 @@ $(BUILD)/worker/hier.o: MOD_CFLAGS += -O3
 
 # Where an installed libddp finds libddp-nccl.so when it is linked
 # statically (no dladdr path to look beside).
-$(BUILD)/worker/comm.o: MOD_CFLAGS += -DDDP_PLUGIN_DIR='"$(LIBDIR)"'
+$(BUILD)/worker/comm.o: MOD_CFLAGS += -DDDP_PLUGIN_DIR='"$(NCCL_PLUGINDIR)"'
 
 $(LIBDDP_SO): $(WORKER_OBJ) $(CORE_LIB) worker/libddp.map
 	@mkdir -p $(@D)
@@ -149,7 +149,9 @@ install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN) $(if $(filter 1,$
 	install -m 0755 $(TRAIN) $(DESTDIR)$(LIBEXECDIR)/examples/train
 	install -d $(DESTDIR)$(DATADIR)/examples
 	install -m 0644 examples/train.c examples/train_compute.h \
-	    examples/train_gpu.cu examples/train.py $(DESTDIR)$(DATADIR)/examples/
+	    examples/train_gpu.cu $(DESTDIR)$(DATADIR)/examples/
+	install -m 0755 examples/train.py $(DESTDIR)$(DATADIR)/examples/train.py
 	$(if $(filter 1,$(HAVE_NVCC)),install -m 0755 $(TRAIN_GPU) $(DESTDIR)$(LIBEXECDIR)/examples/train-gpu.so)
-	$(if $(filter 1,$(HAVE_NCCL)),install -m 0755 $(LIBDDP_NCCL) $(DESTDIR)$(LIBDIR)/libddp-nccl.so)
+	$(if $(filter 1,$(HAVE_NCCL)),install -d $(DESTDIR)$(NCCL_PLUGINDIR))
+	$(if $(filter 1,$(HAVE_NCCL)),install -m 0755 $(LIBDDP_NCCL) $(DESTDIR)$(NCCL_PLUGINDIR)/libddp-nccl.so)
 INSTALL_RULES += install-worker
