@@ -17,11 +17,9 @@ fraction=0.2
 
 setup_file() {
 	mc_up --nodes 3 --gpus-per-node 4
-	# The plugin runs the staged ddp-check, not the build's BINDIR.
-	local stage=${MINICLUSTER_STAGE:-$repo_root/build/stage} conf
+	local conf
 	conf=$(mc_state)/etc/ddp.conf
 	cp "$conf" "$BATS_FILE_TMPDIR/ddp.conf.orig"
-	printf '%s\n' "check_path = $stage/usr/local/bin/ddp-check" >>"$conf"
 	# The minicluster's nodes share two cores: healthy links here differ
 	# by 2x from run to run, a throttled one is 100x slower.
 	printf '%s\n' "check_min_fraction = $fraction" >>"$conf"

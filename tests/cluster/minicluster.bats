@@ -79,3 +79,36 @@ setup_file() {
 	[ "$status" -ne 0 ]
 	[[ $output == *"unknown host 'node9'"* ]]
 }
+
+@test "each node is declared with the sockets and cores it can use, so --ddp places on Slurm's cores" {
+	require_plugin
+	local node declared found
+	for node in node1 node2 node3; do
+		declared=$(mc_run -- scontrol show node "$node" |
+			sed -n 's/.*CoresPerSocket=\([0-9]*\).*Sockets=\([0-9]*\).*/\1 \2/p' | awk '{print $1 * $2}')
+		found=$(mc_exec "$node" -- hwloc-calc --number-of core machine:0)
+		echo "$node: declared $declared cores, hwloc finds $found" >&2
+		[ -n "$declared" ] && [ "$declared" = "$found" ]
+	done
+	run mc_run -- srun --nodes=2 --gpus-per-node=4 --ddp --ddp-verbose true
+	show
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^ddp: rank=' <<<"$output")" -eq 8 ]
+	[[ $output != *"do not fit"* ]]
+	[[ $output != *"using all allowed CPUs"* ]]
+}
+
+@test "the README's --ddp-check example runs as printed: the staged ddp-check passes, then the program runs" {
+	require_plugin
+	local cmd
+	cmd=$(sed -n 's/^    \$ \(srun .*--ddp-check.*\)$/\1/p' "$repo_root/README.md" | head -n 1)
+	[ -n "$cmd" ]
+	cd "$repo_root/examples"
+	# shellcheck disable=SC2086 # the README's command, word for word
+	run mc_run -- $cmd
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp-check: ok"* ]]
+	[ "$(grep -cE '^rank [0-9]+ .* world 6 checksum ' <<<"$output")" -eq 6 ]
+	[ "$(grep -oE ' checksum [^ ]+' <<<"$output" | sort -u | wc -l)" -eq 1 ]
+}
