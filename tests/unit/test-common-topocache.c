@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,7 +207,7 @@ out:
 	ddp_topo_destroy(cached);
 }
 
-/* Runs in a child confined by the cgroup v1 cpuset cg: with write_inside
+/* Runs in a child confined by the cpuset cgroup cg: with write_inside
  * the child writes the cache and the parent compares it with its own live
  * discovery (CPUs and plans), else the parent writes it and the child
  * compares (every object, as topo_summary gives it). 1 when the
@@ -229,7 +230,7 @@ confined_same(const char *cg, int write_inside)
 		char tasks[256];
 		FILE *f;
 
-		if (ddp_fmt(tasks, sizeof(tasks), "%s/tasks", cg) < 0 ||
+		if (ddp_fmt(tasks, sizeof(tasks), "%s/cgroup.procs", cg) < 0 ||
 		    !(f = fopen(tasks, "w")) ||
 		    fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0)
 			_exit(3);
@@ -274,44 +275,97 @@ confined_same(const char *cg, int write_inside)
 	return same;
 }
 
+/* Writes text to the file folder/name; 0 on success. */
+static int
+put(const char *folder, const char *name, const char *text)
+{
+	char file[256];
+	FILE *f;
+	int ok;
+
+	if (ddp_fmt(file, sizeof(file), "%s/%s", folder, name) < 0 ||
+	    !(f = fopen(file, "w")))
+		return -1;
+	ok = fputs(text, f) >= 0;
+	return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* The folder under which a cpuset cgroup can be made: the cgroup v1
+ * cpuset hierarchy, else the cgroup v2 root with the cpuset controller
+ * enabled for its children; NULL when neither is there. */
+static const char *
+cpuset_parent(void)
+{
+	static const char v1[] = "/sys/fs/cgroup/cpuset",
+			  v2[] = "/sys/fs/cgroup";
+	char ctl[256] = "";
+	struct stat st;
+	FILE *f;
+
+	if (stat("/sys/fs/cgroup/cpuset/cpuset.cpus", &st) == 0)
+		return v1;
+	f = fopen("/sys/fs/cgroup/cgroup.controllers", "r");
+	if (!f)
+		return NULL;
+	if (!fgets(ctl, sizeof(ctl), f))
+		ctl[0] = '\0';
+	fclose(f);
+	if (!strstr(ctl, "cpuset") ||
+	    put(v2, "cgroup.subtree_control", "+cpuset\n") < 0)
+		return NULL;
+	return v2;
+}
+
 /* A step confined to some CPUs (a job's cpuset) sees the same topology
  * from the cache as from a live discovery, whoever wrote the cache: the
- * file holds the whole machine, the reader applies its own cpuset. */
+ * file holds the whole machine, the reader applies its own cpuset. The
+ * reader gets the last CPU this test may use, whatever the machine's CPU
+ * numbering and cgroup layout. */
 static void
 check_confined(void)
 {
-	static const char cg[] = "/sys/fs/cgroup/cpuset/ddp-topocache-test";
-	struct stat st;
+	const char *parent = cpuset_parent();
+	char cg[256], cpu[32], mems[256] = "";
+	cpu_set_t allowed;
 	FILE *f;
-	int a, b;
+	int i, last = -1;
 
-	if (stat("/sys/fs/cgroup/cpuset/cpuset.cpus", &st) < 0 ||
-	    sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-		tap_ok(1, "# skip confined readers: no cgroup v1 cpuset "
-			  "hierarchy or fewer than 2 CPUs");
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+		for (i = 0; i < CPU_SETSIZE; i++)
+			if (CPU_ISSET(i, &allowed))
+				last = i;
+	if (!parent || CPU_COUNT(&allowed) < 2) {
+		tap_ok(1, "# skip confined readers: no cpuset cgroup to make "
+			  "(cgroup v1 cpuset or v2 with the cpuset controller) "
+			  "or fewer than 2 CPUs to use");
 		return;
 	}
+	if (ddp_fmt(cg, sizeof(cg), "%s/ddp-topocache-test", parent) < 0 ||
+	    ddp_fmt(cpu, sizeof(cpu), "%d\n", last) < 0)
+		return;
 	rmdir(cg);
 	if (mkdir(cg, 0755) < 0) {
 		tap_ok(1, "# skip confined readers: cannot make %s", cg);
 		return;
 	}
-	f = fopen("/sys/fs/cgroup/cpuset/ddp-topocache-test/cpuset.cpus", "w");
-	a = f && fputs("1\n", f) >= 0;
-	if (f && fclose(f) != 0)
-		a = 0;
-	f = fopen("/sys/fs/cgroup/cpuset/ddp-topocache-test/cpuset.mems", "w");
-	b = f && fputs("0\n", f) >= 0;
-	if (f && fclose(f) != 0)
-		b = 0;
-	if (!a || !b) {
+	/* cgroup v1 needs the memory nodes set, as its parent has them. */
+	if (ddp_fmt(mems, sizeof(mems), "%s/cpuset.mems", parent) == 0 &&
+	    (f = fopen(mems, "r")) != NULL) {
+		if (!fgets(mems, sizeof(mems), f))
+			mems[0] = '\0';
+		fclose(f);
+	} else {
+		mems[0] = '\0';
+	}
+	if (put(cg, "cpuset.cpus", cpu) < 0 ||
+	    (mems[0] && mems[0] != '\n' && put(cg, "cpuset.mems", mems) < 0)) {
 		tap_ok(1, "# skip confined readers: cannot set up %s", cg);
 		rmdir(cg);
 		return;
 	}
 	tap_ok(confined_same(cg, 0) == 1,
-	       "a reader confined to CPU 1 gets its live topology from a cache "
-	       "written outside");
+	       "a reader confined to one CPU gets its live topology from a "
+	       "cache written outside");
 	tap_ok(confined_same(cg, 1) == 1,
 	       "a cache written inside that cpuset still holds every CPU: an "
 	       "unconfined reader gets its live topology");
