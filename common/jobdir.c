@@ -326,6 +326,16 @@ ddp_jobdir_open_root(const char *path, const char *what, int *squatted,
 }
 
 int
+ddp_jobdir_take(int fd)
+{
+	/* Owner first: once root owns it the user can no longer chmod it
+	 * back; then the mode shuts everyone else out. */
+	if (fchown(fd, 0, 0) < 0 || fchmod(fd, 0700) < 0)
+		return -1;
+	return 0;
+}
+
+int
 ddp_jobdir_become_user(const char *user, uid_t uid, gid_t gid, char *err,
 		       size_t errlen)
 {

@@ -21,6 +21,10 @@
  *   entries could swap the job's directory after the check.
  * - A scratch directory is always made anew by root; one left over under
  *   the same job id is removed first, never handed to the next owner.
+ * - Root takes a directory from the user (owner root, mode 0700) before
+ *   emptying it, so no process of the user, one that outlives the job
+ *   included, can add entries while it is being removed:
+ *   ddp_jobdir_take().
  *
  * Errors: functions return 0 or -1 (or say otherwise) and fill a
  * caller-provided err buffer (NUL-terminated when errlen > 0) that names
@@ -119,6 +123,14 @@ int ddp_jobdir_open_root(const char *path, const char *what, int *squatted,
  */
 int ddp_jobdir_make_private(int rootfd, const char *name, const char *path,
 			    uid_t uid, gid_t gid, char *err, size_t errlen);
+
+/*
+ * Takes the open directory fd from its owner before root empties it:
+ * owner and group root, mode 0700, so no one but root can add entries to
+ * it any more (a process of the user that holds it open or has it as its
+ * working directory included). Returns 0 or -1 with errno set.
+ */
+int ddp_jobdir_take(int fd);
 
 /*
  * Drops the process to uid:gid for good, with user's supplementary

@@ -245,15 +245,26 @@ int nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 int nc_remove_scratch_dir(const struct ddp_conf *conf, unsigned long jobid,
 			  char *err, size_t errlen);
 
+/* How long nc_rmtree_at may take before it gives up. */
+#define NC_RMTREE_LIMIT_S 300
+
 /*
  * Removes name (relative to dirfd) and, when it is a directory,
  * everything below it, never following symlinks and never leaving the
  * file system of dirfd. Iterative, with no depth limit and one directory
  * open at a time; a directory moved out of the tree while it is being
  * emptied, or a mount point inside it, stops the removal with an error
- * (what is left stays). Returns 0 (also when name does not exist) or -1
+ * (what is left stays). Run as root, it takes each directory from its
+ * owner before emptying it (ddp_jobdir_take), so a process of the user
+ * that outlives the job cannot refill it; whatever such a process still
+ * adds below (a chain of directories it keeps ahead of the removal) ends
+ * the removal after limit_s seconds with an error, and what is left
+ * stays, root's where it was taken. nc_rmtree_at allows
+ * NC_RMTREE_LIMIT_S. Returns 0 (also when name does not exist) or -1
  * with err.
  */
+int nc_rmtree_within(int dirfd, const char *name, unsigned limit_s, char *err,
+		     size_t errlen);
 int nc_rmtree_at(int dirfd, const char *name, char *err, size_t errlen);
 
 /*

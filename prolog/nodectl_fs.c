@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ddp_util.h"
@@ -365,9 +366,10 @@ rm_push(struct rm_stack *s, const char *name, const struct stat *st)
 
 /*
  * Opens the directory pfd/name that fstatat reported as st, without
- * following a symlink, and checks that it is that directory and on dev. An
- * owner removing their own tree may need to open up a 0500 or 0000
- * directory first; root does not, and it does no harm.
+ * following a symlink, and checks that it is that directory and on dev;
+ * root then takes it from its owner. An owner removing their own tree may
+ * need to open up a 0500 or 0000 directory first; root does not, and it
+ * does no harm.
  */
 static int
 rm_open(int pfd, const char *name, const struct stat *st, dev_t dev, char *err,
@@ -397,6 +399,14 @@ rm_open(int pfd, const char *name, const struct stat *st, dev_t dev, char *err,
 		ddp_errf(err, errlen, "%s: replaced while being removed", name);
 		goto fail;
 	}
+	/* Root takes the directory before emptying it: a process of its
+	 * owner that outlives the job can no longer add entries, so the
+	 * emptying has an end. */
+	if (geteuid() == 0 && ddp_jobdir_take(fd) < 0) {
+		ddp_errf(err, errlen, "%s: cannot take it from its owner: %s",
+			 name, strerror(errno));
+		goto fail;
+	}
 	if ((now.st_mode & 0700) != 0700)
 		(void)fchmod(fd, (now.st_mode & DDP_MODE_BITS) | 0700);
 	return fd;
@@ -406,14 +416,26 @@ fail:
 	return -1;
 }
 
+/* 1 once the monotonic clock has reached end. */
+static int
+past(const struct timespec *end)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > end->tv_sec ||
+	       (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec);
+}
+
 /*
  * Removes every entry of the directory fd that is not a directory and
  * stops at the first directory, whose name and status it stores. Returns
- * 1 when it found one, 0 when fd holds no directory any more, -1 on error.
+ * 1 when it found one, 0 when fd holds no directory any more, -2 when end
+ * has passed, -1 on error.
  */
 static int
-rm_scan(int fd, char *sub, size_t sublen, struct stat *subst, char *err,
-	size_t errlen)
+rm_scan(int fd, const struct timespec *end, char *sub, size_t sublen,
+	struct stat *subst, char *err, size_t errlen)
 {
 	struct dirent *de;
 	DIR *d = NULL;
@@ -432,6 +454,10 @@ rm_scan(int fd, char *sub, size_t sublen, struct stat *subst, char *err,
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)
 			continue;
+		if (past(end)) {
+			rv = -2;
+			goto out;
+		}
 		if (fstatat(fd, de->d_name, subst, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno == ENOENT)
 				continue;
@@ -471,12 +497,17 @@ out:
  * it stops the removal instead of leading it out of the tree.
  */
 static int
-rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
+rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
+       size_t errlen)
 {
 	struct rm_stack s = {0};
+	struct timespec end;
 	char sub[NAME_MAX + 1];
 	struct stat st;
 	int cur = -1, up = -1, rv = -1, rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)limit_s;
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
@@ -502,7 +533,15 @@ rmtree(int pfd, const char *name, dev_t dev, char *err, size_t errlen)
 	while (s.n > 0) {
 		struct rm_level *top = &s.v[s.n - 1];
 
-		rc = rm_scan(cur, sub, sizeof(sub), &st, err, errlen);
+		rc = rm_scan(cur, &end, sub, sizeof(sub), &st, err, errlen);
+		if (rc == -2 || (rc >= 0 && past(&end))) {
+			ddp_errf(err, errlen,
+				 "%s: not removed within %u s, entries keep "
+				 "appearing %zu levels below it (what is left "
+				 "stays)",
+				 name, limit_s, s.n - 1);
+			goto out;
+		}
 		if (rc < 0)
 			goto out;
 		if (rc > 0) {
@@ -569,7 +608,8 @@ out:
 }
 
 int
-nc_rmtree_at(int pfd, const char *name, char *err, size_t errlen)
+nc_rmtree_within(int pfd, const char *name, unsigned limit_s, char *err,
+		 size_t errlen)
 {
 	struct stat st;
 
@@ -583,7 +623,13 @@ nc_rmtree_at(int pfd, const char *name, char *err, size_t errlen)
 		ddp_errf(err, errlen, "fstat: %s", strerror(errno));
 		return -1;
 	}
-	return rmtree(pfd, name, st.st_dev, err, errlen);
+	return rmtree(pfd, name, st.st_dev, limit_s, err, errlen);
+}
+
+int
+nc_rmtree_at(int pfd, const char *name, char *err, size_t errlen)
+{
+	return nc_rmtree_within(pfd, name, NC_RMTREE_LIMIT_S, err, errlen);
 }
 
 int
@@ -624,7 +670,8 @@ sweep_child(void *arg, char *err, size_t errlen)
 
 	if (ddp_jobdir_become_user(NULL, s->uid, s->gid, err, errlen) < 0)
 		return -1;
-	return nc_rmtree_at(s->userfd, s->name, err, errlen);
+	return nc_rmtree_within(s->userfd, s->name, SWEEP_TIMEOUT_S, err,
+				errlen);
 }
 
 static int

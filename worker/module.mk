@@ -126,8 +126,10 @@ $(BUILD)/tests/unit/test-worker-nccl.o: MOD_CFLAGS += -DHAVE_NCCL_BUILD=$(HAVE_N
 # Tests may use the internal header (wire formats, conversions).
 $(BUILD)/tests/unit/test-worker-%.o: MOD_CFLAGS += -Iworker
 UNIT_TESTS += $(WORKER_TESTS)
-# The one test that makes its own credentials with libmunge.
+# The one test that makes its own credentials with libmunge; it also runs
+# examples/train on a host without libmunge.
 $(BUILD)/tests/unit/test-worker-auth: WORKER_LIBS += $(MUNGE_LIBS)
+$(BUILD)/tests/unit/test-worker-auth: | $(TRAIN)
 
 # libFuzzer target for the rendezvous and frame parsers (internal header).
 $(BUILD)/tests/fuzz/fuzz-rdv.o: MOD_CFLAGS += -Iworker

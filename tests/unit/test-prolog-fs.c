@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -295,6 +296,167 @@ test_rmtree_deep(void)
 		       "its owner");
 	}
 	close(fd);
+}
+
+/*
+ * A process of the job's user that outlives the job (another job of
+ * theirs on the node) keeps writing in the job's scratch through a
+ * descriptor it holds: with chain 0 a new directory with a file in it
+ * and a new file, round after round; with chain 1 a chain of directories,
+ * each one level below the last, that it tries to keep ahead of the
+ * removal. It never stops on its own; it writes one byte to ready after
+ * its first 200 rounds.
+ */
+static pid_t
+start_writer(int dirfd, int chain, int ready)
+{
+	char name[32];
+	unsigned long i;
+	pid_t pid = fork();
+	int fd;
+
+	if (pid != 0)
+		return pid;
+	if (setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+	    setresuid(NOBODY, NOBODY, NOBODY) < 0)
+		_exit(4);
+	for (i = 0;; i++) {
+		snprintf(name, sizeof(name), chain ? "d" : "w%lu", i);
+		if (mkdirat(dirfd, name, 0700) == 0 || errno == EEXIST) {
+			fd = openat(dirfd, name,
+				    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd >= 0 && chain) {
+				close(dirfd);
+				dirfd = fd;
+			} else if (fd >= 0) {
+				close(openat(fd, "f", O_WRONLY | O_CREAT,
+					     0600));
+				close(fd);
+			}
+		}
+		snprintf(name, sizeof(name), "f%lu", i);
+		close(openat(dirfd, name, O_WRONLY | O_CREAT, 0600));
+		if (i == 200 && write(ready, "x", 1) < 0)
+			_exit(5);
+	}
+}
+
+/* Runs the removal of job jobid's scratch in a child, limit_s seconds the
+ * removal's own bound (0: nc_remove_scratch_dir, the Epilog's), and waits
+ * up to 30 s for it. Returns its exit status (0 removed, 1 an error in
+ * err), or -1 when it was still running after 30 s (then killed). */
+static int
+timed_removal(const struct ddp_conf *c, unsigned long jobid, unsigned limit_s,
+	      char *err, size_t errlen)
+{
+	char name[32];
+	int fds[2], status = 0, i;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(fds) < 0 || (pid = fork()) < 0)
+		return -2;
+	if (pid == 0) {
+		int rootfd, rc;
+
+		close(fds[0]);
+		snprintf(name, sizeof(name), "%lu", jobid);
+		rootfd = open(c->scratch_root, O_RDONLY | O_DIRECTORY);
+		rc = limit_s ? nc_rmtree_within(rootfd, name, limit_s, err,
+						errlen)
+			     : nc_remove_scratch_dir(c, jobid, err, errlen);
+		if (rc < 0 && write(fds[1], err, strlen(err)) < 0)
+			_exit(3);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	close(fds[1]);
+	for (i = 0; i < 3000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+		usleep(10000);
+	if (i == 3000) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		close(fds[0]);
+		return -1;
+	}
+	n = read(fds[0], err, errlen - 1);
+	err[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -3;
+}
+
+#define WRITERS 4
+
+static void
+test_rmtree_writer(void)
+{
+	struct ddp_conf c;
+	char err[NC_ERR_LEN], x;
+	struct stat st;
+	int ready[2], fd, nf, left, rc, i, alive;
+	pid_t writer, writers[WRITERS];
+
+	if (geteuid() != 0) {
+		tap_ok(1, "# SKIP removal against a writer needs root");
+		return;
+	}
+	ddp_conf_defaults(&c);
+	ddp_fmt(c.scratch_root, sizeof(c.scratch_root), "%s", at("wr"));
+	if (nc_make_scratch_dir(&c, NOBODY, NOBODY, 60, &nf, &left, err,
+				sizeof(err)) < 0 ||
+	    nc_make_scratch_dir(&c, NOBODY, NOBODY, 61, &nf, &left, err,
+				sizeof(err)) < 0 ||
+	    pipe(ready) < 0) {
+		tap_ok(0, "writer test: scratch made: %s", err);
+		return;
+	}
+
+	/* Several, so that together they outpace a removal that does not
+	 * stop them. */
+	fd = open(at("wr/60"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (i = 0; i < WRITERS; i++)
+		writers[i] = start_writer(fd, 0, ready[1]);
+	close(fd);
+	for (i = 0; i < WRITERS; i++)
+		if (read(ready[0], &x, 1) != 1)
+			tap_diag("writer did not start");
+	rc = timed_removal(&c, 60, 0, err, sizeof(err));
+	tap_ok(rc == 0 && !exists(at("wr/60")),
+	       "Epilog removal ends while the user's processes keep writing, "
+	       "and the directory is gone");
+	if (rc != 0)
+		tap_diag("rc %d: %s", rc, err);
+	for (i = 0, alive = 0; i < WRITERS; i++)
+		alive += kill(writers[i], 0) == 0;
+	tap_ok(alive == WRITERS, "the writers were still writing");
+	for (i = 0; i < WRITERS; i++) {
+		kill(writers[i], SIGKILL);
+		waitpid(writers[i], NULL, 0);
+	}
+
+	/* A chain the writer keeps ahead of the removal: the bound ends it
+	 * (or it catches the writer); nothing the writer made escapes it. */
+	fd = open(at("wr/61"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	writer = start_writer(fd, 1, ready[1]);
+	close(fd);
+	if (read(ready[0], &x, 1) != 1)
+		tap_diag("writer did not start");
+	rc = timed_removal(&c, 61, 2, err, sizeof(err));
+	tap_ok(rc == 0 || (rc == 1 && strstr(err, "not removed within 2 s")),
+	       "a chain kept ahead of the removal: it ends at its bound");
+	tap_diag("rc %d: %s", rc, err);
+	kill(writer, SIGKILL);
+	waitpid(writer, NULL, 0);
+	tap_ok(rc == 0 || (stat(at("wr/61"), &st) == 0 && st.st_uid == 0 &&
+			   (st.st_mode & ALLPERMS) == 0700),
+	       "what is left is root's, mode 0700");
+	rc = timed_removal(&c, 61, 0, err, sizeof(err));
+	tap_ok(rc == 0 && !exists(at("wr/61")),
+	       "with the writer gone, the rest is removed");
+	if (rc != 0)
+		tap_diag("rc %d: %s", rc, err);
+	close(ready[0]);
+	close(ready[1]);
+	rmdir(at("wr"));
 }
 
 /* Root only, in a private mount namespace: a file system mounted deep in
@@ -621,6 +783,7 @@ main(void)
 	test_processes();
 	test_rmtree();
 	test_rmtree_deep();
+	test_rmtree_writer();
 	test_shared_root();
 	test_dirs();
 	test_shared_refusals();

@@ -8,9 +8,15 @@
  * libddp makes can be decoded by its own uid only: munged refuses any
  * other, root included.
  */
+#include <dlfcn.h>
 #include <grp.h>
+#include <libgen.h>
+#include <limits.h>
+#include <link.h>
 #include <munge.h>
 #include <pwd.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include "auth.h"
@@ -526,6 +532,93 @@ test_uid_restriction(void)
 	       "the job's own uid (root) decodes it");
 }
 
+/*
+ * Runs this build's examples/train (beside this test: ../../examples) with
+ * env in a mount namespace where libmunge.so.2 is an empty file, as on a
+ * host without the MUNGE library; its output into out. Returns the exit
+ * status, or -1.
+ */
+static int
+train_without_munge(char *const env[], char *out, size_t size)
+{
+	char self[PATH_MAX], train[PATH_MAX + 32];
+	struct link_map *lm = NULL;
+	void *h = dlopen("libmunge.so.2", RTLD_NOW | RTLD_NOLOAD);
+	const char *lib;
+	ssize_t n;
+	size_t got = 0;
+	pid_t pid;
+	int fd[2], status;
+
+	out[0] = '\0';
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || n <= 0)
+		return -1;
+	lib = lm->l_name;
+	self[n] = '\0';
+	snprintf(train, sizeof(train), "%s/../../examples/train",
+		 dirname(self));
+	if (pipe(fd) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		char *const argv[] = {train,	  "--synthetic", "64",
+				      "--epochs", "1",		 NULL};
+
+		dup2(fd[1], 1);
+		dup2(fd[1], 2);
+		close(fd[0]);
+		if (unshare(CLONE_NEWNS) < 0 ||
+		    mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount("/dev/null", lib, NULL, MS_BIND, NULL) < 0) {
+			printf("E hiding %s: %s\n", lib, strerror(errno));
+			_exit(100);
+		}
+		execve(train, argv, env);
+		printf("E exec %s: %s\n", train, strerror(errno));
+		_exit(100);
+	}
+	close(fd[1]);
+	while (pid > 0 && (n = read(fd[0], out + got, size - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(fd[0]);
+	dlclose(h);
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* libddp's programs start on a host without libmunge: DDP_AUTH=none
+ * runs, munge authentication names the library and its package. */
+static void
+test_without_libmunge(void)
+{
+	char out[8192], port[32];
+	char *const none[] = {"WORLD_SIZE=1", "DDP_AUTH=none", NULL};
+	char *const munge[] = {"WORLD_SIZE=2",
+			       "RANK=1",
+			       "DDP_AUTH=munge",
+			       "MASTER_ADDR=127.0.0.1",
+			       port,
+			       "DDP_TIMEOUT=5",
+			       NULL};
+	int rc;
+
+	rc = train_without_munge(none, out, sizeof(out));
+	if (!tap_ok(rc == 0 && strstr(out, "params_crc="),
+		    "without libmunge, examples/train starts and runs with "
+		    "DDP_AUTH=none"))
+		tap_diag("exit %d: %s", rc, out);
+	snprintf(port, sizeof(port), "MASTER_PORT=%d", tw_free_port());
+	rc = train_without_munge(munge, out, sizeof(out));
+	if (!tap_ok(rc > 0 && rc != 100 && strstr(out, "needs libmunge.so.2") &&
+			    strstr(out, "libmunge2"),
+		    "without libmunge, DDP_AUTH=munge fails naming the library "
+		    "and the package to install"))
+		tap_diag("exit %d: %s", rc, out);
+}
+
 static void
 test_intruders(void)
 {
@@ -615,6 +708,7 @@ main(void)
 	tap_ok(1, "private munged at %s", munge_sock);
 
 	test_uid_restriction();
+	test_without_libmunge();
 	test_intruders();
 
 	/* A rank 0 impostor of another uid is detected by the rank. */
