@@ -56,7 +56,7 @@ EOF
 teardown() {
 	# A failed test may leave its lock holder or a waiting epilog.
 	local pid
-	for pid in ${holder:-} ${epilog:-}; do kill -9 "$pid" 2>/dev/null || true; done
+	for pid in ${holder:-} ${epilog:-} ${writers:-}; do kill -9 "$pid" 2>/dev/null || true; done
 	[ -n "${ns:-}" ] || return 0
 	for n in node peer other; do ip netns del "$ns-$n" 2>/dev/null || true; done
 	rm -rf "/etc/netns/$ns-node"
@@ -81,6 +81,18 @@ connect() {
 	on "$1" "$repo/tests/lib/tcp-probe" "$2" "$3"
 }
 
+# wait_listening NS PORT: returns once something listens on PORT in NS
+# (up to 20 s), however long the machine takes to start the listener.
+wait_listening() {
+	local _
+	for _ in $(seq 200); do
+		[ -z "$(on "$1" ss -Htln "sport = :$2")" ] || return 0
+		sleep 0.1
+	done
+	echo "nothing listens on port $2 in $1 after 20 s" >&2
+	return 1
+}
+
 @test "prolog makes the shared dir and scratch 0700 for the job's user" {
 	run on node "$repo/prolog/ddp-prolog"
 	echo "$output"
@@ -96,7 +108,7 @@ import socket, time
 s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
 time.sleep(30)' >/dev/null 2>&1 3>&- &
 	listener=$!
-	sleep 0.5
+	wait_listening node 29500
 	run on node "$repo/prolog/ddp-prolog"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -150,11 +162,23 @@ expires_ms() {
 			print t }' | sort -n | head -n 1
 }
 
+# expiry_at SET ADDR: when the first of ADDR's elements in SET expires, in
+# milliseconds since the epoch (at most a little early: the clock is read
+# before nft), so that tests compare expiries, not how fast they ran.
+expiry_at() {
+	local now left
+	now=$(date +%s%3N)
+	left=$(expires_ms "$1" "$2")
+	[ -n "$left" ] && echo $((now + left))
+}
+
 @test "an element two jobs share lives as long as the later job's opening, and the log says it is shared" {
 	# Jobs 12 and 13 both run on n1 and n2: on n1 both need n2's
 	# element, the same (address, ports) whatever the comment.
+	local first at
 	on node "$repo/prolog/ddp-prolog"
-	sleep 4
+	first=$(expiry_at peers4 10.9.1.2)
+	sleep 5
 	SLURM_JOB_ID=13 run on node "$repo/prolog/ddp-prolog"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -162,19 +186,18 @@ expires_ms() {
 	run on node nft list set inet ddp peers4
 	echo "$output"
 	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=13"'* ]]
-	# nft keeps one element: it must not expire with job 12's (4 s
+	# nft keeps one element: it must not expire with job 12's (5 s
 	# earlier) but with job 13's.
-	local left
-	left=$(expires_ms peers4 10.9.1.2)
-	echo "left $left ms"
-	[ "$left" -gt $((3600 * 1000 - 3000)) ]
+	at=$(expiry_at peers4 10.9.1.2)
+	echo "job 12's opening expired at $first, the element now at $at"
+	[ "$at" -ge $((first + 3000)) ]
 	# Job 12 ends: job 13's peer still reaches the node.
 	on node python3 -c '
 import socket, time
 s = socket.socket(); s.bind(("0.0.0.0", 29500)); s.listen(8)
 time.sleep(30)' >/dev/null 2>&1 3>&- &
 	listener=$!
-	sleep 0.5
+	wait_listening node 29500
 	run on node "$repo/prolog/ddp-epilog"
 	echo "$output"
 	[[ $output == *'job 12: removed 0 firewall elements, kept 2 shared with job 13'* ]]
@@ -193,8 +216,10 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 }
 
 @test "the later of two jobs sharing an element ends first: the earlier one keeps it, for its own time left" {
+	local first at
 	on node "$repo/prolog/ddp-prolog"
-	sleep 3
+	first=$(expiry_at peers4 10.9.1.2)
+	sleep 5
 	SLURM_JOB_ID=13 on node "$repo/prolog/ddp-prolog"
 	run env SLURM_JOB_ID=13 ip netns exec "$ns-node" "$repo/prolog/ddp-epilog"
 	echo "$output"
@@ -203,11 +228,12 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	echo "$output"
 	[[ $output == *'10.9.1.2 . 29400-29999'*'comment "job=12"'* ]]
 	[[ $output != *'job=13"'* ]]
-	local left
-	left=$(expires_ms peers4 10.9.1.2)
-	echo "left $left ms"
-	[ "$left" -lt $((3600 * 1000 - 2000)) ]
-	[ "$left" -gt $((3600 * 1000 - 10000)) ]
+	# Job 12's own expiry (job 13's came 5 s later), however long the
+	# prologs and the epilog took.
+	at=$(expiry_at peers4 10.9.1.2)
+	echo "job 12's opening expired at $first, the element now at $at"
+	[ "$at" -gt $((first - 2000)) ]
+	[ "$at" -lt $((first + 2000)) ]
 	on node "$repo/prolog/ddp-epilog"
 	[ "$(elements)" -eq 0 ]
 }
@@ -445,6 +471,39 @@ os.close(os.open("data", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))' "$tmp/scr
 	[ "$status" -eq 0 ]
 	[ ! -e "$tmp/scratch/12" ]
 	[[ $output != *error* ]]
+}
+
+@test "epilog ends while processes of the job's user keep writing in scratch" {
+	on node "$repo/prolog/ddp-prolog"
+	# Processes of the user that outlive the job (another job of theirs
+	# on the node), each holding the directory open and filling it.
+	local i
+	writers=
+	for i in 1 2 3; do
+		setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+n = 0
+while True:
+    n += 1
+    try:
+        os.mkdir("d%s.%d" % (sys.argv[2], n), dir_fd=fd)
+        os.close(os.open("f%s.%d" % (sys.argv[2], n), os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+    except OSError:
+        pass' "$tmp/scratch/12" "$i" &
+		writers="$writers $!"
+	done
+	for i in $(seq 100); do
+		[ "$(find "$tmp/scratch/12" -maxdepth 1 | wc -l)" -gt 300 ] && break
+		sleep 0.1
+	done
+	run timeout 30 ip netns exec "$ns-node" "$repo/prolog/ddp-epilog"
+	echo "$output"
+	local alive=0 pid
+	for pid in $writers; do kill -0 "$pid" 2>/dev/null && alive=$((alive + 1)); done
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/scratch/12" ]
+	[ "$alive" -eq 3 ]
 }
 
 @test "a scratch dir left over under the job id is removed, never handed to the new owner" {
