@@ -537,6 +537,26 @@ out:
 	return rv;
 }
 
+/* Removes libddp's shared-memory segments of job jobid (the Epilog), or of
+ * the jobs not in live and older than grace seconds (reconcile, jobid 0),
+ * and logs what went. */
+static void
+remove_shm(unsigned long jobid, const unsigned long *live, size_t nlive,
+	   long grace)
+{
+	char err[NC_ERR_LEN];
+	size_t removed = 0;
+
+	if (nc_remove_shm(NC_SHM_DIR, jobid, live, nlive, grace, &removed, err,
+			  sizeof(err)) < 0)
+		ddp_error("shared memory: %s", err);
+	if (removed)
+		ddp_info("removed %zu shared-memory segment%s left by a step "
+			 "killed while setting them up%s",
+			 removed, removed == 1 ? "" : "s",
+			 jobid ? "" : " (jobs not running)");
+}
+
 /* The epilog never fails the node: what it cannot clean up now is logged,
  * expires (firewall) or is caught by reconcile. The firewall goes first:
  * the job's state is removed before waiting for the lock, so that even an
@@ -585,6 +605,7 @@ cmd_epilog(const struct ddp_conf *conf)
 		ddp_verbose("firewall elements removed");
 	drop_lock(&lockfd);
 scratch:
+	remove_shm(j.id, NULL, 0, 0);
 	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
 		ddp_error("scratch: %s", err);
 	drop_lock(&lockfd);
@@ -896,6 +917,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	}
 	/* Scratch trees can be large: not under the lock. */
 	drop_lock(&lockfd);
+	remove_shm(0, live, nlive, grace);
 	reconcile_scratch(conf, live, nlive, grace);
 	rv = EX_OK;
 out:

@@ -19,6 +19,12 @@ PROLOG_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests
 $(BUILD)/tests/unit/test-prolog-%: $(BUILD)/tests/unit/test-prolog-%.o $(PROLOG_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL)
 UNIT_TESTS += $(PROLOG_TESTS)
+# The shared-memory cleanup is tested on a segment libddp's own code made
+# (its internal library, worker/module.mk): the names it removes are
+# libddp's.
+$(BUILD)/tests/unit/test-prolog-shm.o: MOD_CFLAGS += -Iworker
+$(BUILD)/tests/unit/test-prolog-shm: $(BUILD)/tests/unit/test-prolog-shm.o $(PROLOG_LIB) $(BUILD)/worker/libddp-internal.a $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lpthread
 
 # libFuzzer target for the ddp.conf reader (built by "make fuzzers").
 $(BUILD)/fuzz-conf: $(BUILD)/tests/fuzz/fuzz-conf.o $(CORE_LIB)

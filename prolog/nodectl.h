@@ -279,4 +279,25 @@ int nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 		    size_t nlive, time_t now, int dry_run,
 		    struct nc_buf *report, char *err, size_t errlen);
 
+/* Where libddp's POSIX shared memory lives (glibc's shm_open). */
+#define NC_SHM_DIR "/dev/shm"
+/* Random hex digits that end a libddp segment's name (worker/shm.h). */
+#define NC_SHM_RANDOM_HEX 32
+
+/*
+ * Removes the shared-memory segments libddp made and left in dir
+ * (NC_SHM_DIR): regular files named ddp-<job>.<step>-<32 hex digits>, as
+ * worker/shm.c names them. A segment's name goes once every rank of the
+ * node mapped it, so only a step killed while setting it up leaves one.
+ * jobid != 0 (the Epilog): that job's segments, whoever owns them.
+ * jobid == 0 (reconcile): those of every job not in live (nlive ids)
+ * whose last change is older than grace seconds. Other files, and
+ * segments of other jobs, stay. Stores how many went in *removed.
+ * Returns 0, or -1 with err naming the first that could not be removed
+ * (or dir when it cannot be read); the others are still tried.
+ */
+int nc_remove_shm(const char *dir, unsigned long jobid,
+		  const unsigned long *live, size_t nlive, long grace,
+		  size_t *removed, char *err, size_t errlen);
+
 #endif

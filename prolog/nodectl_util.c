@@ -6,6 +6,7 @@
 #include "nodectl.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -361,4 +363,85 @@ out:
 	close_fd(&p[0]);
 	close_fd(&p[1]);
 	return rv;
+}
+
+/* The job id in the name of a segment libddp makes (worker/shm.c):
+ * "ddp-" job "." step "-" and 32 lowercase hex digits, job and step being
+ * the letters and digits of SLURM_JOB_ID and SLURM_STEP_ID (the step
+ * may be empty). Returns 0 and the id, or -1 for any other name. */
+static int
+shm_segment_job(const char *name, unsigned long *jobid)
+{
+	char job[16], canon[16];
+	const char *p = name + 4, *dot, *dash;
+	size_t i;
+
+	if (strncmp(name, "ddp-", 4) != 0 || !(dot = strchr(p, '.')) ||
+	    (size_t)(dot - p) >= sizeof(job))
+		return -1;
+	for (dash = dot + 1; isalnum((unsigned char)*dash); dash++)
+		;
+	if (*dash != '-' || dash - (dot + 1) > 40 ||
+	    strlen(dash + 1) != NC_SHM_RANDOM_HEX)
+		return -1;
+	for (i = 1; dash[i]; i++)
+		if (!isdigit((unsigned char)dash[i]) &&
+		    (dash[i] < 'a' || dash[i] > 'f'))
+			return -1;
+	memcpy(job, p, (size_t)(dot - p));
+	job[dot - p] = '\0';
+	/* One spelling per job: "012" is no segment of job 12. */
+	if (nc_parse_jobid(job, jobid) < 0 ||
+	    ddp_fmt(canon, sizeof(canon), "%lu", *jobid) < 0 ||
+	    strcmp(canon, job) != 0)
+		return -1;
+	return 0;
+}
+
+int
+nc_remove_shm(const char *dir, unsigned long jobid, const unsigned long *live,
+	      size_t nlive, long grace, size_t *removed, char *err,
+	      size_t errlen)
+{
+	struct dirent *de;
+	struct stat st;
+	unsigned long id;
+	DIR *d = NULL;
+	size_t i;
+	int fd, rc = 0, keep;
+
+	*removed = 0;
+	if (errlen)
+		err[0] = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		ddp_errf(err, errlen, "%s: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((de = readdir(d))) {
+		if (shm_segment_job(de->d_name, &id) < 0)
+			continue;
+		keep = jobid ? id != jobid : 0;
+		for (i = 0; !jobid && i < nlive && !keep; i++)
+			keep = live[i] == id;
+		if (keep ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+			    0 ||
+		    !S_ISREG(st.st_mode) ||
+		    (!jobid && st.st_mtime + grace > time(NULL)))
+			continue;
+		/* unlinkat never follows a link: at worst a name replaced
+		 * since the fstatat goes, which is this job's anyway. */
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+			(*removed)++;
+		} else if (errno != ENOENT && rc == 0) {
+			ddp_errf(err, errlen, "%s/%s: %s", dir, de->d_name,
+				 strerror(errno));
+			rc = -1;
+		}
+	}
+	closedir(d);
+	return rc;
 }

@@ -626,3 +626,38 @@ while True:
 	[[ $output == *"$tmp/shared/nobody has mode 0770, not 0700: refused"* ]]
 	[ ! -e "$tmp/shared/nobody/12" ]
 }
+
+# shm_leftovers CMD...: runs CMD (as bash -c with $repo, $helper, $ns)
+# with a private tmpfs on /dev/shm holding libddp segments of jobs 12,
+# 13, 14 (an hour old) and 120, owned by nobody: the host's /dev/shm is
+# never touched.
+shm_leftovers() {
+	unshare --mount --propagation private bash -euc '
+		mount -t tmpfs -o mode=1777 ddp-bats-shm /dev/shm
+		hex=0123456789abcdef0123456789abcdef
+		for f in 12.0 12.4294967294 12. 13.0 14.0 120.0; do
+			head -c 65536 /dev/zero >"/dev/shm/ddp-$f-$hex"
+			chown 65534:65534 "/dev/shm/ddp-$f-$hex"
+			chmod 0600 "/dev/shm/ddp-$f-$hex"
+		done
+		touch -d "1 hour ago" "/dev/shm/ddp-14.0-$hex"
+		repo=$1 helper=$2 ns=$3
+		shift 3
+		eval "$*"
+		echo "left: $(cd /dev/shm && ls | sort | tr "\n" " ")"
+	' _ "$repo" "$helper" "$ns" "$@"
+}
+
+@test "the epilog removes the job's leftover shared memory and no other job's; reconcile those of jobs not running" {
+	command -v unshare >/dev/null || skip "unshare not installed"
+	hex=0123456789abcdef0123456789abcdef
+	run shm_leftovers 'ip netns exec "$ns-node" "$repo/prolog/ddp-epilog"'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"left: ddp-120.0-$hex ddp-13.0-$hex ddp-14.0-$hex "* ]]
+	# reconcile: job 13 is live; 120 is younger than the grace time.
+	run shm_leftovers 'ip netns exec "$ns-node" "$helper" reconcile --grace 600 13'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"left: ddp-12.-$hex ddp-12.0-$hex ddp-12.4294967294-$hex ddp-120.0-$hex ddp-13.0-$hex "* ]]
+}
