@@ -27,7 +27,9 @@
  *   shared_mount     mount point that must be mounted for shared_root to
  *                    count as present (e.g. /shared); "" = any mount of an
  *                    accepted type [""]
- *   scratch_root     node-local root of per-job scratch [/var/tmp/ddp]
+ *   scratch_root     node-local root of per-job scratch, below a directory
+ *                    only root may write to, so that no user can make it
+ *                    first [/var/lib/slurm-ddp/scratch]
  *   retention_days   days a finished job's shared dir is kept [7]
  *   firewall         on|off: per-job nftables openings [on]
  *   firewall_timeout lifetime of a job's firewall elements, a backstop for

@@ -80,7 +80,8 @@ test_defaults(void)
 	       "default fstypes");
 	tap_ok(c.shared_timeout == 10 && c.retention_days == 7 && c.firewall,
 	       "default timeout, retention, firewall");
-	TAP_STREQ(c.scratch_root, "/var/tmp/ddp", "default scratch_root");
+	TAP_STREQ(c.scratch_root, "/var/lib/slurm-ddp/scratch",
+		  "default scratch_root");
 	tap_ok(c.firewall_timeout == 7 * 86400, "default firewall_timeout 7d");
 	TAP_STREQ(c.state_dir, "/run/slurm-ddp", "default state_dir");
 	TAP_STREQ(c.nft_path, "/usr/sbin/nft", "default nft_path");

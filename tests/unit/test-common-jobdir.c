@@ -255,7 +255,7 @@ test_paths(void)
 	       "shared dir that does not fit refused");
 	tap_ok(ddp_jobdir_scratch(&c, 42, buf, sizeof(buf)) == 0,
 	       "scratch dir named");
-	TAP_STREQ(buf, "/var/tmp/ddp/42", "scratch = root/jobid");
+	TAP_STREQ(buf, "/var/lib/slurm-ddp/scratch/42", "scratch = root/jobid");
 	tap_ok(ddp_jobdir_valid_user("svc.ddp-1_x@ad") &&
 		       !ddp_jobdir_valid_user("-x") &&
 		       !ddp_jobdir_valid_user(".x") &&

@@ -459,6 +459,95 @@ test_rmtree_writer(void)
 	rmdir(at("wr"));
 }
 
+/*
+ * What test_default_scratch_root checks, in a child with its own mount
+ * namespace and fresh /var/tmp (1777) and /var/lib (0755) tmpfs, so the
+ * host's stay untouched. Returns 0, 77 when it cannot set that up, or the
+ * number of the step that failed.
+ */
+static int
+default_scratch_child(char *err, size_t errlen)
+{
+	struct ddp_conf c;
+	int status = -1, nf, left;
+	pid_t pid;
+
+	if (unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("ddp-test", "/var/tmp", "tmpfs", 0, "mode=1777,size=1m") <
+		    0 ||
+	    mount("ddp-test", "/var/lib", "tmpfs", 0, "mode=0755,size=1m") < 0)
+		return 77;
+	ddp_conf_defaults(&c);
+	/* A user gets there before any job: the old default is theirs to
+	 * make, the new one is not. */
+	pid = fork();
+	if (pid == 0) {
+		if (setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) < 0 ||
+		    mkdir("/var/tmp/ddp", 0755) < 0)
+			_exit(1);
+		_exit(ddp_jobdir_open_nofollow(c.scratch_root, 1, 0755) < 0 &&
+				      errno == EACCES
+			      ? 0
+			      : 2);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return 10 + (WIFEXITED(status) ? WEXITSTATUS(status) : 9);
+	/* The Prolog of a job of uid 1: scratch made in the default root,
+	 * which it creates root's. */
+	if (nc_make_scratch_dir(&c, 1, 1, 70, &nf, &left, err, errlen) < 0)
+		return 20;
+	/* The job's step, as uid 1: the plugin's check passes, so the step
+	 * runs with DDP_SCRATCH_DIR. */
+	pid = fork();
+	if (pid == 0) {
+		if (setresgid(1, 1, 1) < 0 || setresuid(1, 1, 1) < 0)
+			_exit(1);
+		_exit(ddp_jobdir_check(c.scratch_root, "70", 1, err, errlen) ==
+				      1
+			      ? 0
+			      : 2);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return 30 + (WIFEXITED(status) ? WEXITSTATUS(status) : 9);
+	return 0;
+}
+
+/* The default scratch root cannot be made first by a user, and a
+ * directory a user made at the old default (/var/tmp/ddp) no longer
+ * matters: the Prolog makes scratch in the new default and another
+ * user's step gets it. */
+static void
+test_default_scratch_root(void)
+{
+	char err[NC_ERR_LEN] = "";
+	int status = -1;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		tap_ok(1, "# SKIP default scratch root test needs root");
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(default_scratch_child(err, sizeof(err)));
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+		tap_ok(1, "# SKIP private /var/tmp and /var/lib: %s",
+		       strerror(errno));
+		return;
+	}
+	if (!tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "a user makes the old default /var/tmp/ddp but cannot "
+		    "make the default scratch root; the Prolog makes scratch "
+		    "there and the job's step, as its user, passes the check"))
+		tap_diag("failed at step %d",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* Root only, in a private mount namespace: a file system mounted deep in
  * the tree stops the removal and keeps its files. */
 static void
@@ -786,6 +875,7 @@ main(void)
 	test_rmtree_writer();
 	test_shared_root();
 	test_dirs();
+	test_default_scratch_root();
 	test_shared_refusals();
 	test_sweep();
 	test_rmtree_mount();
