@@ -313,6 +313,7 @@ enum key_type {
 	KEY_NCCL_IFNAME, /* NCCL interface list, names of 1..max: char[] */
 	KEY_CHECK,	 /* a check mode name: enum ddp_check */
 	KEY_FRACTION,	 /* a number in (0, 1]: double */
+	KEY_CPU_SHARE,	 /* share, off or N in [min, max]: int */
 };
 
 struct conf_key {
@@ -390,6 +391,10 @@ static const struct conf_key keys[] = {
 	{"topology_cache", KEY_PATH_NONE, 1, CONF_PATH_MAX - 1,
 	 PATH_TEXT ", or none", "/run/slurm-ddp/topology.xml",
 	 FIELD(topology_cache)},
+	{"cpus_per_gpu", KEY_CPU_SHARE, 1, DDP_CPUS_PER_GPU_MAX,
+	 "share (each GPU's equal share of its node's cores), a whole number "
+	 "of CPUs per GPU, 1-1024, or off (Slurm's default)",
+	 "share", FIELD(cpus_per_gpu)},
 };
 
 #undef FIELD
@@ -529,6 +534,16 @@ set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
 			return -1;
 		*(double *)field = frac;
 		return 0;
+	case KEY_CPU_SHARE:
+		if (!strcmp(value, "share"))
+			*(int *)field = DDP_CPUS_PER_GPU_SHARE;
+		else if (!strcmp(value, "off"))
+			*(int *)field = DDP_CPUS_PER_GPU_OFF;
+		else if (parse_uint(value, k->min, k->max, &a) == 0)
+			*(int *)field = (int)a;
+		else
+			return -1;
+		return 0;
 	}
 	return -1;
 }
@@ -641,6 +656,12 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 		if (i > 1 && buf[i - 1] == '.')
 			buf[i - 1] = '\0';
 		return 0;
+	case KEY_CPU_SHARE:
+		if (*(const int *)field == DDP_CPUS_PER_GPU_SHARE)
+			return ddp_fmt(buf, len, "share");
+		if (*(const int *)field == DDP_CPUS_PER_GPU_OFF)
+			return ddp_fmt(buf, len, "off");
+		return ddp_fmt(buf, len, "%d", *(const int *)field);
 	}
 	return -1;
 }

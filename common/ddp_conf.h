@@ -57,6 +57,11 @@
  *                    plugin as root and read by every --ddp step instead
  *                    of rediscovering PCI devices (common/topocache.h);
  *                    "none" = always discover [/run/slurm-ddp/topology.xml]
+ *   cpus_per_gpu     the CPUs per GPU a --ddp step started outside an
+ *                    allocation asks for when neither the user nor the
+ *                    partition's DefCpuPerGPU says: share (each GPU's equal
+ *                    share of its node's cores), N (1-1024), or off (Slurm's
+ *                    default, one CPU per task) [share]
  *
  * The NCCL keys are site-wide on purpose: NCCL requires NCCL_IB_HCA to be
  * the same on every rank, and the plugin never derives them per rank or per
@@ -133,6 +138,12 @@ enum ddp_check {
 const char *ddp_check_name(enum ddp_check m);
 int ddp_check_parse(const char *s, enum ddp_check *out);
 
+/* cpus_per_gpu's two words: each GPU's equal share of its node, or
+ * nothing asked (Slurm's default). */
+#define DDP_CPUS_PER_GPU_SHARE 0
+#define DDP_CPUS_PER_GPU_OFF (-1)
+#define DDP_CPUS_PER_GPU_MAX 1024
+
 struct ddp_conf {
 	unsigned port_min;
 	unsigned port_max;
@@ -157,6 +168,7 @@ struct ddp_conf {
 	unsigned check_time_limit; /* seconds */
 	char check_path[PATH_MAX];
 	char topology_cache[PATH_MAX]; /* "" = none */
+	int cpus_per_gpu; /* N >= 1, or DDP_CPUS_PER_GPU_SHARE / _OFF */
 };
 
 /* Fills conf with the defaults listed above. Cannot fail. */

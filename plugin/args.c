@@ -319,6 +319,11 @@ note_option(const char *name, size_t len, const char *val,
 		req->help = 1;
 		return 0;
 	}
+	if (!strcmp(opt, "exclusive")) {
+		/* Whole nodes: the step gets every CPU of them. */
+		req->cpus_by = "--exclusive";
+		return 0;
+	}
 	if (!strcmp(opt, "ddp") && !val) {
 		req->ddp = 1;
 		return 0;
@@ -366,6 +371,20 @@ note_option(const char *name, size_t len, const char *val,
 	} else if (!strcmp(opt, "gpus-per-task") ||
 		   !strcmp(opt, "ntasks-per-gpu")) {
 		req->per_task_gpus = 1;
+	} else if (!strcmp(opt, "c") || !strcmp(opt, "cpus-per-task")) {
+		req->cpus_by = "-c/--cpus-per-task";
+	} else if (!strcmp(opt, "cpus-per-gpu")) {
+		req->cpus_by = "--cpus-per-gpu";
+	} else if (!strcmp(opt, "tres-per-task")) {
+		if (strstr(val, "cpu"))
+			req->cpus_by = "--tres-per-task";
+	} else if (!strcmp(opt, "jobid")) {
+		req->jobid = 1;
+	} else if (!strcmp(opt, "p") || !strcmp(opt, "partition")) {
+		/* Longer than any partition name: Slurm refuses it. */
+		if (ddp_fmt(req->partition, sizeof(req->partition), "%s", val) <
+		    0)
+			req->partition[0] = '\0';
 	} else {
 		return 0;
 	}
@@ -393,9 +412,22 @@ ddp_srun_scan(int argc, char *const *argv,
 		{"SLURM_GPUS", "gpus"},
 		{"SLURM_GPUS_PER_TASK", "gpus-per-task"},
 		{"SLURM_NTASKS_PER_GPU", "ntasks-per-gpu"},
+		/* What srun reads for its CPUs: SLURM_CPUS_PER_TASK from
+		 * 23.11, SRUN_CPUS_PER_TASK on 22.05 and 23.02. */
+		{"SLURM_CPUS_PER_TASK", "cpus-per-task"},
+		{"SRUN_CPUS_PER_TASK", "cpus-per-task"},
+		{"SLURM_CPUS_PER_GPU", "cpus-per-gpu"},
+		{"SLURM_TRES_PER_TASK", "tres-per-task"},
+		{"SLURM_EXCLUSIVE", "exclusive"},
+		{"SLURM_PARTITION", "partition"},
 	};
-	struct ddp_srun_req cmd = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
-	struct ddp_srun_req env = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
+	struct ddp_srun_req cmd = {.ntasks_per_node = -1,
+				   .ntasks = -1,
+				   .nodes = -1,
+				   .gpus_per_node = -1,
+				   .gpus = -1};
+	struct ddp_srun_req env = cmd;
+	const char *env_cpus_by = NULL;
 	size_t k;
 	int i;
 
@@ -446,6 +478,8 @@ ddp_srun_scan(int argc, char *const *argv,
 			return ddp_errf(err, errlen, "%s=%.40s: %s",
 					envs[k].env, v, why);
 		}
+		if (env.cpus_by && !env_cpus_by)
+			env_cpus_by = envs[k].env;
 	}
 	*req = cmd;
 	if (req->ntasks_per_node < 0)
@@ -460,6 +494,10 @@ ddp_srun_scan(int argc, char *const *argv,
 		req->gpus = env.gpus;
 	}
 	req->per_task_gpus |= env.per_task_gpus;
+	if (!req->cpus_by)
+		req->cpus_by = env_cpus_by;
+	if (!req->partition[0])
+		memcpy(req->partition, env.partition, sizeof(req->partition));
 	if (req->gpus_per_node < 0 && req->gpus >= 0 && req->nodes > 0) {
 		/* -G is a total over the nodes: Slurm puts at least the
 		 * rounded-up share on some node. */
@@ -521,6 +559,79 @@ ddp_srun_decide(const struct ddp_srun_req *req, long *per_node, char *err,
 			"node: use --ntasks-per-node of at most the GPUs "
 			"per node, or request more GPUs (--gpus-per-node)",
 			a, b);
+	}
+	return 0;
+}
+
+long
+ddp_gpu_cpu_share(long cpus, long cores, long threads, long gpus)
+{
+	if (gpus <= 0 || cpus < gpus)
+		return 0;
+	if (cores >= gpus && threads > 0 && (cores / gpus) * threads <= cpus)
+		return (cores / gpus) * threads;
+	return cpus / gpus;
+}
+
+long
+ddp_gres_gpu_count(const char *gres)
+{
+	char item[256];
+	const char *p = gres;
+	long total = 0, n;
+
+	if (!p || !strcmp(p, "(null)"))
+		return 0;
+	while (*p) {
+		size_t len = 0;
+		int depth = 0;
+		char *paren, *c;
+
+		/* Commas inside "(S:0,2)" belong to the item. */
+		while (p[len] && (depth || p[len] != ',')) {
+			depth += p[len] == '(' ? 1 : p[len] == ')' ? -1 : 0;
+			len++;
+		}
+		if (len >= sizeof(item))
+			return -1;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if ((paren = strchr(item, '(')))
+			*paren = '\0';
+		if (!strcmp(item, "gpu") || !strncmp(item, "gpu:", 4)) {
+			c = strrchr(item, ':');
+			n = 1;
+			if (c &&
+			    ddp_parse_long(c + 1, 0, GPUS_TOTAL_MAX, &n) < 0)
+				return -1;
+			total += n;
+			if (total > GPUS_TOTAL_MAX)
+				return -1;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return total;
+}
+
+long
+ddp_def_cpu_per_gpu(const char *defaults)
+{
+	static const char key[] = "DefCpuPerGPU=";
+	const char *p = defaults;
+	const char *end;
+	long v;
+
+	while (p && (p = strstr(p, key))) {
+		if (p == defaults || p[-1] == ',') {
+			if (ddp_parse_long_prefix(p + sizeof(key) - 1, 1,
+						  0x7fffffffL, &v, &end) == 0 &&
+			    (*end == '\0' || *end == ','))
+				return v;
+			return 0;
+		}
+		p += sizeof(key) - 1;
 	}
 	return 0;
 }

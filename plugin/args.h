@@ -64,6 +64,13 @@ struct ddp_srun_req {
 				 off) before the program */
 	int per_node_gpus;    /* --gpus-per-node or --gres=gpu given, not
 				 derived from -G */
+	/* The option or variable that states the step's CPUs (-c,
+	 * --cpus-per-gpu, --tres-per-task=cpu..., --exclusive, or their
+	 * SLURM_* / SRUN_CPUS_PER_TASK input variables), a static string;
+	 * NULL when nothing does. */
+	const char *cpus_by;
+	int jobid;	     /* --jobid: a step of an existing job */
+	char partition[128]; /* -p/--partition or SLURM_PARTITION, or "" */
 };
 
 /*
@@ -102,6 +109,31 @@ int ddp_srun_alloc_gpus_conflict(const struct ddp_srun_req *cmd);
  * naming the options and what would work when the request is impossible
  * (node mode without GPUs, more tasks on a node than GPUs).
  */
+/*
+ * The CPUs per GPU that give every GPU of a node an equal share of its
+ * cores: the whole cores per GPU times the threads per core, so that the
+ * shares of all GPUs fit when Slurm allocates whole cores. A node with
+ * fewer cores than GPUs gets its CPUs per GPU, and one with fewer CPUs
+ * than GPUs (or no GPU) 0: nothing to share. cpus, cores and threads are
+ * the node's usable ones (specialized cores left out).
+ */
+long ddp_gpu_cpu_share(long cpus, long cores, long threads, long gpus);
+
+/*
+ * The GPUs of a node's gres string as Slurm's node table gives it
+ * ("gpu:8", "gpu:h100:8(S:0-1),nic:1", "(null)"), adding up every GPU
+ * type. Returns the count (0 without GPUs), or -1 when a GPU count is
+ * malformed.
+ */
+long ddp_gres_gpu_count(const char *gres);
+
+/*
+ * DefCpuPerGPU in a partition's job defaults ("DefCpuPerGPU=4,
+ * DefMemPerGPU=1024", as scontrol shows JobDefaults), or 0 when the
+ * partition sets none (NULL or "(null)" included).
+ */
+long ddp_def_cpu_per_gpu(const char *defaults);
+
 int ddp_srun_decide(const struct ddp_srun_req *req, long *per_node, char *err,
 		    size_t errlen);
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The srun, sbatch and salloc side of spank_ddp.so: refuses impossible
- * requests before anything starts and turns a one-line srun into one rank
- * per GPU (node mode).
+ * requests before anything starts, turns a one-line srun into one rank
+ * per GPU (node mode) and gives the ranks a fair share of their nodes'
+ * CPUs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "slurm_compat.h"
 
 #include "ddp_log.h"
 #include "ddp_util.h"
@@ -156,6 +162,203 @@ drop_alloc_gpus(struct ddp_plugin *p, int argc, char **argv)
 	return 1;
 }
 
+/* Whether name is an item of the comma list list. */
+static int
+in_list(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+	const char *p = list;
+
+	while (p && *p) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (n == len && !strncmp(p, name, n))
+			return 1;
+		p = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+/* Whether partition part is one the step may run in: one of those asked
+ * for, or the default partition. */
+static int
+wanted_partition(const partition_info_t *part, const char *asked)
+{
+	if (!part->name)
+		return 0;
+	return asked[0] ? in_list(asked, part->name)
+			: (part->flags & PART_FLAG_DEFAULT) != 0;
+}
+
+/* Whether node is in one of the partitions the step may run in. */
+static int
+wanted_node(const node_info_t *node, const partition_info_msg_t *parts,
+	    const char *asked)
+{
+	uint32_t i;
+
+	if (!node->name || !node->partitions)
+		return 0;
+	for (i = 0; i < parts->record_count; i++)
+		if (wanted_partition(&parts->partition_array[i], asked) &&
+		    in_list(node->partitions, parts->partition_array[i].name))
+			return 1;
+	return 0;
+}
+
+/* The smallest equal share per GPU (ddp_gpu_cpu_share) over the nodes of
+ * the step's partitions that have at least gpus GPUs, with the node that
+ * sets it described in p->cpus_note. Returns it, 0 when some such node has
+ * none to give, or -1 (said in p->cpus_note) when slurmctld does not
+ * answer or no node fits. */
+static long
+node_share(struct ddp_plugin *p, partition_info_msg_t *parts, const char *asked,
+	   long gpus)
+{
+	node_info_msg_t *nodes = NULL;
+	long best = -1;
+	uint32_t i;
+
+	if (slurm_load_node((time_t)0, &nodes, SHOW_ALL) != SLURM_SUCCESS ||
+	    !nodes) {
+		ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
+			"Slurm's default (cannot read the nodes from "
+			"slurmctld: %s)",
+			slurm_strerror(errno));
+		return -1;
+	}
+	/* slurmctld leaves each node's partition list to the client. */
+	slurm_populate_node_partitions(nodes, parts);
+	for (i = 0; i < nodes->record_count; i++) {
+		const node_info_t *n = &nodes->node_array[i];
+		long ngpus = ddp_gres_gpu_count(n->gres), share;
+		long cpus = n->cpus_efctv ? n->cpus_efctv : n->cpus;
+		long cores = (long)n->sockets * n->cores - n->core_spec_cnt;
+
+		if (!wanted_node(n, parts, asked) || ngpus < gpus || ngpus <= 0)
+			continue;
+		share = ddp_gpu_cpu_share(cpus, cores, n->threads, ngpus);
+		if (best >= 0 && share >= best)
+			continue;
+		best = share;
+		/* Only what --ddp-verbose shows. */
+		ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
+			"%ld CPUs per GPU, each GPU's equal share of its "
+			"node (%s: %ld CPUs, %ld cores, %ld GPUs)",
+			share, n->name, cpus, cores, ngpus);
+	}
+	slurm_free_node_info_msg(nodes);
+	if (best < 0)
+		ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
+			"Slurm's default (no node of partition %s has %ld "
+			"GPUs)",
+			asked[0] ? asked : "(default)", gpus);
+	return best;
+}
+
+/* Sets name=v in srun's environment; 1, or 0 (logged) when it cannot. */
+static int
+set_count(const char *name, long v)
+{
+	char val[32];
+
+	if (ddp_fmt(val, sizeof(val), "%ld", v) < 0 ||
+	    setenv(name, val, 1) < 0) {
+		ddp_error("cannot set %s: %s", name, strerror(errno));
+		return 0;
+	}
+	return 1;
+}
+
+/* The Slurm before 23.11 that ignores SLURM_CPUS_PER_TASK gets it as
+ * SRUN_CPUS_PER_TASK, the variable it reads, so that a job's
+ * --cpus-per-task reaches its --ddp steps on every version. */
+static int
+pass_on_cpus_per_task(struct ddp_plugin *p)
+{
+	const char *v = getenv("SLURM_CPUS_PER_TASK");
+	long n;
+
+	if (!strcmp(DDP_SLURM_SRUN_CPUS_PER_TASK_ENV, "SLURM_CPUS_PER_TASK") ||
+	    !v || getenv(DDP_SLURM_SRUN_CPUS_PER_TASK_ENV) ||
+	    ddp_parse_long(v, 1, 65535, &n) < 0 ||
+	    !set_count(DDP_SLURM_SRUN_CPUS_PER_TASK_ENV, n))
+		return 0;
+	ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
+		"%ld CPUs per rank as SLURM_CPUS_PER_TASK states, passed on as "
+		"%s",
+		n, DDP_SLURM_SRUN_CPUS_PER_TASK_ENV);
+	return 1;
+}
+
+/*
+ * Gives every rank of a --ddp step a fair share of its node's CPUs before
+ * srun reads its environment (spank-ddp(8), "CPUS OF A RANK"). What the
+ * user states wins (-c, --cpus-per-gpu, --tres-per-task=cpu, --exclusive,
+ * or their input variables). Inside an allocation the step keeps Slurm's
+ * default, all of the job's CPUs on each node, which the placement shares
+ * out evenly. Outside one, the partition's DefCpuPerGPU wins, then
+ * ddp.conf's cpus_per_gpu; with share (the default) the step asks for
+ * each GPU's equal share of the cores of the partition's nodes with
+ * enough GPUs (the smallest such share), as SLURM_CPUS_PER_GPU. req is
+ * srun's request scanned with its environment. Returns 1 when it changed
+ * srun's environment, else 0; a failed query of slurmctld leaves Slurm's
+ * default. p->cpus_note says what it did for --ddp-verbose: it runs before
+ * srun reads -v, when the plugin's own log messages are not shown.
+ */
+static int
+share_cpus(struct ddp_plugin *p, const struct ddp_srun_req *req)
+{
+	partition_info_msg_t *parts = NULL;
+	long per_gpu = p->conf.cpus_per_gpu, def = 0;
+	uint32_t i;
+	int changed = 0;
+
+	p->cpus_decided = 1;
+	p->cpus_note[0] = '\0';
+	if (req->cpus_by) {
+		ddp_fmt(p->cpus_note, sizeof(p->cpus_note), "as %s states",
+			req->cpus_by);
+		return !strcmp(req->cpus_by, "SLURM_CPUS_PER_TASK") &&
+		       pass_on_cpus_per_task(p);
+	}
+	if (req->jobid || getenv("SLURM_JOB_ID") || getenv("SLURM_JOBID") ||
+	    req->gpus_per_node <= 0 || per_gpu == DDP_CPUS_PER_GPU_OFF)
+		return 0;
+	if (slurm_load_partitions((time_t)0, &parts, SHOW_ALL) !=
+		    SLURM_SUCCESS ||
+	    !parts) {
+		ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
+			"Slurm's default (cannot read the partitions from "
+			"slurmctld: %s)",
+			slurm_strerror(errno));
+		return 0;
+	}
+	for (i = 0; i < parts->record_count && !def; i++)
+		if (wanted_partition(&parts->partition_array[i],
+				     req->partition))
+			def = ddp_def_cpu_per_gpu(
+				parts->partition_array[i].job_defaults_str);
+	if (def) {
+		/* Slurm applies it itself. */
+		ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
+			"%ld CPUs per GPU, the partition's DefCpuPerGPU", def);
+	} else if (per_gpu > 0) {
+		ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
+			"%ld CPUs per GPU, ddp.conf's cpus_per_gpu", per_gpu);
+		changed = set_count("SLURM_CPUS_PER_GPU", per_gpu);
+	} else {
+		per_gpu = node_share(p, parts, req->partition,
+				     req->gpus_per_node);
+		/* One CPU is what Slurm gives anyway. */
+		if (per_gpu > 1)
+			changed = set_count("SLURM_CPUS_PER_GPU", per_gpu);
+	}
+	slurm_free_partition_info_msg(parts);
+	return changed;
+}
+
 int
 local_post_opt(struct ddp_plugin *p)
 {
@@ -214,6 +417,12 @@ local_post_opt(struct ddp_plugin *p)
 		ddp_info(
 			"node mode: %ld ranks per node (SLURM_NTASKS_PER_NODE)",
 			p->preset_per_node);
+	/* --ddp not on the command line: srun reads what share_cpus sets
+	 * only when it runs again. */
+	if (!reexeced && !p->cpus_decided && share_cpus(p, &req))
+		drop = 1;
+	if (p->cpus_note[0] && p->opts.verbose)
+		ddp_info("CPUs: %s", p->cpus_note);
 	if ((mode == 1 || drop) && !reexeced) {
 		reexec_srun(p, argc, argv, mode == 1 ? per_node : 0);
 		goto out; /* exec failed */
@@ -256,6 +465,9 @@ local_init(struct ddp_plugin *p)
 			ddp_error("cannot set SLURM_NTASKS_PER_NODE: %s",
 				  strerror(errno));
 	}
+	if (ddp_srun_scan(argc, argv, env_get, &req, err, sizeof(err)) == 0 &&
+	    req.ddp && !req.help)
+		share_cpus(p, &req);
 	free(argv);
 	free(buf);
 }

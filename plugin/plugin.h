@@ -72,6 +72,10 @@ struct ddp_plugin {
 	/* The allocation's SLURM_GPUS_PER_NODE that local_init kept from
 	 * this srun (ddp_srun_alloc_gpus_conflict), or "". */
 	char dropped_gpus_per_node[32];
+	/* srun: 1 once share_cpus (local.c) decided the step's CPUs, and what
+	 * it decided, for --ddp-verbose ("" when it left Slurm's). */
+	int cpus_decided;
+	char cpus_note[256];
 	struct ddp_node node;
 };
 

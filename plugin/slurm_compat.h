@@ -10,6 +10,10 @@
  *                     23.11 on: hostlist_t is the struct, the functions
  *                     take and return hostlist_t *.
  *   task argv         spank_prepend_task_argv() exists from 23.11.
+ *   srun's -c input   22.05 and 23.02 read SRUN_CPUS_PER_TASK and ignore
+ *                     the SLURM_CPUS_PER_TASK that sbatch and salloc
+ *                     export; 23.11 on read SLURM_CPUS_PER_TASK again.
+ *                     -c implies --exact on all three.
  *   init failure      26.05 declares slurm_spank_init_failure_mode, a
  *                     plugin's say in what a failing slurm_spank_init
  *                     does; the plugin leaves it to Slurm's default.
@@ -18,7 +22,12 @@
  * and their argument types, spank_option, spank_context, spank_getenv,
  * spank_setenv, spank_remote, the slurm_info/verbose/debug/error logging
  * calls, slurm_spank_log, and the slurm_hostlist_* symbols exported by
- * the loading programs (srun, sbatch, salloc, slurmstepd).
+ * the loading programs (srun, sbatch, salloc, slurmstepd); in srun,
+ * slurm_load_partitions, slurm_load_node and
+ * slurm_populate_node_partitions, with the partition_info_t
+ * fields name, flags (PART_FLAG_DEFAULT) and job_defaults_str and the
+ * node_info_t fields name, partitions, gres, cpus, cpus_efctv, sockets
+ * (per node), cores (per socket), threads and core_spec_cnt.
  */
 #ifndef DDP_SLURM_COMPAT_H
 #define DDP_SLURM_COMPAT_H
@@ -41,6 +50,13 @@ typedef hostlist_t ddp_slurm_hostlist;
 #define DDP_SLURM_HAVE_PREPEND_TASK_ARGV 1
 #else
 #define DDP_SLURM_HAVE_PREPEND_TASK_ARGV 0
+#endif
+
+/* The variable srun reads as -c/--cpus-per-task. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+#define DDP_SLURM_SRUN_CPUS_PER_TASK_ENV "SLURM_CPUS_PER_TASK"
+#else
+#define DDP_SLURM_SRUN_CPUS_PER_TASK_ENV "SRUN_CPUS_PER_TASK"
 #endif
 
 #endif

@@ -177,6 +177,25 @@ test_check_keys(void)
 	refused("topology_cache", "", "or none");
 	refused("topology_cache", "topo.xml", "absolute path");
 	refused("topology_cache", "/run/../tmp/t.xml", "absolute path");
+	tap_ok(c.cpus_per_gpu == DDP_CPUS_PER_GPU_SHARE,
+	       "default cpus_per_gpu: share");
+	tap_ok(ddp_conf_set(&c, "cpus_per_gpu", "6", err, sizeof(err)) == 0 &&
+		       c.cpus_per_gpu == 6 &&
+		       ddp_conf_format(&c, "cpus_per_gpu", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "6"),
+	       "cpus_per_gpu 6");
+	tap_ok(ddp_conf_set(&c, "cpus_per_gpu", "off", err, sizeof(err)) == 0 &&
+		       c.cpus_per_gpu == DDP_CPUS_PER_GPU_OFF &&
+		       ddp_conf_format(&c, "cpus_per_gpu", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "off"),
+	       "cpus_per_gpu off: Slurm's default, shown as off");
+	refused("cpus_per_gpu", "0", "share");
+	refused("cpus_per_gpu", "1025", "1-1024");
+	refused("cpus_per_gpu", "-1", "off");
+	refused("cpus_per_gpu", "4cpus", "whole number");
+	refused("cpus_per_gpu", "", "share");
 }
 
 /*
@@ -204,7 +223,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 21 && defaults_ok == nkeys,
+	tap_ok(nkeys == 22 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);
@@ -265,7 +284,7 @@ test_table(void)
 			named++;
 	}
 	if (!tap_ok(named == nkeys && strstr(err, "'colour'") &&
-			    strstr(err, " or topology_cache"),
+			    strstr(err, " or cpus_per_gpu"),
 		    "the unknown-key message names every key of the table"))
 		tap_diag("%s", err);
 	tap_ok(ddp_conf_key_names(names, 40, ", ") < 0,

@@ -66,6 +66,98 @@ check_conf_file(void)
 	rmdir(dir);
 }
 
+static int scan(struct ddp_srun_req *req, const char *line);
+
+/* What states a step's CPUs, the partition, and the share arithmetic. */
+static void
+check_cpus(void)
+{
+	struct ddp_srun_req r;
+	static const struct {
+		const char *line, *by;
+	} stated[] = {
+		{"srun -N2 --gpus-per-node=4 --ddp ./t", NULL},
+		{"srun -N2 -c 8 --gpus-per-node=4 --ddp ./t",
+		 "-c/--cpus-per-task"},
+		{"srun -N2 -lc8 --gpus-per-node=4 --ddp ./t",
+		 "-c/--cpus-per-task"},
+		{"srun --cpus-per-task 3 --ddp ./t", "-c/--cpus-per-task"},
+		{"srun --cpus-per-gpu=2 --ddp ./t", "--cpus-per-gpu"},
+		{"srun --tres-per-task=cpu:4 --ddp ./t", "--tres-per-task"},
+		{"srun --tres-per-task=gres/gpu:1 --ddp ./t", NULL},
+		{"srun --exclusive --ddp ./t", "--exclusive"},
+		{"srun --ddp ./t -c 8", NULL},
+	};
+	size_t i;
+
+	memset(fake_env, 0, sizeof(fake_env));
+	for (i = 0; i < sizeof(stated) / sizeof(stated[0]); i++) {
+		int ok = scan(&r, stated[i].line) == 0 &&
+			 (stated[i].by ? r.cpus_by && !strcmp(r.cpus_by,
+							      stated[i].by)
+				       : !r.cpus_by);
+
+		if (!tap_ok(ok, "cpus: '%s' states them by %s", stated[i].line,
+			    stated[i].by ? stated[i].by : "nothing"))
+			tap_diag("cpus_by %s", r.cpus_by ? r.cpus_by : "NULL");
+	}
+	fake_env[0][0] = "SLURM_CPUS_PER_TASK";
+	fake_env[0][1] = "8";
+	tap_ok(scan(&r, "srun --ddp ./t") == 0 && r.cpus_by &&
+		       !strcmp(r.cpus_by, "SLURM_CPUS_PER_TASK"),
+	       "cpus: sbatch's SLURM_CPUS_PER_TASK is named");
+	tap_ok(scan(&r, "srun --cpus-per-gpu=2 --ddp ./t") == 0 && r.cpus_by &&
+		       !strcmp(r.cpus_by, "--cpus-per-gpu"),
+	       "cpus: the command line is named before the environment");
+	fake_env[0][0] = "SLURM_CPUS_PER_GPU";
+	fake_env[0][1] = "3";
+	tap_ok(scan(&r, "srun --ddp ./t") == 0 && r.cpus_by &&
+		       !strcmp(r.cpus_by, "SLURM_CPUS_PER_GPU"),
+	       "cpus: SLURM_CPUS_PER_GPU is named");
+	fake_env[0][0] = "SLURM_PARTITION";
+	fake_env[0][1] = "gpu";
+	tap_ok(scan(&r, "srun --ddp ./t") == 0 && !r.cpus_by &&
+		       !strcmp(r.partition, "gpu") && !r.jobid,
+	       "cpus: SLURM_PARTITION is the partition");
+	tap_ok(scan(&r, "srun -p a100,h100 --jobid 7 --ddp ./t") == 0 &&
+		       !strcmp(r.partition, "a100,h100") && r.jobid,
+	       "cpus: -p wins over SLURM_PARTITION; --jobid is seen");
+	memset(fake_env, 0, sizeof(fake_env));
+
+	/* 16 cores x 2 threads, 8 GPUs: 2 cores each. */
+	tap_ok(ddp_gpu_cpu_share(32, 16, 2, 8) == 4, "share: 2 cores per GPU");
+	/* 3 GPUs: 5 whole cores each, one core left over. */
+	tap_ok(ddp_gpu_cpu_share(32, 16, 2, 3) == 10,
+	       "share: whole cores, so every GPU's share fits");
+	tap_ok(ddp_gpu_cpu_share(8, 4, 2, 8) == 1,
+	       "share: fewer cores than GPUs: CPUs per GPU");
+	tap_ok(ddp_gpu_cpu_share(4, 4, 1, 8) == 0 &&
+		       ddp_gpu_cpu_share(32, 16, 2, 0) == 0,
+	       "share: fewer CPUs than GPUs, or no GPU: none");
+	tap_ok(ddp_gpu_cpu_share(12, 16, 2, 2) == 6,
+	       "share: never more than the usable CPUs");
+
+	tap_ok(ddp_gres_gpu_count("gpu:8") == 8 &&
+		       ddp_gres_gpu_count("gpu:h100:8(S:0-1)") == 8 &&
+		       ddp_gres_gpu_count(
+			       "gpu:a100:2(S:0,1),gpu:v100:1,nic:2") == 3 &&
+		       ddp_gres_gpu_count("nic:1") == 0 &&
+		       ddp_gres_gpu_count("(null)") == 0 &&
+		       ddp_gres_gpu_count(NULL) == 0 &&
+		       ddp_gres_gpu_count("gpu") == 1 &&
+		       ddp_gres_gpu_count("gpu:x") < 0,
+	       "gres: the GPUs of a node's gres, every type, "
+	       "socket lists ignored");
+	tap_ok(ddp_def_cpu_per_gpu("DefCpuPerGPU=4") == 4 &&
+		       ddp_def_cpu_per_gpu(
+			       "DefMemPerGPU=1024,DefCpuPerGPU=6") == 6 &&
+		       ddp_def_cpu_per_gpu("XDefCpuPerGPU=4") == 0 &&
+		       ddp_def_cpu_per_gpu("DefCpuPerGPU=x") == 0 &&
+		       ddp_def_cpu_per_gpu("(null)") == 0 &&
+		       ddp_def_cpu_per_gpu(NULL) == 0,
+	       "partition: DefCpuPerGPU read from the job defaults");
+}
+
 /* The error of the last scan(). */
 static char scan_err[DDP_ERR_LEN];
 
@@ -172,7 +264,7 @@ main(void)
 				   sizeof(err)) < 0 &&
 		       strstr(err, "key=value") &&
 		       strstr(err, "config, topology, port_range") &&
-		       strstr(err, "topology_cache)"),
+		       strstr(err, "cpus_per_gpu)"),
 	       "plugstack argument without '=' refused, naming every key");
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_rel, err,
 				   sizeof(err)) < 0 &&
@@ -323,5 +415,6 @@ main(void)
 		    "scan: a variable's error names the variable and the "
 		    "reason"))
 		tap_diag("%s", scan_err);
+	check_cpus();
 	return tap_done();
 }
