@@ -31,7 +31,11 @@ other_cc() {
 	[[ " $(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control) " == *" $cc "* ]]
 	# A connection between the nodes runs with it, at both ends.
 	(timeout 15 "$MC" exec node2 -- iperf3 -s -1 -p 5992 >/dev/null 2>&1 &)
-	sleep 0.5
+	local _
+	for _ in $(seq 100); do
+		[ -z "$(mc_exec node2 -- ss -Htln 'sport = :5992')" ] || break
+		sleep 0.1
+	done
 	run timeout 10 "$MC" exec node1 -- iperf3 -c node2 -p 5992 -t 1 -J
 	[ "$status" -eq 0 ] || { show; false; }
 	[[ $output == *"\"sender_tcp_congestion\":"*"\"$cc\""* ]] || { show; false; }
