@@ -3,8 +3,11 @@
 # the machine's CPUs, so --ddp binds the ranks of different nodes to
 # different CPUs, as on separate machines, instead of piling every node's
 # rank 0 onto CPU 0.
+# Then the CPUs of each --ddp rank (see the second part below), which
+# tests/run also runs on every other Slurm version.
 
-load common
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
 
 setup_file() {
 	[ "$(nproc)" -ge 2 ] || return 0
@@ -56,4 +59,115 @@ allowed() {
 	mc_up --nodes 2 --gpus-per-node 2
 	[ "$(allowed node1)" = "$(allowed node2)" ]
 	[ ! -e "/sys/fs/cgroup/cpuset/minicluster-${MINICLUSTER_NAME:-ddpmc}" ]
+}
+
+# The CPUs of a --ddp rank (spank-ddp(8), "CPUS OF A RANK"), on nodes that
+# Slurm and the plugin see as a real 2-socket machine with 3 GPUs (its
+# shape is read back from Slurm, never assumed): outside an allocation
+# every rank gets its GPU's equal share of the node's cores; what the user
+# states (#SBATCH --cpus-per-task, -c) wins; inside salloc --exclusive the
+# ranks share the whole node.
+
+share_topology="$repo_root/tests/topologies/32em64t-2n8c2t-pci-wholeio.xml"
+
+# up_share: the 2-node cluster on that topology, one rank per GPU.
+up_share() {
+	require_plugin
+	mc_up --nodes 2 --gpus-per-node 3 --topology "$share_topology"
+	read -r node_cpus node_cores node_threads node_gpus < <(
+		mc_run -- scontrol -o show node node1 | tr ' ' '\n' | awk -F= '
+			$1 == "CPUTot" { cpus = $2 }
+			$1 == "Sockets" { s = $2 }
+			$1 == "CoresPerSocket" { c = $2 }
+			$1 == "ThreadsPerCore" { t = $2 }
+			$1 == "Gres" { n = split($2, g, ":"); sub(/\(.*/, "", g[n]); gpus = g[n] }
+			END { print cpus, s * c, t, gpus }')
+	echo "node1: $node_cpus CPUs, $node_cores cores, $node_threads threads per core, $node_gpus GPUs" >&3
+	[ "$node_gpus" -ge 2 ] && [ "$node_cores" -ge "$node_gpus" ]
+}
+
+# count LIST: the CPUs of a list such as 0-3,16-19.
+count() {
+	local n=0 part lo hi
+	for part in ${1//,/ }; do
+		lo=${part%-*} hi=${part#*-}
+		n=$((n + hi - lo + 1))
+	done
+	echo "$n"
+}
+
+# The line every rank prints.
+rank_line='echo "rank $RANK host $(hostname) cpus $DDP_CPUS omp $OMP_NUM_THREADS"'
+
+# every_rank_gets N RANKS TEXT: $output (or TEXT) has RANKS rank lines, and
+# each rank has N CPUs in DDP_CPUS and OMP_NUM_THREADS=N, disjoint on its
+# node.
+every_rank_gets() {
+	local want=$1 ranks=$2 text=$3 lines rank host cpus omp seen
+	lines=$(printf '%s\n' "$text" | grep '^rank ')
+	[ "$(printf '%s\n' "$lines" | wc -l)" -eq "$ranks" ] || return 1
+	while read -r _ rank _ host _ cpus _ omp; do
+		echo "rank $rank on $host: $(count "$cpus") CPUs ($cpus), OMP_NUM_THREADS=$omp" >&3
+		[ "$(count "$cpus")" -eq "$want" ] && [ "$omp" = "$want" ] || return 1
+	done <<<"$lines"
+	for host in node1 node2; do
+		seen=$(printf '%s\n' "$lines" | awk -v h="$host" '$4 == h { print $6 }' |
+			tr ',' '\n' | awk -F- '{ for (i = $1; i <= ($2 == "" ? $1 : $2); i++) print i }' |
+			sort -n | uniq -d)
+		[ -z "$seen" ] || return 1
+	done
+}
+
+@test "srun --nodes=2 --gpus-per-node=G --ddp outside an allocation: every rank gets its GPU's share of the node's cores" {
+	up_share
+	local share=$(((node_cores / node_gpus) * node_threads))
+	run mc_run -- srun --nodes=2 --gpus-per-node="$node_gpus" --ddp --ddp-verbose sh -c "$rank_line"
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp: CPUs: $share CPUs per GPU, each GPU's equal share of its node"* ]]
+	[ "$share" -gt 1 ]
+	every_rank_gets "$share" $((2 * node_gpus)) "$output" || { show; false; }
+}
+
+@test "#SBATCH --cpus-per-task=8 --ddp: srun in the script gives every rank the 8 CPUs it states" {
+	up_share
+	local dir
+	dir=$(mktemp -d)
+	chmod 0755 "$dir"
+	cat >"$dir/job.sh" <<-EOS
+		#!/bin/bash
+		#SBATCH --nodes=2 --exclusive --gpus-per-node=2
+		#SBATCH --cpus-per-task=8
+		#SBATCH --ddp
+		srun --ddp-verbose sh -c '$rank_line'
+	EOS
+	run mc_run -- sbatch --wait -o "$dir/job.out" "$dir/job.sh"
+	show
+	cat "$dir/job.out" >&2
+	[ "$status" -eq 0 ]
+	# The whole node is the job's: without the stated 8 each rank would
+	# get half of it.
+	[ $((node_cpus / 2)) -ne 8 ]
+	every_rank_gets 8 4 "$(cat "$dir/job.out")" || { cat "$dir/job.out" >&2; false; }
+	rm -rf "$dir"
+}
+
+@test "inside salloc --exclusive the ranks share the whole node evenly" {
+	up_share
+	local ranks=2
+	run mc_run -- salloc --nodes=2 --exclusive --gpus-per-node="$ranks" \
+		srun --ddp --ddp-verbose sh -c "$rank_line"
+	show
+	[ "$status" -eq 0 ]
+	every_rank_gets $(((node_cores / ranks) * node_threads)) $((2 * ranks)) "$output" || { show; false; }
+	[[ $output != *"CPUs per GPU"* ]]
+}
+
+@test "an explicit -c wins over the share" {
+	up_share
+	run mc_run -- srun --nodes=2 --gpus-per-node="$node_gpus" -c "$node_threads" --ddp --ddp-verbose sh -c "$rank_line"
+	show
+	[ "$status" -eq 0 ]
+	every_rank_gets "$node_threads" $((2 * node_gpus)) "$output" || { show; false; }
+	[[ $output != *"CPUs per GPU"* ]]
 }
