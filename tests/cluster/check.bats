@@ -69,6 +69,18 @@ block_job_ports() {
 	EOF
 }
 
+# free_port: a TCP port nothing on this host listens on, below the
+# ephemeral range, so that no outgoing connection takes it meanwhile.
+free_port() {
+	local low p _
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+	for _ in $(seq 100); do
+		p=$((low - 10000 + RANDOM % 10000))
+		[ -n "$(ss -Htln "sport = :$p")" ] || { echo "$p"; return 0; }
+	done
+	return 1
+}
+
 # elapsed START: seconds since START (date +%s.%N), two decimals.
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'; }
 
@@ -179,7 +191,8 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 }
 
 @test "a wedged munged: rank 0 hangs inside munge, and the time limit ends it" {
-	local sock start took holder port=$((40000 + RANDOM % 20000)) r1
+	local sock start took holder port r1
+	port=$(free_port)
 	sock=$(mktemp -u "$BATS_TEST_TMPDIR/munge.XXXXXX")
 	r1=$BATS_TEST_TMPDIR/rank1
 	# A socket that accepts and never answers, as a hung munged does.
@@ -215,7 +228,9 @@ while True: c.append(s.accept()[0])' "$sock" &
 	[ "$status" -eq 0 ]
 	[[ $output == *"time limit of 1 s reached while joining the rendezvous"* ]]
 	echo "# rank 0 ended after $took s (limit 2 s)" >&3
-	awk -v t="$took" 'BEGIN { exit !(t >= 1.9 && t < 3) }'
+	# At the limit, not before; the margin after it is for starting and
+	# ending the process on a busy machine.
+	awk -v t="$took" 'BEGIN { exit !(t >= 1.9 && t < 4) }'
 }
 
 # started: how many ranks printed "rank N: program started".
