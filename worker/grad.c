@@ -150,6 +150,10 @@ build_buckets(struct ddp_grad_sync *gs)
 	size_t cap, bytes;
 	int i;
 
+	/* ddp_grad_sync_start checked it; said again so that GCC 14 sees
+	 * no negative count reach calloc (-Walloc-size-larger-than). */
+	if (gs->np <= 0)
+		return wk_err(DDP_ERR_INVALID, "grad sync: no parameters");
 	gs->b = calloc((size_t)gs->np, sizeof(*gs->b));
 	gs->pieces = calloc((size_t)gs->np, sizeof(*gs->pieces));
 	if (!gs->b || !gs->pieces)
