@@ -121,9 +121,11 @@ deps:
 
 # Packages for the Slurm the build is made against, in build/pkg (see
 # packaging/build-packages): Debian's, checked by lintian, and RPMs from
-# slurm-ddp.spec, checked by rpmlint.
+# slurm-ddp.spec, checked by rpmlint. make deb SLURM_VERSION=24.11 builds
+# the Debian packages for another Slurm inside its root file system
+# (tests/lib/slurm-root), in build/pkg/slurm-24.11.
 deb:
-	@packaging/build-packages deb
+	@packaging/build-packages deb $(if $(SLURM_VERSION),--slurm $(SLURM_VERSION))
 
 rpm:
 	@packaging/build-packages rpm
