@@ -20,6 +20,7 @@
 #include "ddp_log.h"
 #include "ddp_util.h"
 #include "plugin.h"
+#include "tasks.h"
 
 /* Set in the environment of the srun that node mode re-executes, so that
  * it does not re-execute again. Removed before any task sees it. */
@@ -271,18 +272,14 @@ set_count(const char *name, long v)
 	return 1;
 }
 
-/* The Slurm before 23.11 that ignores SLURM_CPUS_PER_TASK gets it as
- * SRUN_CPUS_PER_TASK, the variable it reads, so that a job's
- * --cpus-per-task reaches its --ddp steps on every version. */
+/* A job's SLURM_CPUS_PER_TASK of n reaches srun: the Slurm before 23.11,
+ * which reads only SRUN_CPUS_PER_TASK, gets it as that, so that a job's
+ * --cpus-per-task reaches its --ddp steps on every version. Returns 1 when
+ * it set the variable. */
 static int
-pass_on_cpus_per_task(struct ddp_plugin *p)
+pass_on_cpus_per_task(struct ddp_plugin *p, long n)
 {
-	const char *v = getenv("SLURM_CPUS_PER_TASK");
-	long n;
-
 	if (!strcmp(DDP_SLURM_SRUN_CPUS_PER_TASK_ENV, "SLURM_CPUS_PER_TASK") ||
-	    !v || getenv(DDP_SLURM_SRUN_CPUS_PER_TASK_ENV) ||
-	    ddp_parse_long(v, 1, 65535, &n) < 0 ||
 	    !set_count(DDP_SLURM_SRUN_CPUS_PER_TASK_ENV, n))
 		return 0;
 	ddp_fmt(p->cpus_note, sizeof(p->cpus_note),
@@ -290,6 +287,45 @@ pass_on_cpus_per_task(struct ddp_plugin *p)
 		"%s",
 		n, DDP_SLURM_SRUN_CPUS_PER_TASK_ENV);
 	return 1;
+}
+
+/*
+ * Inside an allocation, the job's SLURM_CPUS_PER_TASK given to each of
+ * ranks ranks of a node must fit the job's CPUs on some node
+ * (SLURM_JOB_CPUS_PER_NODE), or srun refuses the step with "More
+ * processors requested than permitted": a job of one task per node with
+ * --cpus-per-task=N, whose --ddp step runs one rank per GPU. Returns 0, or
+ * -1 with p->cpus_error saying what would work.
+ */
+static int
+check_job_cpus(struct ddp_plugin *p, long per_task, long ranks)
+{
+	const char *v = getenv("SLURM_JOB_CPUS_PER_NODE");
+	unsigned *counts;
+	long n, i, most = 0;
+
+	if (!v || ranks <= 0 || per_task <= 0)
+		return 0;
+	counts = calloc(DDP_TASKS_MAX_NODES, sizeof(*counts));
+	if (!counts)
+		return 0;
+	n = ddp_tasks_parse(v, counts, DDP_TASKS_MAX_NODES);
+	for (i = 0; i < n; i++)
+		if ((long)counts[i] > most)
+			most = counts[i];
+	free(counts);
+	if (n <= 0 || per_task * ranks <= most)
+		return 0;
+	ddp_fmt(p->cpus_error, sizeof(p->cpus_error),
+		"--ddp: %ld ranks per node with %ld CPUs each "
+		"(SLURM_CPUS_PER_TASK, the job's --cpus-per-task) need %ld "
+		"CPUs on a node, but the job has at most %ld on one "
+		"(SLURM_JOB_CPUS_PER_NODE=%.40s): give the job "
+		"--ntasks-per-node=%ld as well (one task per rank), or srun "
+		"-c %ld",
+		ranks, per_task, ranks * per_task, most, v, ranks,
+		most / ranks > 0 ? most / ranks : 1);
+	return -1;
 }
 
 /*
@@ -308,7 +344,8 @@ pass_on_cpus_per_task(struct ddp_plugin *p)
  * srun reads -v, when the plugin's own log messages are not shown.
  */
 static int
-share_cpus(struct ddp_plugin *p, const struct ddp_srun_req *req)
+share_cpus(struct ddp_plugin *p, const struct ddp_srun_req *req,
+	   long ranks_per_node)
 {
 	partition_info_msg_t *parts = NULL;
 	long per_gpu = p->conf.cpus_per_gpu, def = 0;
@@ -318,10 +355,21 @@ share_cpus(struct ddp_plugin *p, const struct ddp_srun_req *req)
 	p->cpus_decided = 1;
 	p->cpus_note[0] = '\0';
 	if (req->cpus_by) {
+		const char *v = getenv("SLURM_CPUS_PER_TASK");
+		const char *srun_reads =
+			getenv(DDP_SLURM_SRUN_CPUS_PER_TASK_ENV);
+		long n;
+
 		ddp_fmt(p->cpus_note, sizeof(p->cpus_note), "as %s states",
 			req->cpus_by);
-		return !strcmp(req->cpus_by, "SLURM_CPUS_PER_TASK") &&
-		       pass_on_cpus_per_task(p);
+		/* Only a job's value that srun takes: 22.05 reads a set
+		 * SRUN_CPUS_PER_TASK instead. */
+		if (strcmp(req->cpus_by, "SLURM_CPUS_PER_TASK") != 0 || !v ||
+		    (srun_reads && srun_reads != v) ||
+		    ddp_parse_long(v, 1, 65535, &n) < 0 ||
+		    check_job_cpus(p, n, ranks_per_node) < 0)
+			return 0;
+		return pass_on_cpus_per_task(p, n);
 	}
 	if (req->jobid || getenv("SLURM_JOB_ID") || getenv("SLURM_JOBID") ||
 	    req->gpus_per_node <= 0 || per_gpu == DDP_CPUS_PER_GPU_OFF)
@@ -419,8 +467,13 @@ local_post_opt(struct ddp_plugin *p)
 			p->preset_per_node);
 	/* --ddp not on the command line: srun reads what share_cpus sets
 	 * only when it runs again. */
-	if (!reexeced && !p->cpus_decided && share_cpus(p, &req))
+	if (!reexeced && !p->cpus_decided &&
+	    share_cpus(p, &req, mode == 1 ? per_node : req.ntasks_per_node))
 		drop = 1;
+	if (p->cpus_error[0]) {
+		ddp_error("%s", p->cpus_error);
+		goto out;
+	}
 	if (p->cpus_note[0] && p->opts.verbose)
 		ddp_info("CPUs: %s", p->cpus_note);
 	if ((mode == 1 || drop) && !reexeced) {
@@ -467,7 +520,7 @@ local_init(struct ddp_plugin *p)
 	}
 	if (ddp_srun_scan(argc, argv, env_get, &req, err, sizeof(err)) == 0 &&
 	    req.ddp && !req.help)
-		share_cpus(p, &req);
+		share_cpus(p, &req, req.ntasks_per_node);
 	free(argv);
 	free(buf);
 }

@@ -76,6 +76,9 @@ struct ddp_plugin {
 	 * it decided, for --ddp-verbose ("" when it left Slurm's). */
 	int cpus_decided;
 	char cpus_note[256];
+	/* A request share_cpus knows srun would refuse, raised by
+	 * local_post_opt, or "". */
+	char cpus_error[DDP_ERR_LEN];
 	struct ddp_node node;
 };
 

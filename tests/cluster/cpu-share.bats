@@ -152,6 +152,26 @@ every_rank_gets() {
 	rm -rf "$dir"
 }
 
+@test "#SBATCH --cpus-per-task=8 --ddp with one task per node: srun refuses before launch, saying what would work" {
+	up_share
+	local dir
+	dir=$(mktemp -d)
+	chmod 0755 "$dir"
+	cat >"$dir/job.sh" <<-EOS
+		#!/bin/bash
+		#SBATCH --nodes=2 --gpus-per-node=2 --cpus-per-task=8 --ddp
+		srun sh -c '$rank_line'
+	EOS
+	run mc_run -- sbatch --wait -o "$dir/job.out" "$dir/job.sh"
+	show
+	cat "$dir/job.out" >&2
+	[ "$status" -ne 0 ]
+	grep -q -- '--ddp: 2 ranks per node with 8 CPUs each (SLURM_CPUS_PER_TASK' "$dir/job.out"
+	grep -q -- 'give the job --ntasks-per-node=2 as well' "$dir/job.out"
+	[ "$(grep -c '^rank ' "$dir/job.out")" -eq 0 ]
+	rm -rf "$dir"
+}
+
 @test "inside salloc --exclusive the ranks share the whole node evenly" {
 	up_share
 	local ranks=2
