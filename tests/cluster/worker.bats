@@ -14,7 +14,7 @@ setup_file() {
 setup() {
 	require_plugin
 	local stage=${MINICLUSTER_STAGE:-$repo_root/build/stage}
-	train=$stage/usr/local/libexec/slurm-ddp/examples/train
+	train=$stage${MINICLUSTER_PREFIX:-/usr/local}/libexec/slurm-ddp/examples/train
 	[ -x "$train" ] || train=$repo_root/build/examples/train
 	[ -x "$train" ] || skip "examples/train is not built (run: make stage)"
 }
@@ -105,7 +105,7 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 	[ "$hier_losses" = "$ring_losses" ]
 	# An exactly checkable allreduce (ddp-check's: the sum of rank + 1)
 	# passes with the hierarchical algorithm across the two nodes.
-	local check=${MINICLUSTER_STAGE:-$repo_root/build/stage}/usr/local/bin/ddp-check
+	local check=${MINICLUSTER_STAGE:-$repo_root/build/stage}${MINICLUSTER_PREFIX:-/usr/local}/bin/ddp-check
 	[ -x "$check" ] || return 0
 	run mc_run -- env DDP_TIMEOUT=60 DDP_DEBUG=1 srun --nodes=2 --ntasks-per-node=2 --ddp "$check"
 	show
