@@ -3,9 +3,10 @@
 # site installs them (the plugin into the machine's Slurm, enabled through
 # plugstack.conf.d), `apt-get remove` keeps the site's configuration and
 # `purge` leaves nothing. The packages go into the machine's /usr and
-# /etc/slurm: run it alone, under the cluster lock, as root; it purges
-# whatever it installed at the end, and refuses to start when slurm-ddp
-# packages or their run-time directories are already on the machine.
+# /etc/slurm, so it runs in the cluster tier (one at a time on a machine,
+# as root), not beside the other bats files; it purges whatever it
+# installed at the end, and refuses to start when slurm-ddp packages or
+# their run-time directories are already on the machine.
 
 packages=(slurm-ddp-common slurm-ddp-plugin slurm-ddp-prolog slurm-ddp-check
 	libddp1 libddp-dev libddp-nccl)
