@@ -11,6 +11,7 @@
  *   auth.h         munge credentials
  *   backend.h      the data-plane backend contract
  *   tcp.h          the TCP mesh and its collectives
+ *   peers.h        the nodes, and the peers the collectives use
  *   rdv.h          the rendezvous that connects the mesh
  *   hier.h         the hierarchical allreduce (shared memory + the mesh)
  *   comm.h         this header

@@ -167,6 +167,7 @@ rdv_encode_open(struct wk_buf *b, const struct rdv_open *o)
 	buf_u32(b, o->world);
 	buf_str16(b, o->job, sizeof(o->job) - 1);
 	buf_str16(b, o->step, sizeof(o->step) - 1);
+	buf_put(b, o->nonce, RDV_NONCE_LEN);
 	return msg_end(b, off);
 }
 
@@ -245,6 +246,15 @@ rdv_encode_roster(struct wk_buf *b, uint32_t world,
 }
 
 int
+rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN])
+{
+	size_t off = msg_begin(b, RDV_WELCOME);
+
+	buf_put(b, token, WK_TOKEN_LEN);
+	return msg_end(b, off);
+}
+
+int
 rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p)
 {
 	size_t off = msg_begin(b, RDV_PEER);
@@ -285,7 +295,7 @@ rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
 		ddp_fmt(err, errlen, "unknown message type %u", t);
 		return -1;
 	}
-	if (bl > RDV_MAX_BODY) {
+	if (bl > (t == RDV_ROSTER ? RDV_MAX_ROSTER : RDV_MAX_BODY)) {
 		ddp_fmt(err, errlen, "message body of %u bytes is too long",
 			bl);
 		return -1;
@@ -396,6 +406,7 @@ rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o, char *err,
 	       size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
+	const uint8_t *t;
 	size_t n;
 
 	memset(o, 0, sizeof(*o));
@@ -405,6 +416,9 @@ rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o, char *err,
 	rd_str(&r, n, o->job, sizeof(o->job));
 	n = rd_u16(&r);
 	rd_str(&r, n, o->step, sizeof(o->step));
+	t = rd_take(&r, RDV_NONCE_LEN);
+	if (t)
+		memcpy(o->nonce, t, RDV_NONCE_LEN);
 	if (rd_done(&r, "open", err, errlen) < 0)
 		return -1;
 	if (o->world < 1 || o->world > WK_MAX_WORLD || o->rank >= o->world) {
@@ -516,19 +530,48 @@ rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 }
 
 int
+rdv_parse_welcome(const uint8_t *body, size_t len, uint8_t token[WK_TOKEN_LEN],
+		  char *err, size_t errlen)
+{
+	struct rd r = {body, len, 0, 0};
+	const uint8_t *t = rd_take(&r, WK_TOKEN_LEN);
+
+	if (t)
+		memcpy(token, t, WK_TOKEN_LEN);
+	return rd_done(&r, "welcome", err, errlen);
+}
+
+static void
+hex_of(char *out, const uint8_t *in, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = hex[in[i] >> 4];
+		out[2 * i + 1] = hex[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+int
+rdv_conn_binding(char *buf, size_t size, const char *addr,
+		 const uint8_t rank_nonce[RDV_NONCE_LEN])
+{
+	char nx[2 * RDV_NONCE_LEN + 1];
+
+	hex_of(nx, rank_nonce, RDV_NONCE_LEN);
+	return ddp_fmt(buf, size, "%s rn=%s", addr, nx);
+}
+
+int
 rdv_cred_payload(char *buf, size_t size, const char *kind, const char *job,
 		 const char *step, int rank, int world,
 		 const uint8_t nonce[RDV_NONCE_LEN], const char *addr)
 {
-	static const char hex[] = "0123456789abcdef";
 	char nx[2 * RDV_NONCE_LEN + 1];
-	int i;
 
-	for (i = 0; i < RDV_NONCE_LEN; i++) {
-		nx[2 * i] = hex[nonce[i] >> 4];
-		nx[2 * i + 1] = hex[nonce[i] & 15];
-	}
-	nx[2 * RDV_NONCE_LEN] = '\0';
+	hex_of(nx, nonce, RDV_NONCE_LEN);
 	return ddp_fmt(buf, size,
 		       "slurm-ddp/%d %s job=%s step=%s rank=%d world=%d "
 		       "nonce=%s addr=%s",

@@ -20,27 +20,41 @@
 #define WK_ADDR_LEN 64
 /* Largest rendezvous message body: a munge credential is well below. */
 #define RDV_MAX_BODY 65536
+/* A roster's: every rank's port, address and host at the largest world. */
+#define RDV_MAX_ROSTER \
+	(WK_MAX_WORLD * (2u + 1u + WK_ADDR_LEN + 1u + 255u) + 36u)
 #define RDV_HDR_LEN 12
 #define RDV_MAGIC 0x52504444u /* "DDPR" little endian */
-/* 2: rank 0 proves itself first, credentials bind a nonce and the
- * connection (1 sent the rank's credential first, unbound). */
-#define RDV_VERSION 2
+/* 3: both sides' nonces in every credential, the mesh token in the
+ * welcome, the join connection closed after it and the roster handed
+ * down a tree of ranks (2: one nonce, the roster from rank 0 to every
+ * rank; 1: the rank's credential first, unbound). */
+#define RDV_VERSION 3
 /* Largest world the wire formats carry. */
 #define WK_MAX_WORLD 65536
 #define WK_MAX_CRED 8192
-/* Rank 0's fresh random nonce per rendezvous connection. */
+/* A fresh random nonce per rendezvous connection, from each side. */
 #define RDV_NONCE_LEN 16
+/* Ranks a rank hands the roster to: rank r's children are
+ * RDV_FANOUT * r + 1 .. RDV_FANOUT * r + RDV_FANOUT. */
+#define RDV_FANOUT 8
 
 /*
- * The rendezvous, one connection per rank to rank 0:
- *   rank -> 0  OPEN    rank, world, job, step (a claim; nothing secret)
- *   0 -> rank  PROOF   nonce + rank 0's credential for that nonce and the
- *                      rank's socket address as rank 0 sees it
+ * The rendezvous, one short connection per rank to rank 0:
+ *   rank -> 0  OPEN    rank, world, job, step, the rank's nonce (a claim;
+ *                      nothing secret)
+ *   0 -> rank  PROOF   rank 0's nonce + rank 0's credential for both
+ *                      nonces and the rank's socket address as rank 0
+ *                      sees it
  *   rank -> 0  HELLO   data port, host + the rank's credential for the
- *                      same nonce and its own socket address
- *   0 -> rank  WELCOME (empty), later ROSTER (addresses + mesh token)
- * REFUSE (reason, then close) may come instead of any reply. Then every
- * rank sends PEER (rank + token) to each lower rank's data listener.
+ *                      same nonces and its own socket address
+ *   0 -> rank  WELCOME the mesh token; both sides close the connection
+ * REFUSE (reason, then close) may come instead of any reply. Once every
+ * rank has joined, the roster goes down a tree: each rank connects to
+ * its children's data listeners and sends PEER (its rank + token) then
+ * ROSTER (every rank's data address and host, and the token). Then each
+ * rank sends PEER to the data listener of each lower rank its
+ * collectives use (peers.h); rank 0's is MASTER_PORT.
  */
 enum rdv_type {
 	RDV_HELLO = 1,	 /* rank -> rank 0: who I am + munge credential */
@@ -58,6 +72,7 @@ struct rdv_open {
 	uint32_t world;
 	char job[DDP_ID_MAX];
 	char step[DDP_ID_MAX];
+	uint8_t nonce[RDV_NONCE_LEN]; /* the rank's, fresh per connection */
 };
 
 struct rdv_proof {
@@ -108,6 +123,7 @@ int rdv_encode_roster(struct wk_buf *b, uint32_t world,
 		      const uint8_t token[WK_TOKEN_LEN],
 		      const struct rdv_roster_entry *ents);
 int rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
+int rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN]);
 
 /*
  * Checks a 12-byte message header: returns 0 with *type and *body_len, or
@@ -132,12 +148,22 @@ int rdv_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
 		     struct rdv_roster_entry *ents, char *err, size_t errlen);
 int rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 		   char *err, size_t errlen);
+int rdv_parse_welcome(const uint8_t *body, size_t len,
+		      uint8_t token[WK_TOKEN_LEN], char *err, size_t errlen);
+
+/*
+ * What a credential binds the connection to: the rank's socket address
+ * as rank 0 sees it ("ADDR:PORT") and the rank's nonce, as
+ * "ADDR:PORT rn=HEX" into buf. 0, or -1 when it does not fit.
+ */
+int rdv_conn_binding(char *buf, size_t size, const char *addr,
+		     const uint8_t rank_nonce[RDV_NONCE_LEN]);
 
 /*
  * The payload bound into a munge credential: kind ("rank0" for rank 0's
  * proof to `rank`, "hello" for the rank's own), job, step, rank, world,
- * rank 0's nonce for this connection and the rank's socket address
- * ("ADDR:PORT", as rank_addr() in rdv.c writes it). Both sides build it
+ * rank 0's nonce for this connection and the connection's binding
+ * (rdv_conn_binding: the rank's address and nonce). Both sides build it
  * from what they know and compare it with the decoded payload byte for
  * byte. 0, or -1 when it does not fit in size.
  */

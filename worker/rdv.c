@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The rendezvous: rank 0 listens on MASTER_PORT and proves it is rank 0 of
- * the job with munge before any rank says more than which rank it claims;
- * every rank then proves its uid, job and step the same way, bound to rank
- * 0's nonce and to the connection; then every pair of ranks gets one
- * connection, authenticated with a token rank 0 handed out.
+ * The rendezvous (protocol 3): rank 0 listens on MASTER_PORT and proves it
+ * is rank 0 of the job with munge before any rank says more than which
+ * rank it claims; every rank then proves its uid, job and step the same
+ * way, bound to both sides' nonces and to the connection, gets the mesh
+ * token in the welcome and closes the connection. Once every rank has
+ * joined, the roster goes down a tree of ranks (RDV_FANOUT children
+ * each), each hop opened with the token; then each rank connects only the
+ * peers its collectives use (peers.h), authenticated with the token and
+ * accepted only from the address their rank joined from. No rank holds
+ * more than its pending table, its tree hops and its peers at once.
  *
  * What an outsider on the node can still do is deny service (hold the port,
- * flood it); what it must never do is join, read the roster or relay a
- * rank's credential to rank 0. Against floods: a bounded pending table
- * that evicts the busiest source's oldest connection that has not said
- * anything valid yet, refusal logs summarised after the first few, and
- * ranks that connect again when rank 0 drops them or a squatter answers.
+ * flood it); what it must never do is join, read the roster, learn facts
+ * of the job or relay a rank's credential to rank 0. Against floods: a
+ * bounded pending table that evicts the busiest source's oldest
+ * connection that has not said anything valid yet, refusals that tell the
+ * peer nothing and are logged in summaries after the first few, and
+ * ranks that connect again while what answers on MASTER_PORT has not
+ * proven it is rank 0 (a squatter, or another job whose port collides).
  */
 #include <errno.h>
 #include <poll.h>
@@ -48,6 +55,13 @@
  * again (rank 0 answers an open or a hello at once). */
 #define REPLY_WAIT_S 10.0
 
+/* What a listener waits for (accept_ranks). */
+enum wait_for {
+	WAIT_JOINS,  /* rank 0: every rank joined */
+	WAIT_ROSTER, /* a data listener: the roster from the parent */
+	WAIT_PEERS,  /* a data listener: the wanted higher ranks connected */
+};
+
 struct pend {
 	int fd;
 	int stage; /* rank 0: 0 open expected, 1 proof sent, hello expected */
@@ -55,6 +69,7 @@ struct pend {
 	uint32_t src;  /* hash of addr, to count connections per source */
 	uint64_t seq;  /* arrival order */
 	uint8_t nonce[RDV_NONCE_LEN];
+	char bind[WK_ADDR_LEN + 48]; /* rdv_conn_binding of the connection */
 	uint8_t *buf;
 	size_t have;
 	size_t need;
@@ -92,6 +107,12 @@ struct rdv {
 	 * (peers.h), the only ones it connects; NULL before, when rank 0
 	 * waits for every rank. */
 	uint8_t *want;
+	uint8_t *joined; /* rank 0, while ranks join: who has */
+	/* A rank other than 0 while it waits for the roster: 0 waiting, 1
+	 * received, -1 rank 0 gave up (why in gave_up). */
+	int roster;
+	struct rdv_roster_entry *ents; /* the roster, to hand down */
+	char gave_up[1024];
 };
 
 static int
@@ -194,17 +215,37 @@ refuse_log(struct rdv *r, const char *from, const char *why)
 		return;
 	}
 	f->quiet++;
+	wk_log(3, "rank %d refused connection from %s: %s", r->mesh->rank, from,
+	       why);
 	ddp_fmt(f->last_from, sizeof(f->last_from), "%s", from);
 	ddp_fmt(f->last_why, sizeof(f->last_why), "%s", why);
 	refuse_flush(r, 0);
 }
 
+/* The text of a REFUSE body, or why it could not be read. */
+static void
+refuse_text(const uint8_t *body, uint32_t blen, char *text, size_t textlen)
+{
+	char why[256];
+
+	if (rdv_parse_text(body, blen, text, textlen, why, sizeof(why)) < 0)
+		ddp_fmt(text, textlen, "(%s)", why);
+}
+
 /* ---- rank 0's and the data listeners' pending connections ---- */
+
+/* What a refused peer is told: it has not proven it belongs to the job,
+ * so nothing of the job (ids, world size, who joined) goes with it. */
+#define REFUSAL_TEXT                                                          \
+	"refused by the rendezvous on this port; the job's rank 0 log names " \
+	"the reason"
 
 /*
  * Closes pending connection i. reason (NULL: none) is logged; tell also
- * sends it to the other side as a REFUSE, in the protocol version it
- * spoke (0: ours). Evictions tell nothing: a genuine rank connects again.
+ * sends a REFUSE: REFUSAL_TEXT, or in another protocol version (version
+ * not 0) the reason itself, which names only the two versions, so that a
+ * rank of another release can read why. Evictions tell nothing: a
+ * genuine rank connects again.
  */
 static void
 pend_drop(struct rdv *r, int i, const char *reason, int tell, uint16_t version)
@@ -216,7 +257,8 @@ pend_drop(struct rdv *r, int i, const char *reason, int tell, uint16_t version)
 		/* Best effort, never block. */
 		if (tell &&
 		    rdv_encode_refuse_as(&b, version ? version : RDV_VERSION,
-					 reason) == 0 &&
+					 version ? reason : REFUSAL_TEXT) ==
+			    0 &&
 		    send(r->pend[i].fd, b.p, b.len,
 			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			wk_log(3, "refusal not delivered: %s", strerror(errno));
@@ -245,15 +287,17 @@ pend_adopt(struct rdv *r, int i, int rank)
 	pend_drop(r, i, NULL, 0, 0);
 }
 
+/* The ranks in [from, size) that have not joined (joins) or connected. */
 static const char *
-missing_ranks(struct rdv *r, int from, char *buf, size_t size)
+missing_ranks(struct rdv *r, int from, int joins, char *buf, size_t size)
 {
 	size_t off = 0;
 	int i, n = 0;
 
 	buf[0] = '\0';
 	for (i = from; i < r->mesh->size; i++) {
-		if (r->mesh->peers[i].fd >= 0 || !wanted(r, i))
+		if (joins ? r->joined[i]
+			  : r->mesh->peers[i].fd >= 0 || !wanted(r, i))
 			continue;
 		if (n++ == 16) {
 			ddp_fmt(buf + off, size - off, ", ...");
@@ -305,7 +349,7 @@ open_claim_ok(const struct rdv *r, const struct rdv_open *o, char *why,
 			o->rank, o->world, c->size);
 		return -1;
 	}
-	if (o->rank == 0 || c->peers[o->rank].fd >= 0) {
+	if (o->rank == 0 || r->joined[o->rank]) {
 		ddp_fmt(why, whylen, "rank %u %s", o->rank,
 			o->rank ? "already joined" : "is this process");
 		return -1;
@@ -338,7 +382,11 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto refuse;
 	}
 	memcpy(pr->nonce, p->nonce, RDV_NONCE_LEN);
-	if (auth_encode(&r->auth, "rank0", (int)o.rank, p->nonce, p->from,
+	if (rdv_conn_binding(p->bind, sizeof(p->bind), p->from, o.nonce) < 0) {
+		ddp_fmt(why, sizeof(why), "address %s too long", p->from);
+		goto refuse;
+	}
+	if (auth_encode(&r->auth, "rank0", (int)o.rank, p->nonce, p->bind,
 			pr->cred, sizeof(pr->cred)) != DDP_OK) {
 		/* Our own munge failed: not the peer's fault. */
 		ddp_fmt(why, sizeof(why), "rank 0 cannot authenticate: %s",
@@ -387,21 +435,24 @@ pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 			h->rank, h->world, p->rank, c->size);
 		goto refuse;
 	}
-	if (c->peers[h->rank].fd >= 0) {
+	if (r->joined[h->rank]) {
 		ddp_fmt(why, sizeof(why), "rank %u already joined", h->rank);
 		goto refuse;
 	}
 	if (auth_verify(&r->auth, h->cred, "hello", (int)h->rank, p->nonce,
-			p->from, why, sizeof(why)) < 0)
+			p->bind, why, sizeof(why)) < 0)
 		goto refuse;
-	if (rdv_encode_text(&b, RDV_WELCOME, "") < 0)
+	if (rdv_encode_welcome(&b, r->token) < 0)
 		b.bad = 1;
 	if (pend_send(r, i, &b, "welcome") < 0)
 		goto out;
 	rank = h->rank;
 	ddp_fmt(c->peers[rank].host, DDP_HOST_MAX, "%s", h->host);
+	ddp_fmt(c->peers[rank].addr, WK_ADDR_LEN, "%s", p->addr);
 	c->peers[rank].port = h->data_port;
-	pend_adopt(r, i, (int)rank);
+	r->joined[rank] = 1;
+	/* Joined: the roster comes down the tree, not on this connection. */
+	pend_drop(r, i, NULL, 0, 0);
 	wk_log(3, "rank 0: rank %u joined from %s (%s)", rank,
 	       c->peers[rank].addr, c->peers[rank].host);
 	goto out;
@@ -412,15 +463,28 @@ out:
 	free(h);
 }
 
-/* A data listener's peer hello: the job token and a higher rank. */
+/* Rank r's parent in the tree the roster goes down. */
+static int
+tree_parent(int r)
+{
+	return (r - 1) / RDV_FANOUT;
+}
+
+/*
+ * A data listener's peer hello: the job token, then either the rank's
+ * parent (or rank 0) with the roster (or rank 0's word that it gave up)
+ * to come on this connection, or a higher rank this rank's collectives
+ * use, from the address it joined from.
+ */
 static void
 pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
 	struct wk_mesh *c = r->mesh;
+	struct pend *p = &r->pend[i];
 	struct rdv_peer_hello ph;
 	char why[256];
 	uint8_t diff = 0;
-	int k;
+	int k, from;
 
 	if (rdv_parse_peer(body, blen, &ph, why, sizeof(why)) < 0)
 		goto refuse;
@@ -430,15 +494,101 @@ pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		ddp_fmt(why, sizeof(why), "wrong job token");
 		goto refuse;
 	}
-	if ((int)ph.rank <= c->rank || (int)ph.rank >= c->size ||
-	    !wanted(r, (int)ph.rank) || c->peers[ph.rank].fd >= 0) {
+	from = (int)ph.rank;
+	/* Rank 0 connects to a data listener only to hand down the roster
+	 * or to say it gave up; the parent only with the roster. */
+	if (c->rank != 0 &&
+	    (from == 0 || (r->roster == 0 && from == tree_parent(c->rank)))) {
+		p->stage = 1;
+		p->rank = ph.rank;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		return;
+	}
+	if (from <= c->rank || from >= c->size || !wanted(r, from) ||
+	    c->peers[from].fd >= 0) {
 		ddp_fmt(why, sizeof(why), "unexpected rank %u", ph.rank);
 		goto refuse;
 	}
-	pend_adopt(r, i, (int)ph.rank);
+	if (r->roster == 1 && strcmp(p->addr, c->peers[from].addr) != 0) {
+		ddp_fmt(why, sizeof(why),
+			"rank %d connects from %s, but joined from %s", from,
+			p->addr, c->peers[from].addr);
+		goto refuse;
+	}
+	pend_adopt(r, i, from);
 	return;
 refuse:
 	pend_refuse(r, i, why);
+}
+
+/*
+ * Takes the roster in (every rank's data address and host) from a
+ * parent whose token checked; a mesh connection adopted before it came
+ * must come from the address its rank joined from.
+ */
+static int
+take_roster(struct rdv *r, const uint8_t *body, size_t blen, char *why,
+	    size_t whylen)
+{
+	struct wk_mesh *c = r->mesh;
+	uint8_t token[WK_TOKEN_LEN];
+	uint32_t world;
+	int s, rc = -1;
+
+	if (rdv_parse_roster(body, blen, (uint32_t)c->size, &world, token,
+			     r->ents, why, whylen) < 0)
+		goto out;
+	if ((int)world != c->size ||
+	    memcmp(token, r->token, WK_TOKEN_LEN) != 0) {
+		ddp_fmt(why, whylen, "a roster of %u ranks or another token",
+			world);
+		goto out;
+	}
+	for (s = 0; s < c->size; s++) {
+		if (s == c->rank)
+			continue;
+		if (c->peers[s].fd >= 0 &&
+		    strcmp(c->peers[s].addr, r->ents[s].addr) != 0) {
+			char said[160];
+
+			ddp_fmt(said, sizeof(said),
+				"rank %d connects from %s, but joined from %s",
+				s, c->peers[s].addr, r->ents[s].addr);
+			refuse_log(r, c->peers[s].addr, said);
+			net_close(&c->peers[s].fd);
+		}
+		ddp_fmt(c->peers[s].host, DDP_HOST_MAX, "%s", r->ents[s].host);
+		ddp_fmt(c->peers[s].addr, WK_ADDR_LEN, "%s", r->ents[s].addr);
+		c->peers[s].port = r->ents[s].port;
+	}
+	r->roster = 1;
+	rc = 0;
+out:
+	explicit_bzero(token, sizeof(token));
+	return rc;
+}
+
+/* The message after a parent's (or rank 0's) peer hello: the roster, or
+ * rank 0's REFUSE when the job will not start. */
+static void
+pend_roster(struct rdv *r, int i, uint16_t type, const uint8_t *body,
+	    size_t blen)
+{
+	char why[512];
+
+	if (type == RDV_REFUSE) {
+		refuse_text(body, (uint32_t)blen, r->gave_up,
+			    sizeof(r->gave_up));
+		r->roster = -1;
+	} else if (r->roster != 0) {
+		pend_refuse(r, i, "a second roster");
+		return;
+	} else if (take_roster(r, body, blen, why, sizeof(why)) < 0) {
+		pend_refuse(r, i, why);
+		return;
+	}
+	pend_drop(r, i, NULL, 0, 0);
 }
 
 /*
@@ -462,8 +612,9 @@ pend_header(struct rdv *r, int i, int peer_mode)
 		pend_drop(r, i, why, 1, ver != RDV_VERSION ? ver : 0);
 		return -1;
 	}
-	want = peer_mode ? RDV_PEER : p->stage ? RDV_HELLO : RDV_OPEN;
-	if (type != want) {
+	want = peer_mode ? (p->stage ? RDV_ROSTER : RDV_PEER)
+			 : (p->stage ? RDV_HELLO : RDV_OPEN);
+	if (type != want && !(peer_mode && p->stage && type == RDV_REFUSE)) {
 		ddp_fmt(why, sizeof(why),
 			"unexpected message type %u (expected %u)", type, want);
 		pend_refuse(r, i, why);
@@ -527,8 +678,12 @@ pend_read(struct rdv *r, int i, int peer_mode)
 		stage = p->stage;
 		body = p->buf + RDV_HDR_LEN;
 		blen = p->need - RDV_HDR_LEN;
-		if (peer_mode)
+		if (peer_mode && stage == 0)
 			pend_peer(r, i, body, blen);
+		else if (peer_mode)
+			pend_roster(r, i,
+				    (uint16_t)(p->buf[6] | p->buf[7] << 8),
+				    body, blen);
 		else if (stage == 0)
 			pend_open(r, i, body, blen);
 		else
@@ -708,13 +863,24 @@ accept_new(struct rdv *r, int peer_mode)
 
 /* The error of a wait for ranks [from, size) that reached its deadline. */
 static enum ddp_status
-accept_timeout(struct rdv *r, int from, int peer_mode, int missing)
+accept_timeout(struct rdv *r, int from, enum wait_for what, int missing)
 {
 	struct wk_mesh *c = r->mesh;
 	char miss[256];
 
-	missing_ranks(r, from, miss, sizeof(miss));
-	if (peer_mode)
+	if (what == WAIT_ROSTER)
+		return wk_err(DDP_ERR_TIMEOUT,
+			      "rank %d timed out after %g s waiting for the "
+			      "roster from rank %d (its parent in the "
+			      "rendezvous tree) on its data port %d: rank 0 "
+			      "may still wait for other ranks (its output "
+			      "names them), rank %d may have failed, or the "
+			      "firewall between the job's nodes drops TCP "
+			      "(the slurm-ddp prolog opens it per job)",
+			      c->rank, c->timeout_s, tree_parent(c->rank),
+			      r->lport, tree_parent(c->rank));
+	missing_ranks(r, from, what == WAIT_JOINS, miss, sizeof(miss));
+	if (what == WAIT_PEERS)
 		return wk_err(DDP_ERR_TIMEOUT,
 			      "rank %d timed out after %g s waiting for "
 			      "connections from ranks %s on its data port %d; "
@@ -792,28 +958,33 @@ accept_poll(struct rdv *r, int peer_mode, double now, double deadline)
 }
 
 /*
- * Accepts connections until every rank in [from, size) is connected:
- * opens and hellos with munge credentials (rank 0) or peer hellos with the
- * job token (data listeners). Bad ones are refused and logged; waiting
- * goes on.
+ * Accepts connections until every rank in [from, size) has joined (rank
+ * 0: opens and hellos with credentials), until the roster came (a data
+ * listener before it) or until every wanted rank in [from, size) is
+ * connected (data listeners: peer hellos with the job token). Bad ones
+ * are refused and logged; waiting goes on.
  */
 static enum ddp_status
-accept_ranks(struct rdv *r, int from, int peer_mode, double deadline)
+accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
 	enum ddp_status st = DDP_OK;
+	int peer_mode = what != WAIT_JOINS, i, missing;
 	double now;
-	int i, missing;
 
 	for (;;) {
 		missing = 0;
-		for (i = from; i < c->size; i++)
-			missing += c->peers[i].fd < 0 && wanted(r, i);
-		if (!missing)
+		for (i = from; i < c->size && what != WAIT_ROSTER; i++)
+			missing += what == WAIT_PEERS
+					   ? c->peers[i].fd < 0 && wanted(r, i)
+					   : !r->joined[i];
+		if (what == WAIT_ROSTER)
+			missing = r->roster == 0;
+		if (!missing || r->roster < 0)
 			break;
 		now = wk_now();
 		if (now >= deadline) {
-			st = accept_timeout(r, from, peer_mode, missing);
+			st = accept_timeout(r, from, what, missing);
 			break;
 		}
 		pend_expire(r, now);
@@ -874,66 +1045,116 @@ listen_master(struct rdv *r, double deadline)
 		port, r->mesh->timeout_s, port);
 }
 
-/* Tells every rank that joined why the job will not start (best effort,
- * never blocks): the thread's last error, in a REFUSE. */
+/*
+ * One message (a peer hello and what follows it, in b) to rank `to`'s data
+ * listener at addr:port, on a connection closed after it. DDP_OK, or an
+ * error naming the rank, its host and what failed.
+ */
+static enum ddp_status
+push_to(struct rdv *r, int to, const char *addr, int port,
+	const struct wk_buf *b, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	char why[512];
+	int fd;
+
+	fd = net_connect_retry(addr, port, deadline, why, sizeof(why));
+	if (fd < 0 && net_out_of_resources(errno))
+		return resource_error(r, errno, "connecting to a child");
+	if (fd >= 0 && net_send_all(fd, b->p, b->len, deadline) < 0)
+		ddp_fmt(why, sizeof(why), "%s", strerror(errno));
+	else if (fd >= 0) {
+		net_close(&fd);
+		return DDP_OK;
+	}
+	net_close(&fd);
+	return wk_err(DDP_ERR_RENDEZVOUS,
+		      "rank %d could not hand the roster to rank %d at %s:%d "
+		      "(%s): %s; the firewall between the job's nodes must "
+		      "allow TCP between them (the slurm-ddp prolog opens it "
+		      "per job)",
+		      c->rank, to, addr, port, c->peers[to].host, why);
+}
+
+/* A peer hello from this rank followed by msg, into b. */
+static int
+encode_push(struct rdv *r, struct wk_buf *b)
+{
+	struct rdv_peer_hello ph;
+	int rc;
+
+	ph.rank = (uint32_t)r->mesh->rank;
+	memcpy(ph.token, r->token, WK_TOKEN_LEN);
+	rc = rdv_encode_peer(b, &ph);
+	explicit_bzero(ph.token, sizeof(ph.token));
+	return rc;
+}
+
+/*
+ * Hands the roster down: to this rank's children in the tree (ranks
+ * RDV_FANOUT * rank + 1 ..), each of which hands it to its own, so that
+ * no rank sends it more than RDV_FANOUT times.
+ */
+static enum ddp_status
+push_roster(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	struct wk_buf b = {0};
+	enum ddp_status st = DDP_OK;
+	long child;
+	int k;
+
+	if (encode_push(r, &b) < 0 ||
+	    rdv_encode_roster(&b, (uint32_t)c->size, r->token, r->ents) < 0) {
+		st = wk_err(DDP_ERR_NOMEM, "rank %d: roster too large",
+			    c->rank);
+		goto out;
+	}
+	for (k = 1; k <= RDV_FANOUT && !st; k++) {
+		child = (long)RDV_FANOUT * c->rank + k;
+		if (child >= c->size)
+			break;
+		st = push_to(r, (int)child, r->ents[child].addr,
+			     r->ents[child].port, &b, deadline);
+	}
+out:
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * Tells every rank that joined why the job will not start (best effort,
+ * at most 5 s in all): the thread's last error, in a REFUSE after a peer
+ * hello on its data listener, where it waits for the roster.
+ */
 static void
 master_refuse_joined(struct rdv *r)
 {
 	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
-	int i;
+	double budget = wk_now() + 5.0, until;
+	char why[256];
+	int i, fd;
 
-	if (rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) == 0)
-		for (i = 1; i < c->size; i++)
-			if (c->peers[i].fd >= 0)
-				(void)send(c->peers[i].fd, b.p, b.len,
-					   MSG_NOSIGNAL | MSG_DONTWAIT);
-	wk_buf_free(&b);
-}
-
-/* Sends the roster (every rank's data address and host, and the mesh
- * token) to every rank. */
-static enum ddp_status
-master_send_roster(struct rdv *r)
-{
-	struct wk_mesh *c = r->mesh;
-	struct rdv_roster_entry *ents = NULL;
-	struct wk_buf b = {0};
-	enum ddp_status st = DDP_OK;
-	int i;
-
-	ents = calloc((size_t)c->size, sizeof(*ents));
-	if (!ents) {
-		st = wk_err(DDP_ERR_NOMEM, "rank 0: out of memory");
+	if (encode_push(r, &b) < 0 ||
+	    rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
 		goto out;
-	}
-	for (i = 0; i < c->size; i++) {
-		ents[i].port = (uint16_t)c->peers[i].port;
-		ddp_fmt(ents[i].addr, sizeof(ents[i].addr), "%s",
-			c->peers[i].addr);
-		ddp_fmt(ents[i].host, sizeof(ents[i].host), "%s",
-			c->peers[i].host);
-	}
-	if (rdv_encode_roster(&b, (uint32_t)c->size, r->token, ents) < 0) {
-		st = wk_err(DDP_ERR_NOMEM, "rank 0: roster too large");
-		goto out;
-	}
-	for (i = 1; i < c->size; i++) {
-		if (net_send_all(c->peers[i].fd, b.p, b.len,
-				 wk_now() + c->timeout_s) < 0) {
-			st = wk_err(DDP_ERR_PEER,
-				    "rank 0: sending the roster to rank %d "
-				    "(%s) failed: %s",
-				    i, c->peers[i].host, strerror(errno));
-			goto out;
-		}
+	for (i = 1; i < c->size && wk_now() < budget; i++) {
+		if (!r->joined[i])
+			continue;
+		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
+		fd = net_connect_once(c->peers[i].addr, c->peers[i].port, until,
+				      why, sizeof(why));
+		if (fd >= 0)
+			(void)net_send_all(fd, b.p, b.len, until);
+		net_close(&fd);
 	}
 out:
 	if (b.p)
 		explicit_bzero(b.p, b.cap);
-	free(ents);
 	wk_buf_free(&b);
-	return st;
 }
 
 /*
@@ -960,11 +1181,17 @@ keep_wanted(struct rdv *r)
 	return DDP_OK;
 }
 
-/* Rank 0: MASTER_PORT, a fresh mesh token, every rank joined, the roster. */
+/*
+ * Rank 0: MASTER_PORT, a fresh mesh token, every rank joined, the roster
+ * down the tree, then the mesh connections of the higher ranks its
+ * collectives use, on MASTER_PORT.
+ */
 static enum ddp_status
 master_side(struct rdv *r, double deadline)
 {
+	struct wk_mesh *c = r->mesh;
 	enum ddp_status st;
+	int i;
 
 	st = listen_master(r, deadline);
 	if (st)
@@ -972,58 +1199,92 @@ master_side(struct rdv *r, double deadline)
 	if (getrandom(r->token, sizeof(r->token), 0) !=
 	    (ssize_t)sizeof(r->token))
 		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
-	st = accept_ranks(r, 1, 0, deadline);
+	r->joined = calloc((size_t)c->size, 1);
+	if (!r->joined)
+		return wk_err(DDP_ERR_NOMEM, "rank 0: out of memory");
+	r->joined[0] = 1;
+	st = accept_ranks(r, 1, WAIT_JOINS, deadline);
 	if (st) {
 		master_refuse_joined(r);
 		return st;
 	}
-	st = master_send_roster(r);
-	return st ? st : keep_wanted(r);
-}
-
-/* The text of a REFUSE body, or why it could not be read. */
-static void
-refuse_text(const uint8_t *body, uint32_t blen, char *text, size_t textlen)
-{
-	char why[256];
-
-	if (rdv_parse_text(body, blen, text, textlen, why, sizeof(why)) < 0)
-		ddp_fmt(text, textlen, "(%s)", why);
+	while (r->npend > 0)
+		pend_drop(r, r->npend - 1, NULL, 0, 0);
+	r->roster = 1;
+	for (i = 0; i < c->size; i++) {
+		r->ents[i].port = (uint16_t)(i ? c->peers[i].port : r->lport);
+		ddp_fmt(r->ents[i].addr, sizeof(r->ents[i].addr), "%s",
+			i ? c->peers[i].addr : "");
+		ddp_fmt(r->ents[i].host, sizeof(r->ents[i].host), "%s",
+			c->peers[i].host);
+	}
+	deadline = wk_now() + c->timeout_s;
+	st = keep_wanted(r);
+	if (!st)
+		st = push_roster(r, deadline);
+	if (st)
+		/* A rank died after it joined: tell the others at once,
+		 * those below it in the tree included. */
+		master_refuse_joined(r);
+	if (!st)
+		st = accept_ranks(r, 1, WAIT_PEERS, deadline);
+	return st;
 }
 
 /*
  * Reads rank 0's next message of a join into *body (malloc'd, the caller
- * frees it). A REFUSE becomes an error quoting rank 0's reason; it and a
- * peer of another protocol version clear *retry.
+ * frees it). Until rank 0's proof verified (proven 0), whatever answers
+ * may be a squatter on MASTER_PORT or another job whose port collides:
+ * its REFUSE or another protocol version only means "not rank 0 of this
+ * job", and the rank connects again (its text is never shown, its
+ * address is). After the proof, rank 0's REFUSE ends the join, quoting
+ * its reason.
  */
 static enum ddp_status
 join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
-	  uint16_t *type, uint8_t **body, uint32_t *blen, int *retry)
+	  int proven, uint16_t *type, uint8_t **body, uint32_t *blen,
+	  int *retry)
 {
 	const struct ddp_config *cfg = r->cfg;
-	char what[64], text[1024];
+	char what[64], text[1024], peer[WK_ADDR_LEN];
 	enum ddp_status st;
-	int other;
+	int other, port;
 
 	ddp_fmt(what, sizeof(what), "rank %d: waiting for rank 0's %s",
 		r->mesh->rank, waiting_for);
 	st = recv_msg(fd, wait, what, type, body, blen, &other);
-	if (st) {
-		if (other)
+	if (st && other && !proven) {
+		net_sock_addr(fd, 0, peer, sizeof(peer), &port);
+		ddp_fmt(text, sizeof(text), "%s", wk_errbuf());
+		return wk_err(DDP_ERR_RENDEZVOUS,
+			      "%s; the process at %s:%d has not proven it is "
+			      "rank 0 of this job",
+			      text, peer, port);
+	}
+	if (st || *type != RDV_REFUSE) {
+		if (st && other)
 			*retry = 0;
 		return st;
 	}
-	if (*type != RDV_REFUSE)
-		return DDP_OK;
+	if (!proven) {
+		net_sock_addr(fd, 0, peer, sizeof(peer), &port);
+		return wk_err(DDP_ERR_AUTH,
+			      "rank %d: the process at %s:%d (MASTER_ADDR %s) "
+			      "refused before proving it is rank 0 of this "
+			      "job: another program or job may hold "
+			      "MASTER_PORT",
+			      r->mesh->rank, peer, port, cfg->master_addr);
+	}
 	*retry = 0;
 	refuse_text(*body, *blen, text, sizeof(text));
 	return wk_err(DDP_ERR_AUTH, "rank 0 at %s:%d refused rank %d: %s",
 		      cfg->master_addr, cfg->master_port, r->mesh->rank, text);
 }
 
-/* Join, phase 1: the open, naming the rank this process claims to be. */
+/* Join, phase 1: the open, naming the rank this process claims to be,
+ * with a fresh nonce of its own. */
 static enum ddp_status
-join_send_open(struct rdv *r, int fd, double wait, int *retry)
+join_send_open(struct rdv *r, int fd, double wait, uint8_t *nonce, int *retry)
 {
 	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
@@ -1035,7 +1296,11 @@ join_send_open(struct rdv *r, int fd, double wait, int *retry)
 	o.world = (uint32_t)c->size;
 	ddp_fmt(o.job, sizeof(o.job), "%s", r->cfg->job_id);
 	ddp_fmt(o.step, sizeof(o.step), "%s", r->cfg->step_id);
-	if (rdv_encode_open(&b, &o) < 0) {
+	if (getrandom(o.nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
+		*retry = 0;
+		st = wk_err(DDP_ERR_SYSTEM, "rank %d: getrandom: %s", c->rank,
+			    strerror(errno));
+	} else if (rdv_encode_open(&b, &o) < 0) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_INVALID, "rank %d: job or step id too long",
 			    c->rank);
@@ -1044,19 +1309,20 @@ join_send_open(struct rdv *r, int fd, double wait, int *retry)
 			    "rank %d: sending the open failed: %s", c->rank,
 			    strerror(errno));
 	}
+	memcpy(nonce, o.nonce, RDV_NONCE_LEN);
 	wk_buf_free(&b);
 	return st;
 }
 
 /*
  * Join, phase 2: rank 0's proof (message type, body) checked: this uid,
- * job, step, our rank, and our own address as rank 0 sees it (myaddr), so
- * that a proof relayed from another connection fails. The parsed proof
- * goes to *out (malloc'd, the caller frees it).
+ * job, step, our rank, our nonce and our own address as rank 0 sees it
+ * (bind), so that a proof relayed from another connection or replayed
+ * fails. The parsed proof goes to *out (malloc'd, the caller frees it).
  */
 static enum ddp_status
 join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
-		 uint32_t blen, const char *myaddr, struct rdv_proof **out,
+		 uint32_t blen, const char *bind, struct rdv_proof **out,
 		 int *retry)
 {
 	struct wk_mesh *c = r->mesh;
@@ -1074,7 +1340,7 @@ join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
 			type);
 	if (type != RDV_PROOF ||
 	    rdv_parse_proof(body, blen, pr, why, sizeof(why)) < 0 ||
-	    auth_verify(&r->auth, pr->cred, "rank0", c->rank, pr->nonce, myaddr,
+	    auth_verify(&r->auth, pr->cred, "rank0", c->rank, pr->nonce, bind,
 			why, sizeof(why)) < 0)
 		return wk_err(DDP_ERR_AUTH,
 			      "rank %d: the process at %s:%d did not prove it "
@@ -1087,11 +1353,11 @@ join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
 
 /*
  * Join, phase 3: our hello, with the data port, the host and a credential
- * made now for rank 0's nonce and this connection's address.
+ * made now for rank 0's nonce and this connection's binding.
  */
 static enum ddp_status
 join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
-		const char *myaddr, int *retry)
+		const char *bind, int *retry)
 {
 	struct wk_mesh *c = r->mesh;
 	struct rdv_hello *h;
@@ -1107,7 +1373,7 @@ join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
 	h->world = (uint32_t)c->size;
 	h->data_port = (uint16_t)r->lport;
 	ddp_fmt(h->host, sizeof(h->host), "%s", c->myhost);
-	st = auth_encode(&r->auth, "hello", c->rank, pr->nonce, myaddr, h->cred,
+	st = auth_encode(&r->auth, "hello", c->rank, pr->nonce, bind, h->cred,
 			 sizeof(h->cred));
 	if (st) {
 		*retry = 0;
@@ -1125,20 +1391,37 @@ join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
 	return st;
 }
 
+/* Join, phase 4: the welcome, carrying the mesh token. */
+static enum ddp_status
+join_take_welcome(struct rdv *r, uint16_t type, const uint8_t *body,
+		  uint32_t blen)
+{
+	char why[256];
+
+	if (type == RDV_WELCOME &&
+	    rdv_parse_welcome(body, blen, r->token, why, sizeof(why)) == 0)
+		return DDP_OK;
+	if (type != RDV_WELCOME)
+		ddp_fmt(why, sizeof(why), "message type %u", type);
+	return wk_err(DDP_ERR_RENDEZVOUS,
+		      "rank %d: rank 0 sent %s instead of a welcome",
+		      r->mesh->rank, why);
+}
+
 /*
  * One attempt to join rank 0 over the connected fd: open, rank 0's proof,
  * our hello, the welcome (each phase waits at most REPLY_WAIT_S). Returns
  * DDP_OK, or an error with *retry set when another connection may succeed
- * (closed, silent, not rank 0) and clear when not (refused by rank 0,
- * another protocol version, no munge). Every error names this rank: it
- * ends in ddp_last_error().
+ * (closed, silent, not rank 0) and clear when not (refused by rank 0
+ * after its proof, no munge). Every error names this rank: it ends in
+ * ddp_last_error().
  */
 static enum ddp_status
 join_once(struct rdv *r, int fd, double deadline, int *retry)
 {
 	struct rdv_proof *pr = NULL;
-	char myaddr[WK_ADDR_LEN + 8];
-	uint8_t *body = NULL;
+	char myaddr[WK_ADDR_LEN + 8], bind[WK_ADDR_LEN + 48];
+	uint8_t *body = NULL, nonce[RDV_NONCE_LEN];
 	enum ddp_status st;
 	uint16_t type = 0;
 	uint32_t blen = 0;
@@ -1148,24 +1431,26 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
 						  : deadline;
 	rank_addr(fd, 1, myaddr, sizeof(myaddr));
-	st = join_send_open(r, fd, wait, retry);
+	st = join_send_open(r, fd, wait, nonce, retry);
+	if (!st && rdv_conn_binding(bind, sizeof(bind), myaddr, nonce) < 0) {
+		*retry = 0;
+		st = wk_err(DDP_ERR_INVALID, "rank %d: address %s too long",
+			    r->mesh->rank, myaddr);
+	}
 	if (!st)
-		st = join_recv(r, fd, wait, "proof", &type, &body, &blen,
+		st = join_recv(r, fd, wait, "proof", 0, &type, &body, &blen,
 			       retry);
 	if (!st)
-		st = join_check_proof(r, type, body, blen, myaddr, &pr, retry);
+		st = join_check_proof(r, type, body, blen, bind, &pr, retry);
 	if (!st)
-		st = join_send_hello(r, fd, wait, pr, myaddr, retry);
+		st = join_send_hello(r, fd, wait, pr, bind, retry);
 	free(body);
 	body = NULL;
 	if (!st)
-		st = join_recv(r, fd, wait, "welcome", &type, &body, &blen,
+		st = join_recv(r, fd, wait, "welcome", 1, &type, &body, &blen,
 			       retry);
-	if (!st && type != RDV_WELCOME)
-		st = wk_err(DDP_ERR_RENDEZVOUS,
-			    "rank %d: rank 0 sent message type %u instead of "
-			    "a welcome",
-			    r->mesh->rank, type);
+	if (!st)
+		st = join_take_welcome(r, type, body, blen);
 	if (!st)
 		*retry = 0;
 	free(body);
@@ -1176,10 +1461,10 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 /*
  * Connects to rank 0 and joins, connecting again (with back-off) while
  * what answers is not rank 0 or drops the connection, until deadline.
- * Returns the joined fd in *out.
+ * The connection is closed once joined: the roster comes down the tree.
  */
 static enum ddp_status
-join_master(struct rdv *r, double deadline, int *out)
+join_master(struct rdv *r, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
 	const struct ddp_config *cfg = r->cfg;
@@ -1213,14 +1498,13 @@ join_master(struct rdv *r, double deadline, int *out)
 				c->timeout_s, why, cfg->master_port);
 		attempts++;
 		st = join_once(r, fd, deadline, &retry);
+		net_close(&fd);
 		if (!st) {
 			if (attempts > 1)
 				wk_log(0, "rank %d joined rank 0 at attempt %d",
 				       c->rank, attempts);
-			*out = fd;
 			return DDP_OK;
 		}
-		net_close(&fd);
 		if (!retry)
 			return st;
 		/* The first failure is worth a line: a squatter, or a
@@ -1236,80 +1520,30 @@ join_master(struct rdv *r, double deadline, int *out)
 }
 
 /*
- * Worker, phase 2: the roster on the joined connection fd (rank 0 sends it
- * once every rank has joined, so this waits up to rank 0's timeout and a
- * little more): every rank's data address, host and the mesh token.
+ * Worker, phase 3: a connection to each lower rank this rank's
+ * collectives use, on its data listener (rank 0's: MASTER_PORT), opened
+ * with a peer hello carrying the token.
  */
 static enum ddp_status
-worker_recv_roster(struct rdv *r, int fd, struct rdv_roster_entry *ents)
+worker_connect_lower(struct rdv *r, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
-	char why[512], text[1024];
-	uint8_t *body = NULL;
-	enum ddp_status st;
-	uint16_t type;
-	uint32_t blen, world;
-	int s, other;
-
-	st = recv_msg(fd, wk_now() + c->timeout_s + 5,
-		      "waiting for the other ranks to join", &type, &body,
-		      &blen, &other);
-	if (st)
-		goto out;
-	if (type == RDV_REFUSE) {
-		refuse_text(body, blen, text, sizeof(text));
-		st = wk_err(DDP_ERR_RENDEZVOUS, "rank 0 gave up: %s", text);
-		goto out;
-	}
-	if (type != RDV_ROSTER ||
-	    rdv_parse_roster(body, blen, (uint32_t)c->size, &world, r->token,
-			     ents, why, sizeof(why)) < 0 ||
-	    (int)world != c->size) {
-		st = wk_err(DDP_ERR_RENDEZVOUS,
-			    "rank %d: bad roster from rank 0 (%s)", c->rank,
-			    type == RDV_ROSTER ? why : "unexpected message");
-		goto out;
-	}
-	for (s = 0; s < c->size; s++) {
-		if (s == c->rank)
-			continue;
-		ddp_fmt(c->peers[s].host, DDP_HOST_MAX, "%s", ents[s].host);
-		ddp_fmt(c->peers[s].addr, WK_ADDR_LEN, "%s", ents[s].addr);
-		c->peers[s].port = ents[s].port;
-	}
-out:
-	free(body);
-	return st;
-}
-
-/*
- * Worker, phase 3: a connection to every lower rank's data listener, each
- * opened with a peer hello carrying the token. The token goes only to the
- * address an authenticated rank joined from and the data port it
- * announced, which it holds until every higher rank has connected to it.
- */
-static enum ddp_status
-worker_connect_lower(struct rdv *r, const struct rdv_roster_entry *ents,
-		     double deadline)
-{
-	struct wk_mesh *c = r->mesh;
-	struct rdv_peer_hello ph;
+	const char *addr;
 	struct wk_buf b = {0};
 	enum ddp_status st = DDP_OK;
 	char why[512];
-	int s, fd;
+	int s, fd, port;
 
-	ph.rank = (uint32_t)c->rank;
-	memcpy(ph.token, r->token, WK_TOKEN_LEN);
-	if (rdv_encode_peer(&b, &ph) < 0) {
+	if (encode_push(r, &b) < 0) {
 		st = wk_err(DDP_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	for (s = 1; s < c->rank; s++) {
+	for (s = 0; s < c->rank; s++) {
 		if (!wanted(r, s))
 			continue;
-		fd = net_connect_retry(ents[s].addr, ents[s].port, deadline,
-				       why, sizeof(why));
+		addr = s ? r->ents[s].addr : r->cfg->master_addr;
+		port = s ? r->ents[s].port : r->cfg->master_port;
+		fd = net_connect_retry(addr, port, deadline, why, sizeof(why));
 		if (fd < 0 && net_out_of_resources(errno)) {
 			st = resource_error(r, errno, "connecting to a peer");
 			goto out;
@@ -1317,23 +1551,23 @@ worker_connect_lower(struct rdv *r, const struct rdv_roster_entry *ents,
 		if (fd < 0) {
 			st = wk_err(DDP_ERR_RENDEZVOUS,
 				    "rank %d could not connect to rank %d at "
-				    "%s:%u (%s): %s; the firewall between the "
+				    "%s:%d (%s): %s; the firewall between the "
 				    "job's nodes must allow TCP between them "
 				    "(the slurm-ddp prolog opens it per job)",
-				    c->rank, s, ents[s].addr, ents[s].port,
-				    ents[s].host, why);
+				    c->rank, s, addr, port, c->peers[s].host,
+				    why);
 			goto out;
 		}
 		c->peers[s].fd = fd;
 		if (net_send_all(fd, b.p, b.len, deadline) < 0) {
 			st = wk_err(DDP_ERR_RENDEZVOUS,
 				    "rank %d: hello to rank %d (%s) failed: %s",
-				    c->rank, s, ents[s].host, strerror(errno));
+				    c->rank, s, c->peers[s].host,
+				    strerror(errno));
 			goto out;
 		}
 	}
 out:
-	explicit_bzero(ph.token, sizeof(ph.token));
 	if (b.p)
 		explicit_bzero(b.p, b.cap);
 	wk_buf_free(&b);
@@ -1341,17 +1575,16 @@ out:
 }
 
 /*
- * A rank other than 0: a data listener, the join (phase 1, join_master),
- * the roster, then connections to the lower ranks and from the higher
+ * A rank other than 0: a data listener, the join (join_master), the
+ * roster from its parent in the tree, handed on to its children, then
+ * connections to the lower ranks its collectives use and from the higher
  * ones: the connects complete in the listeners' backlogs, so no cycle.
  */
 static enum ddp_status
 worker_side(struct rdv *r, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
-	struct rdv_roster_entry *ents = NULL;
 	enum ddp_status st;
-	int fd = -1;
 
 	r->lfd = net_listen(0, &r->lport);
 	if (r->lfd < 0 && net_out_of_resources(errno))
@@ -1359,27 +1592,25 @@ worker_side(struct rdv *r, double deadline)
 	if (r->lfd < 0)
 		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
 			      c->rank, strerror(errno));
-	ents = calloc((size_t)c->size, sizeof(*ents));
-	if (!ents) {
-		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
-		goto out;
-	}
-	st = join_master(r, deadline, &fd);
+	st = join_master(r, deadline);
 	if (st)
-		goto out;
-	c->peers[0].fd = fd;
-	ddp_fmt(c->peers[0].host, DDP_HOST_MAX, "%s", r->cfg->master_addr);
-	st = worker_recv_roster(r, fd, ents);
-	if (!st)
+		return st;
+	/* Rank 0 sends the roster once every rank has joined, so this
+	 * waits up to rank 0's timeout and a little more. */
+	st = accept_ranks(r, c->rank + 1, WAIT_ROSTER, deadline + 5);
+	if (!st && r->roster > 0) {
+		deadline = wk_now() + c->timeout_s;
 		st = keep_wanted(r);
-	if (st)
-		goto out;
-	deadline = wk_now() + c->timeout_s;
-	st = worker_connect_lower(r, ents, deadline);
-	if (!st)
-		st = accept_ranks(r, c->rank + 1, 1, deadline);
-out:
-	free(ents);
+		if (!st)
+			st = push_roster(r, deadline);
+		if (!st)
+			st = worker_connect_lower(r, deadline);
+		if (!st)
+			st = accept_ranks(r, c->rank + 1, WAIT_PEERS, deadline);
+	}
+	if (!st && r->roster < 0)
+		st = wk_err(DDP_ERR_RENDEZVOUS, "rank 0 gave up: %s",
+			    r->gave_up);
 	return st;
 }
 
@@ -1430,6 +1661,11 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	r->mesh = m;
 	r->cfg = cfg;
 	r->lfd = -1;
+	r->ents = calloc((size_t)m->size, sizeof(*r->ents));
+	if (!r->ents) {
+		free(r);
+		return wk_err(DDP_ERR_NOMEM, "rendezvous: out of memory");
+	}
 	nofile = net_raise_nofile(&was);
 	if (was >= 0)
 		wk_log(3, "rank %d: open-file limit raised from %ld to %ld",
@@ -1454,6 +1690,8 @@ out:
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
 	free(r->want);
+	free(r->joined);
+	free(r->ents);
 	free(r);
 	return st;
 }

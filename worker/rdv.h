@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libddp's rendezvous (rdv.c, protocol 2): rank 0 proves itself with munge
+ * libddp's rendezvous (rdv.c, protocol 3): rank 0 proves itself with munge
  * before any rank says more than which rank it claims, every rank proves
- * itself bound to rank 0's nonce and to its connection, then every pair
- * of ranks gets one connection authenticated with a token rank 0 handed
+ * itself bound to both sides' nonces and to its connection, the roster
+ * goes down a tree of ranks, then each rank connects the peers its
+ * collectives use (peers.h), authenticated with a token rank 0 handed
  * out. The wire formats are in proto.h, the credentials in auth.h, the
- * sockets in net.h; the result is a connected TCP mesh (tcp.h).
+ * sockets in net.h; the result is a connected sparse TCP mesh (tcp.h).
  */
 #ifndef DDP_WK_RDV_H
 #define DDP_WK_RDV_H
@@ -14,8 +15,9 @@
 #include "tcp.h"
 
 /*
- * Fills m->peers (fds connected, non-blocking and tuned, hosts, addresses
- * and data ports known) within cfg->timeout_s; m->rank, size, timeout_s,
+ * Fills m->peers (hosts, addresses and data ports of every rank; fds
+ * connected, non-blocking and tuned for the peers peers.h names, -1 for
+ * the others) within cfg->timeout_s; m->rank, size, timeout_s,
  * myhost and the peers array (fd -1) must be set up, cfg is borrowed.
  * Rank 0 waits for MASTER_PORT while another process holds it, the others
  * connect again while what answers is not rank 0. Refusals are logged

@@ -51,6 +51,7 @@ roundtrip_open(const struct rdv_open *o)
 		    rdv_parse_open(b.p + RDV_HDR_LEN, blen, &o2, err,
 				   sizeof(err)) != 0 ||
 		    o2.rank != o->rank || o2.world != o->world ||
+		    memcmp(o2.nonce, o->nonce, RDV_NONCE_LEN) != 0 ||
 		    strcmp(o2.job, o->job) != 0 ||
 		    strcmp(o2.step, o->step) != 0)
 			abort();
@@ -136,6 +137,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			roundtrip_hello(h);
 		break;
 	case RDV_WELCOME:
+		(void)rdv_parse_welcome(body, blen, token, err, sizeof(err));
+		break;
 	case RDV_REFUSE:
 		(void)rdv_parse_text(body, blen, text, sizeof(text), err,
 				     sizeof(err));

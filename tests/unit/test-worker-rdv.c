@@ -8,6 +8,7 @@
  * joins (F10); DDP_AUTH=none says so on every rank and keeps to one host
  * unless told otherwise (F12). Every job still completes.
  */
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <sys/resource.h>
 
@@ -470,6 +471,278 @@ test_auth_none(void)
 	tw_free_job(3, rk);
 }
 
+/* ---- the roster down the tree ---- */
+
+#define TREE_RANKS 12 /* rank 1's children in the tree: 9, 10, 11 */
+
+/* Rank 1 joins, then dies (SIGALRM) before the roster; rank 11 joins
+ * last, so rank 0 meets the dead rank when it hands the roster down. */
+static int
+parent_dies_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	(void)arg;
+	ddp_set_log_fn(tr_log_to_file, out);
+	if (i == 1)
+		alarm(1);
+	if (i == size - 1)
+		usleep(2000000);
+	tr_cfg(&cfg, i, size, port, 30, "777", munge_sock);
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_tree_parent_dies(void)
+{
+	static struct tw_rank rk[TREE_RANKS];
+	int failed = tap_failed, i, told = 1;
+
+	if (tw_run_job(TREE_RANKS, parent_dies_role, NULL, 50, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 2; i < TREE_RANKS; i++)
+		told = told && tw_exit(&rk[i]) == 3 &&
+		       tr_has(&rk[i], "rank 0 gave up") &&
+		       tr_has(&rk[i], "could not hand the roster to rank 1") &&
+		       !tr_has(&rk[i], "timed out");
+	tap_ok(tw_exit(&rk[1]) == 128 + SIGALRM && tw_exit(&rk[0]) == 3 &&
+		       tr_has(&rk[0], "could not hand the roster to rank 1") &&
+		       told,
+	       "a rank that dies after joining (rank 1, parent of 9-11 in the "
+	       "roster's tree) is named by rank 0, which tells every other "
+	       "rank, its children included, at once, not at the timeout");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(TREE_RANKS, rk);
+	tw_free_job(TREE_RANKS, rk);
+}
+
+/* Sends a raw peer hello claiming rank `rank` with a wrong token,
+ * followed by a roster, to 127.0.0.1:port; 1 when it was delivered. */
+static int
+fake_push(int port, uint32_t rank)
+{
+	uint8_t msg[TR_HDR + 36 + TR_HDR + 36];
+	int fd = tr_dial("127.0.0.1", port, 1), ok;
+
+	memset(msg, 0x5a, sizeof(msg));
+	tr_put_hdr(msg, 5, 36); /* PEER: rank, token */
+	memcpy(msg + TR_HDR, &rank, 4);
+	tr_put_hdr(msg + TR_HDR + 36, TR_ROSTER, 36); /* world 0, token */
+	memset(msg + 2 * TR_HDR + 36, 0, 4);
+	if (fd < 0)
+		return 0;
+	ok = write(fd, msg, sizeof(msg)) == (ssize_t)sizeof(msg);
+	close(fd);
+	return ok;
+}
+
+/* The TCP ports the sibling processes (the job's ranks) listen on. */
+static int
+sibling_ports(int *ports, int max)
+{
+	char path[300], link[64], line[512];
+	unsigned long inodes[512], ino;
+	int nino = 0, n = 0, k;
+	struct dirent *d, *e;
+	DIR *proc = opendir("/proc"), *fds;
+	FILE *f;
+	unsigned lport, st;
+
+	while (proc && (d = readdir(proc)) && nino < 512) {
+		int pid = (int)strtol(d->d_name, NULL, 10), ppid = 0;
+
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		f = fopen(path, "r");
+		if (!f || fscanf(f, "%*d (%*[^)]) %*c %d", &ppid) != 1)
+			ppid = 0;
+		if (f)
+			fclose(f);
+		if (ppid != getppid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+		fds = opendir(path);
+		while (fds && (e = readdir(fds)) && nino < 512) {
+			ssize_t len;
+
+			snprintf(path, sizeof(path), "/proc/%d/fd/%s", pid,
+				 e->d_name);
+			len = readlink(path, link, sizeof(link) - 1);
+			if (len <= 0)
+				continue;
+			link[len] = '\0';
+			if (sscanf(link, "socket:[%lu]", &ino) == 1)
+				inodes[nino++] = ino;
+		}
+		if (fds)
+			closedir(fds);
+	}
+	if (proc)
+		closedir(proc);
+	for (k = 0; k < 2; k++) {
+		f = fopen(k ? "/proc/net/tcp6" : "/proc/net/tcp", "r");
+		while (f && fgets(line, sizeof(line), f) && n < max) {
+			int j;
+
+			if (sscanf(line,
+				   " %*d: %*x:%x %*x:%*x %x %*x:%*x %*x:%*x "
+				   "%*x %*u %*u %lu",
+				   &lport, &st, &ino) != 3 ||
+			    st != 0x0a)
+				continue;
+			for (j = 0; j < nino; j++)
+				if (inodes[j] == ino && n < max)
+					ports[n++] = (int)lport;
+		}
+		if (f)
+			fclose(f);
+	}
+	return n;
+}
+
+/* Ranks 0-11 of a job, rank 11 late; index 12 pushes fake rosters with
+ * a wrong token to every port the ranks listen on, for 3 s. */
+static int
+tree_intruder_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+	int ports[64], n, k, sent = 0;
+	double end;
+
+	(void)size;
+	(void)arg;
+	if (i == TREE_RANKS) {
+		end = tw_now() + 3;
+		while (tw_now() < end) {
+			n = sibling_ports(ports, 64);
+			for (k = 0; k < n; k++)
+				sent += fake_push(ports[k], k % 2 ? 0 : 1);
+			usleep(100000);
+		}
+		fprintf(out, "PUSHED %d\n", sent);
+		return 0;
+	}
+	ddp_set_log_fn(tr_log_to_file, out);
+	if (i == TREE_RANKS - 1)
+		usleep(1500000);
+	tr_cfg(&cfg, i, TREE_RANKS, port, 30, "777", munge_sock);
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_tree_intruder(void)
+{
+	static struct tw_rank rk[TREE_RANKS + 1];
+	int failed = tap_failed, i, ok = 1, refused = 0;
+
+	if (tw_run_job(TREE_RANKS + 1, tree_intruder_role, NULL, 50, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 0; i < TREE_RANKS; i++) {
+		ok = ok && tw_exit(&rk[i]) == 0 &&
+		     tr_has(&rk[i], "ALLREDUCE 0 12 ");
+		refused += tr_has(&rk[i], "wrong job token");
+	}
+	tap_ok(ok && refused > 0 && !tr_has(&rk[TREE_RANKS], "PUSHED 0"),
+	       "fake rosters (rank 0's or a parent's peer hello with a wrong "
+	       "token) pushed to every listening port of the job are refused "
+	       "(%d ranks logged it) and the job completes",
+	       refused);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(TREE_RANKS + 1, rk);
+	tw_free_job(TREE_RANKS + 1, rk);
+}
+
+/* Two jobs of one user whose ports collide: job 777 (indices 0, 1) holds
+ * the port until its rank 1 comes; job 778 (2, 3) starts meanwhile. */
+static int
+collide_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	(void)size;
+	(void)arg;
+	ddp_set_log_fn(tr_log_to_file, out);
+	usleep(i == 1 ? 1500000 : i == 0 ? 0 : 300000);
+	tr_cfg(&cfg, i % 2, 2, port, 20, i < 2 ? "777" : "778", munge_sock);
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_port_collision(void)
+{
+	struct tw_rank rk[4];
+	int failed = tap_failed, i, ok = 1;
+
+	if (tw_run_job(4, collide_role, NULL, 40, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 0; i < 4; i++)
+		ok = ok && completed(&rk[i]);
+	tap_ok(ok && tr_has(&rk[3], "refused before proving it is rank 0") &&
+		       tr_has(&rk[3], "connecting again") &&
+		       tr_has(&rk[2], "is held by another process"),
+	       "T3-3: two jobs whose MASTER_PORTs collide both complete: the "
+	       "later job's rank 1, refused by the other job's rank 0 (which "
+	       "never proved itself to it), connects again, and its rank 0 "
+	       "waits for the port");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(4, rk);
+	tw_free_job(4, rk);
+}
+
+/* Rank 2 joins rank 0 over IPv6 (::1); its mesh connection to rank 1
+ * comes from 127.0.0.1, the address rank 1 joined from. */
+static int
+other_addr_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	(void)arg;
+	ddp_set_log_fn(tr_log_to_file, out);
+	tr_cfg(&cfg, i, size, port, 4, "777", munge_sock);
+	if (i == 2)
+		snprintf(cfg.master_addr, sizeof(cfg.master_addr), "::1");
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_mesh_from_join_addr(void)
+{
+	struct tw_rank rk[3];
+	struct sockaddr_in6 lo6 = {.sin6_family = AF_INET6};
+	int failed = tap_failed, fd = socket(AF_INET6, SOCK_STREAM, 0), v6;
+
+	lo6.sin6_addr = in6addr_loopback;
+	v6 = fd >= 0 && bind(fd, (struct sockaddr *)&lo6, sizeof(lo6)) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (!v6) {
+		printf("ok %d # SKIP T3-9 needs a second address: no IPv6 "
+		       "loopback (::1) here\n",
+		       ++tap_count);
+		return;
+	}
+	if (tw_run_job(3, other_addr_role, NULL, 30, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tr_has(&rk[1], "rank 2 connects from 127.0.0.1, but joined "
+			      "from ::1") &&
+		       tw_exit(&rk[1]) == 3,
+	       "T3-9: a mesh connection is accepted only from the address its "
+	       "rank joined from (rank 2 joined through ::1, connects "
+	       "to rank 1 from 127.0.0.1: refused and logged)");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(3, rk);
+	tw_free_job(3, rk);
+}
+
 int
 main(void)
 {
@@ -495,6 +768,10 @@ main(void)
 	test_ttl();
 	test_auth_none();
 	test_fd_limit();
+	test_port_collision();
+	test_tree_parent_dies();
+	test_tree_intruder();
+	test_mesh_from_join_addr();
 	tr_munged_stop(dir);
 	return tap_done();
 }

@@ -19,6 +19,7 @@
 #define TR_NOBODY 65534
 #define TR_HDR 12
 #define TR_MAGIC 0x52504444u
+#define TR_VERSION 3 /* the protocol of the libddp under test */
 /* Message types an attacker watches for. */
 #define TR_WELCOME 2
 #define TR_REFUSE 3
@@ -144,6 +145,23 @@ tr_wait_in(int fd, double secs)
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	return poll(&p, 1, (int)(secs * 1000));
+}
+
+/* A message header: magic, version, type and body length, little endian. */
+__attribute__((unused)) static void
+tr_put_hdr(uint8_t *p, uint16_t type, uint32_t len)
+{
+	uint32_t w[2] = {TR_MAGIC, len};
+	int k;
+
+	for (k = 0; k < 4; k++) {
+		p[k] = (uint8_t)(w[0] >> (8 * k));
+		p[8 + k] = (uint8_t)(w[1] >> (8 * k));
+	}
+	p[4] = TR_VERSION & 0xff;
+	p[5] = TR_VERSION >> 8;
+	p[6] = (uint8_t)type;
+	p[7] = (uint8_t)(type >> 8);
 }
 
 __attribute__((unused)) static uint32_t
