@@ -134,6 +134,7 @@ check: all unit-tests gpu-tests
 	@$(MAKE) --no-print-directory SAN=1 BUILD=build/san unit-tests
 	@$(MAKE) --no-print-directory fuzzers
 	@$(MAKE) --no-print-directory stage
+	@$(MAKE) --no-print-directory deb
 	@tests/run
 
 # libFuzzer targets always build with clang, beside the normal build.
