@@ -31,7 +31,7 @@ setup_file() {
 		echo "slurm-ddp packages are already on this machine ($left): remove them first" >&2
 		return 1
 	}
-	for d in /run/slurm-ddp /var/tmp/ddp; do
+	for d in /run/slurm-ddp /var/lib/slurm-ddp; do
 		[ ! -e "$d" ] || {
 			echo "$d exists: this machine runs slurm-ddp already; the test's purge would remove it" >&2
 			return 1
@@ -47,7 +47,7 @@ teardown_file() {
 	left=$(installed)
 	# shellcheck disable=SC2086 # one word per package
 	[ -z "$left" ] || apt_quiet purge $left >/dev/null 2>&1 || true
-	rm -rf /run/slurm-ddp /var/tmp/ddp
+	rm -rf /run/slurm-ddp /var/lib/slurm-ddp
 }
 
 @test "make deb builds every package, lintian-clean" {
@@ -136,7 +136,7 @@ teardown_file() {
 	# the machine's firewall is untouched; the port key is missing here,
 	# so it exits 1 after making the directories).
 	unshare --net /usr/sbin/ddp-nodectl install >/dev/null 2>&1 || true
-	[ -d /var/tmp/ddp ] && [ -d /run/slurm-ddp ]
+	[ -d /var/lib/slurm-ddp ] && [ -d /run/slurm-ddp ]
 	echo '# site edit' >>/etc/slurm/ddp.conf
 	apt_quiet remove "${packages[@]}" >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
 		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
@@ -158,7 +158,7 @@ teardown_file() {
 		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
 	[ -z "$(installed)" ]
 	[ ! -e /etc/slurm/ddp.conf ] && [ ! -e /etc/slurm/plugstack.conf.d/ddp.conf ]
-	[ ! -e /var/tmp/ddp ] && [ ! -e /run/slurm-ddp ]
+	[ ! -e /var/lib/slurm-ddp ] && [ ! -e /run/slurm-ddp ]
 	run find /etc /usr /var/lib/systemd -name '*ddp-nodectl*' -o -name 'spank_ddp.so' \
 		-o -name 'libddp*' -o -path '*/slurm-ddp*'
 	[ -z "$output" ] || { echo "left after purge: $output" >&2; false; }
