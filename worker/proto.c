@@ -140,7 +140,8 @@ msg_end(struct wk_buf *b, size_t off)
 	if (b->bad)
 		return -1;
 	body = b->len - off - RDV_HDR_LEN;
-	if (body > RDV_MAX_BODY) {
+	if (body > (get16(b->p + off + 6) == RDV_ROSTER ? RDV_MAX_ROSTER
+							: RDV_MAX_BODY)) {
 		b->len = off;
 		return -1;
 	}

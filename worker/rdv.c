@@ -100,6 +100,12 @@ struct rdv {
 	uint8_t token[WK_TOKEN_LEN];
 	struct pend pend[MAX_PENDING];
 	int npend;
+	/* The table's size and one address's share of it: MAX_PENDING and
+	 * PER_SOURCE_MAX, less under a low limit of open files, so that
+	 * pending connections never take the descriptors the rank needs. */
+	int pend_max;
+	int per_source_max;
+	double wait_end; /* the deadline of the current accept_ranks */
 	uint64_t seq;
 	struct refusals ref;
 	const struct ddp_config *cfg;
@@ -743,11 +749,11 @@ pend_victim(const struct rdv *r, uint32_t src)
 
 	for (i = 0; i < r->npend; i++)
 		own += r->pend[i].src == src;
-	if (own < PER_SOURCE_MAX && r->npend < MAX_PENDING)
+	if (own < r->per_source_max && r->npend < r->pend_max)
 		return -1;
 	src_counts(r, cnt);
 	for (i = 0; i < r->npend; i++) {
-		if (own >= PER_SOURCE_MAX && r->pend[i].src != src)
+		if (own >= r->per_source_max && r->pend[i].src != src)
 			continue;
 		if (v < 0 || r->pend[i].stage < r->pend[v].stage ||
 		    (r->pend[i].stage == r->pend[v].stage &&
@@ -836,7 +842,7 @@ accept_new(struct rdv *r, int peer_mode)
 		}
 		src = src_hash(addr);
 		pend_make_room(r, src, peer_mode);
-		if (r->npend == MAX_PENDING) {
+		if (r->npend == r->pend_max) {
 			refuse_log(r, from,
 				   "too many pending connections from this "
 				   "address");
@@ -851,7 +857,10 @@ accept_new(struct rdv *r, int peer_mode)
 		p->seq = ++r->seq;
 		p->need = RDV_HDR_LEN;
 		p->buf = malloc(RDV_HDR_LEN);
-		p->deadline = wk_now() + HELLO_GRACE_S;
+		/* A rank's peer hello may be late on a busy host, and the
+		 * rank does not connect again: it has until the wait ends. */
+		p->deadline =
+			peer_mode ? r->wait_end : wk_now() + HELLO_GRACE_S;
 		ddp_fmt(p->addr, sizeof(p->addr), "%s", addr);
 		ddp_fmt(p->from, sizeof(p->from), "%s", from);
 		r->npend++;
@@ -911,7 +920,7 @@ pend_expire(struct rdv *r, double now)
 
 	for (i = 0; i < r->npend; i++) {
 		if (r->pend[i].deadline <= now) {
-			pend_drop(r, i, "no hello within 10 s", 0, 0);
+			pend_drop(r, i, "no hello in time", 0, 0);
 			i--;
 		}
 	}
@@ -972,6 +981,7 @@ accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 	int peer_mode = what != WAIT_JOINS, i, missing;
 	double now;
 
+	r->wait_end = deadline;
 	for (;;) {
 		missing = 0;
 		for (i = from; i < c->size && what != WAIT_ROSTER; i++)
@@ -1670,6 +1680,11 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	if (was >= 0)
 		wk_log(3, "rank %d: open-file limit raised from %ld to %ld",
 		       m->rank, was, nofile);
+	r->pend_max = nofile < 0 || nofile / 2 >= MAX_PENDING ? MAX_PENDING
+		      : nofile / 2 > 8 ? (int)(nofile / 2)
+				       : 8;
+	r->per_source_max =
+		r->pend_max < PER_SOURCE_MAX ? r->pend_max : PER_SOURCE_MAX;
 	st = auth_init(&r->auth, cfg);
 	if (!st && !cfg->auth)
 		st = auth_none_policy(r, cfg);
