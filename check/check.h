@@ -37,6 +37,7 @@ struct chk_opts {
 	enum chk_gpu_mode gpu;
 	long link_ms; /* each direction's stream */
 	int verbose;
+	long port; /* --port: the rendezvous's port; 0: MASTER_PORT's */
 };
 
 /*

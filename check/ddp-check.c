@@ -4,9 +4,11 @@
  * names the bad one.
  *
  *   srun --ddp ddp-check [--mode fail|warn|off] [--min-fraction F]
- *                        [--time-limit S] [--gpu auto|on|off]
+ *                        [--time-limit S] [--gpu auto|on|off] [--port N]
  *
- * Every rank joins with libddp (munge-authenticated, on MASTER_PORT): a
+ * Every rank joins with libddp (munge-authenticated, on --port, else on
+ * MASTER_PORT; srun --ddp-check gives a port of the job's that is never
+ * MASTER_PORT, so the program's port is not seen listening first): a
  * rank that cannot reach another is named. Then the lowest rank of each
  * node times each link of a ring over the nodes, in both directions, on
  * plain TCP connections whose ports and token go over libddp's control
@@ -642,7 +644,7 @@ out:
 	return rc;
 }
 
-/* All ranks' devices together, on MASTER_PORT again. */
+/* All ranks' devices together, on the rendezvous's port again. */
 static int
 gpu_world(struct check *ck, char *why, size_t len, double *sec)
 {
@@ -801,7 +803,8 @@ gpus(struct check *ck)
 		}
 	}
 	set_phase("running an allreduce over all GPUs");
-	/* Rank 0 listens on MASTER_PORT again: let it start first. */
+	/* Rank 0 listens on the rendezvous's port again: let it start
+	 * first. */
 	if (ddp_barrier(ck->comm) != DDP_OK) {
 		comm_failed(ck, "starting the device allreduce");
 		goto out;
@@ -1009,6 +1012,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "ddp-check: %s\n", ddp_last_error());
 		return 2;
 	}
+	if (ck.o.port)
+		ck.cfg.master_port = (int)ck.o.port;
 	ck.rank = ck.cfg.rank;
 	ck.world = ck.cfg.world_size;
 	if (start_watchdog(&ck) < 0)

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "ddp_util.h"
+#include "port.h"
 
 /* ---- options ---- */
 
@@ -23,7 +24,7 @@ chk_usage(FILE *f)
 		"usage: srun --ddp ddp-check [--mode fail|warn|off] "
 		"[--min-fraction F]\n"
 		"                  [--time-limit S] [--gpu auto|on|off] "
-		"[--link-ms MS] [--verbose]\n"
+		"[--link-ms MS] [--port N] [--verbose]\n"
 		"  --mode MODE        fail (default): a problem ends every "
 		"rank with status 1;\n"
 		"                     warn: print it, status 0; off: do "
@@ -38,6 +39,10 @@ chk_usage(FILE *f)
 		"required; off: skip\n"
 		"  --link-ms MS       how long each link is timed (default "
 		"200)\n"
+		"  --port N           the rendezvous's port (default: "
+		"MASTER_PORT; srun\n"
+		"                     --ddp-check gives one of the job's "
+		"other ports)\n"
 		"Every rank of the step runs it; rank 0 prints the report. "
 		"Exit status 0:\n"
 		"healthy (or --mode warn), 1: a problem (the report names the "
@@ -85,6 +90,7 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 		{"time-limit", required_argument, NULL, 't'},
 		{"gpu", required_argument, NULL, 'g'},
 		{"link-ms", required_argument, NULL, 'l'},
+		{"port", required_argument, NULL, 'p'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -147,6 +153,12 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 					       "use milliseconds from 10 to "
 					       "5000, e.g. 200");
 			o->link_ms = v;
+			break;
+		case 'p':
+			o->port = ddp_port_parse(optarg);
+			if (o->port < 0)
+				return bad_opt(err, errlen, "port", optarg,
+					       "use a port from 1 to 65535");
 			break;
 		case 'v':
 			o->verbose = 1;

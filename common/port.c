@@ -175,6 +175,29 @@ ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
 		      permute(key, job_id, min, max, size, step_id % size));
 }
 
+long
+ddp_port_choose_check(const struct ddp_port_key *key, unsigned long job_id,
+		      unsigned long step_id, unsigned min, unsigned max,
+		      long master_port)
+{
+	unsigned long size, own, away;
+	long port;
+
+	if (min == 0 || max > 65535 || min >= max)
+		return -1;
+	size = (unsigned long)max - min + 1;
+	own = step_id % size;
+	/* Another input of the same job's mapping, so never the step's own
+	 * port; half the range away, so not a nearby step's either. */
+	away = (own + size / 2) % size;
+	port = key ? ddp_port_choose_keyed(key, job_id, away, min, max)
+		   : ddp_port_choose(job_id, away, min, max);
+	if (port == master_port)
+		port = key ? ddp_port_choose_keyed(key, job_id, own, min, max)
+			   : ddp_port_choose(job_id, own, min, max);
+	return port;
+}
+
 void
 ddp_port_key_wipe(struct ddp_port_key *key)
 {

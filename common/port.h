@@ -65,6 +65,27 @@ long ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
 			   unsigned long step_id, unsigned min, unsigned max);
 
 /*
+ * The port ddp-check's rendezvous takes when srun --ddp-check (or the
+ * site's check) runs it before the program: never MASTER_PORT, so the
+ * listening socket a user on the node sees during the check tells them
+ * nothing they could squat before the program's rendezvous. It is the
+ * same scheme's port (key NULL: public, else keyed under key, borrowed)
+ * for the input half the range away from the step's own,
+ * (step_id mod size + size / 2) mod size: one of the job's other slots,
+ * which the job's mapping sends to another port than the step's own and
+ * which is, without the key, as unpredictable as MASTER_PORT (it tells
+ * only that MASTER_PORT is another port). Where master_port (-1: none)
+ * is that port anyway, a MASTER_PORT the user chose, the step's own
+ * slot's port is taken instead, which differs from it. The check port
+ * of step s is the chosen MASTER_PORT of step s + size / 2 of the same
+ * job. Returns -1 when [min, max] is not within 1..65535 or holds fewer
+ * than 2 ports (no port is left for the check). Reentrant.
+ */
+long ddp_port_choose_check(const struct ddp_port_key *key, unsigned long job_id,
+			   unsigned long step_id, unsigned min, unsigned max,
+			   long master_port);
+
+/*
  * Reads the port key file path into key. The file must be a regular file
  * (not a symlink) owned by uid owner (root, 0, in slurmstepd) with no
  * group or other permission bits (0600 or 0400), in a directory owned by

@@ -39,6 +39,9 @@ struct ddp_node {
 	char host[DDP_HOSTNAME_MAX + 1];
 	char master[DDP_HOSTNAME_MAX + 1];
 	long port; /* 0: keep the user's MASTER_PORT */
+	/* ddp-check's rendezvous port (ddp_port_choose_check), never
+	 * MASTER_PORT; 0 when the step runs no check. */
+	long check_port;
 	char port_note[160];
 	/* The site's port key, read as root in init_post_opt and wiped once
 	 * the port is chosen: 1 loaded, 0 not read (port_key = ""), -1
@@ -56,6 +59,10 @@ struct ddp_node {
 	char shared_dir[PATH_MAX];  /* checked DDP_SHARED_DIR, or "" */
 	char scratch_dir[PATH_MAX]; /* checked DDP_SCRATCH_DIR, or "" */
 	struct ddp_gpu_sel gpus;    /* what every rank sees */
+	/* PyTorch's flight recorder (flightrec.h): 1 when every rank gets its
+	 * variables, and why not, for the node's first rank, or "". */
+	int flightrec;
+	char flightrec_note[DDP_ERR_LEN];
 };
 
 struct ddp_plugin {

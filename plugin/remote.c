@@ -23,6 +23,7 @@
 
 #include "ddp_log.h"
 #include "ddp_util.h"
+#include "flightrec.h"
 #include "jobdir.h"
 #include "plugin.h"
 #include "port.h"
@@ -159,6 +160,57 @@ remote_load_port_key(struct ddp_plugin *p)
 		n->port_key_state = -1;
 }
 
+/* --ddp-check as given, else the site's check. */
+static enum ddp_check
+check_mode(const struct ddp_plugin *p)
+{
+	return p->opts.check >= 0 ? (enum ddp_check)p->opts.check
+				  : p->conf.check;
+}
+
+/*
+ * ddp-check's own port, keyed like MASTER_PORT and never equal to master
+ * (the step's MASTER_PORT, chosen or the user's): a user on the node
+ * sees the check's listening socket and could otherwise take the port
+ * when the check closes it, before the program's rendezvous. It lies in
+ * port_range, which the prolog opens to the job's nodes.
+ */
+static void
+choose_check_port(struct ddp_plugin *p, long master)
+{
+	struct ddp_node *n = &p->node;
+	long port;
+
+	if (check_mode(p) == DDP_CHECK_OFF)
+		return;
+	if (n->port_key_state < 0) {
+		node_error(n,
+			   "--ddp-check: %s: %s (ddp-check's port is keyed "
+			   "like MASTER_PORT; until the admin fixes it, "
+			   "--ddp-check=off runs the step unchecked)",
+			   n->host, n->port_key_error);
+		return;
+	}
+	if (p->conf.port_key[0] && n->port_key_state == 0) {
+		node_error(n, "--ddp-check: %s: port_key %s was not read",
+			   n->host, p->conf.port_key);
+		return;
+	}
+	port = ddp_port_choose_check(
+		n->port_key_state > 0 ? &n->port_key : NULL, n->jobid,
+		n->stepid, p->conf.port_min, p->conf.port_max, master);
+	if (port < 0) {
+		node_error(n,
+			   "--ddp-check: port_range %u-%u leaves ddp-check no "
+			   "port but MASTER_PORT (the admin gives port_range "
+			   "in ddp.conf at least 2 ports; --ddp-check=off "
+			   "runs the step unchecked)",
+			   p->conf.port_min, p->conf.port_max);
+		return;
+	}
+	n->check_port = port;
+}
+
 static void
 choose_port(struct ddp_plugin *p, spank_t sp)
 {
@@ -168,6 +220,7 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 
 	if (p->opts.port) {
 		n->port = p->opts.port;
+		choose_check_port(p, n->port);
 		goto out;
 	}
 	jobenv(sp, "MASTER_PORT", preset, sizeof(preset));
@@ -181,6 +234,7 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 			goto out;
 		}
 		n->port = 0; /* the user's own wins */
+		choose_check_port(p, ddp_port_parse(preset));
 		goto out;
 	}
 	if (n->port_key_state < 0) {
@@ -208,6 +262,7 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 		goto out;
 	}
 	n->port = port;
+	choose_check_port(p, port);
 	/* Advisory: the master node can at least say the port is busy. */
 	if (n->nodeid == 0 && ddp_port_probe((unsigned)port) == 0 &&
 	    ddp_fmt(n->port_note, sizeof(n->port_note),
@@ -254,6 +309,45 @@ check_dirs(struct ddp_plugin *p, uid_t uid)
 	if (scratch != 1 || shared < 0)
 		n->scratch_dir[0] = '\0';
 	return shared < 0 || scratch < 0 ? -1 : 0;
+}
+
+/* 1 when the job's environment has name, an empty value included. */
+static int
+job_has_env(spank_t sp, const char *name)
+{
+	char probe[2];
+	spank_err_t rc = spank_getenv(sp, name, probe, (int)sizeof(probe));
+
+	return rc == ESPANK_SUCCESS || rc == ESPANK_NOSPACE;
+}
+
+/*
+ * PyTorch's flight recorder is gathered in the checked shared directory:
+ * its dump directory is made here, once per node and with the user's
+ * privileges, unless the user names their own dump file. A problem there
+ * costs the dumps, not the step: this node then sets none of the
+ * variables and its first rank says why.
+ */
+static void
+flightrec_prepare(struct ddp_plugin *p, spank_t sp, uid_t uid)
+{
+	struct ddp_node *n = &p->node;
+	struct ddp_flightrec_env env;
+	const struct ddp_flightrec_var *file;
+	char err[DDP_ERR_LEN];
+
+	if (ddp_flightrec_env(n->shared_dir, &env) < 0)
+		return;
+	file = &env.var[DDP_FLIGHTREC_NVARS - 1];
+	if (!job_has_env(sp, file->name) && !job_has_env(sp, file->newer) &&
+	    ddp_flightrec_make_dir(n->shared_dir, uid, err, sizeof(err)) < 0) {
+		ddp_errf(n->flightrec_note, sizeof(n->flightrec_note),
+			 "%s: PyTorch's flight recorder dumps are not "
+			 "gathered: %s",
+			 n->host, err);
+		return;
+	}
+	n->flightrec = 1;
 }
 
 /* The step's layout on this node; 0, or -1 with the node's error set. */
@@ -343,6 +437,7 @@ user_init(struct ddp_plugin *p, spank_t sp)
 	 * to open their own directories anyway (root-squashed NFS). */
 	if (check_dirs(p, uid) < 0)
 		return;
+	flightrec_prepare(p, sp, uid);
 	/* A site interface filter that selects nothing here would make
 	 * NCCL's bootstrap fail or hang on this node: say so instead. */
 	if (ddp_conf_check_socket_ifname(&p->conf, err, sizeof(err)) < 0) {
@@ -410,6 +505,25 @@ remote_report(const char *fmt, ...)
 	plugin_user_line(msg);
 }
 
+/* PyTorch's flight recorder variables (flightrec.h), each unless the
+ * user exported it or the name newer PyTorch reads first. */
+static int
+flightrec_env(const struct ddp_node *n, spank_t sp, uint32_t local)
+{
+	struct ddp_flightrec_env env;
+	const struct ddp_flightrec_var *v;
+	int rc = 0;
+
+	if (n->flightrec_note[0] && local == 0)
+		remote_report("%s", n->flightrec_note);
+	if (!n->flightrec || ddp_flightrec_env(n->shared_dir, &env) < 0)
+		return 0;
+	for (v = env.var; v < env.var + DDP_FLIGHTREC_NVARS; v++)
+		if (!v->newer || !job_has_env(sp, v->newer))
+			rc |= setenv_default(sp, v->name, v->value);
+	return rc;
+}
+
 static int
 task_env(struct ddp_plugin *p, spank_t sp, uint32_t local, long global,
 	 const struct ddp_rank_place *rp, const char *bindnote)
@@ -418,7 +532,7 @@ task_env(struct ddp_plugin *p, spank_t sp, uint32_t local, long global,
 	const struct ddp_conf *conf = &p->conf;
 	struct ddp_rank_env e;
 	struct ddp_place_env env;
-	char err[DDP_ERR_LEN];
+	char err[DDP_ERR_LEN], check_note[32] = "";
 	unsigned k;
 	int rc = 0;
 
@@ -466,19 +580,23 @@ task_env(struct ddp_plugin *p, spank_t sp, uint32_t local, long global,
 		rc |= setenv_s(sp, "DDP_SHARED_DIR", n->shared_dir);
 	if (n->scratch_dir[0])
 		rc |= setenv_s(sp, "DDP_SCRATCH_DIR", n->scratch_dir);
+	rc |= flightrec_env(n, sp, local);
 	if (rc)
 		ddp_error("could not set the rank's environment");
+	if (n->check_port && ddp_fmt(check_note, sizeof(check_note),
+				     " check_port=%ld", n->check_port) < 0)
+		check_note[0] = '\0';
 	if (p->opts.verbose)
 		remote_report(
 			"rank=%u local_rank=%u host=%s gpu=%s cpus=%s numa=%s "
-			"nic=%s hca=%s bind=%s%s%s master=%s:%ld%s",
+			"nic=%s hca=%s bind=%s%s%s master=%s:%ld%s%s",
 			e.rank, e.local_rank, n->host, rp ? rp->busid : "-",
 			rp ? rp->cpus : "-", rp && rp->numa[0] ? rp->numa : "-",
 			rp && rp->nic[0] ? rp->nic : "-",
 			rp && rp->hca[0] ? rp->hca : "-",
 			ddp_bind_name(n->bind), bindnote ? " " : "",
 			bindnote ? bindnote : "", n->master, n->port,
-			n->port_note);
+			n->port_note, check_note);
 	return rc ? -1 : 0;
 }
 
@@ -516,12 +634,13 @@ wait_check(pid_t pid, double deadline, int *killed)
 }
 
 /*
- * --ddp-check: runs ddp-check (one rendezvous of every rank) from this
- * task, as its user, with the task's environment as set so far (the job
- * environment, not slurmstepd's own), and waits for it. ddp-check ends
- * itself at its time limit; the kill 5 s later is the backstop for one
- * that cannot. The same on every Slurm version: 22.05 has no
- * spank_prepend_task_argv, and a wrapper would outlive nothing anyway.
+ * --ddp-check: runs ddp-check (one rendezvous of every rank, on the
+ * step's check port, not MASTER_PORT) from this task, as its user, with
+ * the task's environment as set so far (the job environment, not
+ * slurmstepd's own), and waits for it. ddp-check ends itself at its time
+ * limit; the kill 5 s later is the backstop for one that cannot. The same
+ * on every Slurm version: 22.05 has no spank_prepend_task_argv, and a
+ * wrapper would outlive nothing anyway.
  * Returns 0 to start the program, or -1 (logged) to end the task.
  */
 static int
@@ -530,17 +649,26 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 {
 	const struct ddp_conf *conf = &p->conf;
 	const struct ddp_node *n = &p->node;
-	char frac[32], limit[32], **env = NULL;
-	char *argv[] = {NULL, "--mode",	      NULL,  "--min-fraction",
-			frac, "--time-limit", limit, NULL};
+	char frac[32], limit[32], port[32], **env = NULL;
+	char *argv[] = {NULL,  "--mode",
+			NULL,  "--min-fraction",
+			frac,  "--time-limit",
+			limit, "--port",
+			port,  NULL};
 	struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
 	sigset_t all;
 	int status, killed = 0;
 	pid_t pid;
 
 	if (ddp_fmt(frac, sizeof(frac), "%.6f", conf->check_min_fraction) < 0 ||
-	    ddp_fmt(limit, sizeof(limit), "%u", conf->check_time_limit) < 0)
+	    ddp_fmt(limit, sizeof(limit), "%u", conf->check_time_limit) < 0 ||
+	    ddp_fmt(port, sizeof(port), "%ld", n->check_port) < 0)
 		return -1;
+	if (n->check_port <= 0) {
+		ddp_error("--ddp-check: %s: no port was chosen for the check",
+			  n->host);
+		return -1;
+	}
 	argv[0] = (char *)conf->check_path;
 	argv[2] = (char *)ddp_check_name(mode);
 	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) {
@@ -654,8 +782,7 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 	}
 	if (task_env(p, sp, local, global, rp, bindnote) < 0)
 		return -1;
-	mode = p->opts.check >= 0 ? (enum ddp_check)p->opts.check
-				  : p->conf.check;
+	mode = check_mode(p);
 	return mode == DDP_CHECK_OFF ? 0 : run_check(p, sp, mode, local);
 }
 

@@ -100,7 +100,10 @@ canon_addr(const char *in, int *family, char *out, size_t len)
 	return inet_ntop(*family, bin, out, (socklen_t)len) ? 0 : -1;
 }
 
-/* The two guarded port ranges, merged when they overlap or touch. */
+/* The two guarded port ranges, merged when they overlap or touch. A
+ * job's peers get all of port_range, which holds every port srun --ddp
+ * chooses for it: each step's MASTER_PORT and ddp-check's port
+ * (ddp_port_choose_check) alike, opened and closed with the job. */
 static size_t
 guarded_ranges(const struct ddp_conf *conf, unsigned eph_lo, unsigned eph_hi,
 	       unsigned lo[2], unsigned hi[2])

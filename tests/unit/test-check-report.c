@@ -45,6 +45,9 @@ test_options(void)
 		{"--gpu yes", "--gpu: invalid value 'yes' (use auto, on or "
 			      "off)"},
 		{"--link-ms 5", "--link-ms: invalid value '5'"},
+		{"--port 0", "--port: invalid value '0' (use a port from 1 "
+			     "to 65535)"},
+		{"--port 65536", "--port: invalid value '65536'"},
 		{"--time-limit", "--time-limit needs a value"},
 		{"--bogus", "unknown option '--bogus'"},
 		{"now", "unexpected argument 'now'"},
@@ -56,14 +59,14 @@ test_options(void)
 	tap_ok(parse("", &o, err, sizeof(err)) == 0 &&
 		       o.mode == CHK_MODE_FAIL && o.min_fraction == 0.5 &&
 		       o.time_limit_s == 60 && o.gpu == CHK_GPU_AUTO &&
-		       o.link_ms == 200,
-	       "defaults: fail, 0.5, 60 s, gpu auto, 200 ms");
+		       o.link_ms == 200 && o.port == 0,
+	       "defaults: fail, 0.5, 60 s, gpu auto, 200 ms, MASTER_PORT");
 	tap_ok(parse("--mode=warn --min-fraction 0.25 --time-limit=9 --gpu "
-		     "off --link-ms 50 --verbose",
+		     "off --link-ms 50 --verbose --port=29517",
 		     &o, err, sizeof(err)) == 0 &&
 		       o.mode == CHK_MODE_WARN && o.min_fraction == 0.25 &&
 		       o.time_limit_s == 9 && o.gpu == CHK_GPU_OFF &&
-		       o.link_ms == 50 && o.verbose,
+		       o.link_ms == 50 && o.verbose && o.port == 29517,
 	       "every option, with = and with a space");
 	tap_ok(parse("--mode off", &o, err, sizeof(err)) == 0 &&
 		       o.mode == CHK_MODE_OFF,

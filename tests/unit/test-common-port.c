@@ -2,8 +2,8 @@
 /* Unit tests of the MASTER_PORT choice: range and determinism; for the
  * public scheme no collision between concurrent steps and nearby jobs,
  * for the keyed one none between a job's steps and nothing a user learns
- * from their own jobs' ports; SipHash's test vectors; the key file and
- * every directory above it. */
+ * from their own jobs' ports; ddp-check's port, never MASTER_PORT;
+ * SipHash's test vectors; the key file and every directory above it. */
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -213,6 +213,106 @@ test_keyed(void)
 		       ddp_port_choose_keyed(&key_a, 1, 0, 65000, 65536) < 0 &&
 		       ddp_port_choose_keyed(NULL, 1, 0, 100, 200) < 0,
 	       "keyed: bad ranges and no key refused");
+}
+
+/* The keyed or the public scheme's MASTER_PORT, as the plugin picks it. */
+static long
+master(const struct ddp_port_key *key, unsigned long job, unsigned long step,
+       unsigned min, unsigned max)
+{
+	return key ? ddp_port_choose_keyed(key, job, step, min, max)
+		   : ddp_port_choose(job, step, min, max);
+}
+
+/*
+ * ddp-check's port (--ddp-check): a user on the node sees it listening
+ * while the check runs, so it must never be the port the program's
+ * rendezvous takes next, nor tell them which one that is.
+ */
+static void
+test_check_port(void)
+{
+	static const unsigned long sizes[] = {2, 3, 17, 600, 1000, 64512};
+	static unsigned diff[600], count[600];
+	const struct ddp_port_key *keys[] = {&key_a, NULL};
+	unsigned long job, step, other, n = 0, bad = 0, near = 0;
+	unsigned lo = ~0u, hi = 0, top = 0, i, k;
+	long c, m, u;
+
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			unsigned min = 1024,
+				 max = (unsigned)(min + sizes[i] - 1);
+
+			for (job = 0; job < 400000; job += 97) {
+				step = (job * 7) % 5000;
+				m = master(keys[k], job, step, min, max);
+				c = ddp_port_choose_check(keys[k], job, step,
+							  min, max, m);
+				/* A MASTER_PORT of the user's own that is
+				 * the check's first choice. */
+				u = ddp_port_choose_check(keys[k], job, step,
+							  min, max, c);
+				bad += c == m || c < min || c > max || u == c ||
+				       u < min || u > max;
+				n++;
+			}
+		}
+	}
+	tap_ok(n > 20000 && bad == 0,
+	       "check port: never MASTER_PORT, nor a MASTER_PORT the user "
+	       "chose, and inside the range (%lu of %lu jobs wrong, keyed "
+	       "and public, ranges of 2 to 64512 ports)",
+	       bad, n);
+	/* Nor the port of a step nearby, which may run at the same time. */
+	for (job = 700; job < 720; job++)
+		for (step = 0; step < 300; step++) {
+			c = ddp_port_choose_check(&key_a, job, step, 29400,
+						  29999, -1);
+			for (other = step > 290 ? step - 290 : 0;
+			     other < step + 290; other++)
+				near += c == ddp_port_choose_keyed(&key_a, job,
+								   other, 29400,
+								   29999);
+		}
+	tap_ok(near == 0,
+	       "check port: none of the job's steps less than half the "
+	       "range away has it as MASTER_PORT (%lu found)",
+	       near);
+	/* What a user sees while the check runs: the check port, spread
+	 * over the range like MASTER_PORT, and no fixed distance to
+	 * MASTER_PORT that would let them take it next. 60000 jobs, 100
+	 * expected per port and per distance; a fixed key, so the counts
+	 * are deterministic. */
+	for (job = 100000; job < 160000; job++) {
+		m = ddp_port_choose_keyed(&key_a, job, 0, 29400, 29999);
+		c = ddp_port_choose_check(&key_a, job, 0, 29400, 29999, m);
+		count[c - 29400]++;
+		diff[(unsigned long)(m - c + 600) % 600]++;
+	}
+	for (i = 0; i < 600; i++) {
+		lo = count[i] < lo ? count[i] : lo;
+		hi = count[i] > hi ? count[i] : hi;
+		top = diff[i] > top ? diff[i] : top;
+	}
+	tap_ok(lo >= 50 && hi <= 160,
+	       "check port: spread over the range (per port %u-%u, 100 "
+	       "expected)",
+	       lo, hi);
+	tap_ok(top <= 160,
+	       "check port: the best guess of MASTER_PORT from it is right "
+	       "%u times in 60000 (chance: about 100)",
+	       top);
+	tap_ok(ddp_port_choose_check(&key_a, 9, 2, 29400, 29999, -1) ==
+		       ddp_port_choose_check(&key_a, 9, 2, 29400, 29999, -1),
+	       "check port: same inputs, same port");
+	tap_ok(ddp_port_choose_check(&key_a, 5, 0, 29400, 29400, -1) < 0 &&
+		       ddp_port_choose_check(NULL, 5, 0, 29400, 29400, -1) <
+			       0 &&
+		       ddp_port_choose_check(&key_a, 1, 0, 0, 10, -1) < 0 &&
+		       ddp_port_choose_check(NULL, 1, 0, 65000, 65536, -1) < 0,
+	       "check port: a one-port range (no port left for the check) "
+	       "and bad ranges refused");
 }
 
 /* Writes len bytes (a pattern from seed) to dir/name with mode. */
@@ -527,6 +627,7 @@ main(void)
 	}
 	test_siphash();
 	test_keyed();
+	test_check_port();
 	test_key_file();
 	test_key_path();
 	return tap_done();

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of ddp-nodectl's firewall core: input validation, the table
- * script, peer elements, set-listing parsing, the sync script and the
- * per-job state files.
+ * script, peer elements (which open ddp-check's port too), set-listing
+ * parsing, the sync script and the per-job state files.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "nodectl.h"
+#include "port.h"
 #include "tap.h"
 
 static struct nc_elem
@@ -85,6 +86,20 @@ test_install_script(void)
 	nc_buf_free(&b);
 }
 
+/* Whether an element of job's lets 127.0.0.1 reach port. */
+static int
+opened(const struct nc_elems *e, unsigned long job, long port)
+{
+	size_t i;
+
+	for (i = 0; i < e->n; i++)
+		if (e->v[i].jobid == job && e->v[i].family == AF_INET &&
+		    strcmp(e->v[i].addr, "127.0.0.1") == 0 &&
+		    port >= (long)e->v[i].lo && port <= (long)e->v[i].hi)
+			return 1;
+	return 0;
+}
+
 static void
 test_peers(void)
 {
@@ -92,8 +107,11 @@ test_peers(void)
 	struct nc_elems e = {0};
 	char *hosts[] = {"self-node", "localhost", "no-such-host.invalid"};
 	char err[NC_ERR_LEN];
+	const struct ddp_port_key key = {{7, 1, 9, 3}};
+	unsigned long step;
+	long master, check;
 	size_t i;
-	int rc, v4 = 0;
+	int rc, v4 = 0, open_both = 0;
 
 	ddp_conf_defaults(&c);
 	rc = nc_fw_peer_elems(&c, hosts, 3, "self-node", 32768, 60999, 77, &e,
@@ -108,6 +126,19 @@ test_peers(void)
 	}
 	tap_ok(v4 == 2, "localhost gives one element per port range");
 	tap_diag("%zu elements", e.n);
+	/* srun --ddp-check's rendezvous runs on a port of its own: the
+	 * job's opening must let the peers reach it as well. */
+	for (step = 0; step < 200; step++) {
+		master = ddp_port_choose_keyed(&key, 77, step, c.port_min,
+					       c.port_max);
+		check = ddp_port_choose_check(&key, 77, step, c.port_min,
+					      c.port_max, master);
+		open_both += opened(&e, 77, master) && opened(&e, 77, check);
+	}
+	tap_ok(open_both == 200,
+	       "the job's opening covers MASTER_PORT and ddp-check's port "
+	       "(%d of 200 steps)",
+	       open_both);
 	nc_elems_free(&e);
 }
 
