@@ -16,7 +16,6 @@
 
 #include "comm.h"
 #include "ddp_util.h"
-#include "hier.h"
 #include "rdv.h"
 #include "reduce.h"
 
@@ -250,8 +249,9 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 	void *h = NULL;
 
 	comm->backend = DDP_BACKEND_TCP;
-	comm->bops = &wk_tcp_ops;
-	comm->bstate = &comm->mesh;
+	comm->bops = &wk_host_ops;
+	comm->bstate = &comm->host;
+	comm->host.mesh = &comm->mesh;
 	if (want == DDP_BACKEND_TCP)
 		return DDP_OK;
 	host.comm = comm;
@@ -359,8 +359,8 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 			goto out;
 	}
 	st = choose_backend(comm, cfg->backend);
-	if (!st && comm->backend == DDP_BACKEND_TCP && comm->mesh.size > 1)
-		st = wk_hier_setup(&comm->mesh);
+	if (!st && comm->backend == DDP_BACKEND_TCP)
+		st = wk_host_setup(&comm->host, &comm->mesh);
 	if (st)
 		goto out;
 	*out = comm;
@@ -399,7 +399,7 @@ ddp_comm_destroy(struct ddp_comm *comm)
 		comm->bops->destroy(comm->bstate);
 	if (comm->bdl)
 		dlclose(comm->bdl);
-	wk_hier_free(&comm->mesh);
+	wk_host_fini(&comm->host);
 	tcp_mesh_fini(&comm->mesh);
 	pthread_mutex_destroy(&comm->lock);
 	free(comm);

@@ -14,11 +14,12 @@
  *   peers.h        the nodes, and the peers the collectives use
  *   rdv.h          the rendezvous that connects the mesh
  *   hier.h         the hierarchical allreduce (shared memory + the mesh)
+ *   host.h         the host backend: each allreduce's algorithm
  *   comm.h         this header
  *
  * Every include points down this list; a lower layer that must reach up
  * does so through a function pointer in its own struct (struct
- * wk_nccl_host in backend.h, the mesh's hier_allreduce), never by a call.
+ * wk_nccl_host in backend.h), never by a call.
  *
  * Thread safety: every public entry point and the functions below take
  * the communicator's lock (wk_fence_record and wk_fence_free excepted);
@@ -33,6 +34,7 @@
 
 #include "backend.h"
 #include "ddp.h"
+#include "host.h"
 #include "status.h"
 #include "tcp.h"
 
@@ -45,8 +47,9 @@ struct ddp_comm {
 	char fail_msg[WK_ERR_LEN];
 	enum ddp_backend backend;
 	const struct wk_backend_ops *bops;
-	void *bstate;	 /* the backend's state: &mesh for TCP */
-	void *bdl;	 /* dlopen handle of libddp-nccl.so, or NULL */
+	void *bstate;	     /* the backend's state: &host for TCP */
+	struct wk_host host; /* the host backend, over mesh */
+	void *bdl;	     /* dlopen handle of libddp-nccl.so, or NULL */
 	int check_calls; /* agree on every data-plane call (DDP_NCCL_CHECK) */
 };
 

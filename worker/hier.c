@@ -265,13 +265,8 @@ hier_destroy(struct wk_hier *h)
 	free(h);
 }
 
-static enum ddp_status hier_allreduce(struct wk_mesh *c, void *buf,
-				      size_t count, enum ddp_dtype dtype,
-				      enum ddp_op op, const struct wk_frame *t,
-				      double deadline);
-
 enum ddp_status
-wk_hier_setup(struct wk_mesh *c)
+wk_hier_setup(struct wk_mesh *c, struct wk_hier **out)
 {
 	struct wk_hier *h = NULL;
 	struct wk_frame t;
@@ -282,6 +277,7 @@ wk_hier_setup(struct wk_mesh *c)
 	long stripes;
 	float all;
 
+	*out = NULL;
 	if (c->algo != WK_ALGO_AUTO && c->algo != WK_ALGO_HIER)
 		return DDP_OK;
 	h = calloc(1, sizeof(*h));
@@ -334,8 +330,7 @@ wk_hier_setup(struct wk_mesh *c)
 	       "this one (local %d), %d stripes, %zu-byte chunks",
 	       c->rank, c->myhost, h->nodes, h->nlocal, h->lidx, h->stripes,
 	       h->chunk);
-	c->hier = h;
-	c->hier_allreduce = hier_allreduce;
+	*out = h;
 	h = NULL;
 out:
 	hier_destroy(h);
@@ -343,11 +338,15 @@ out:
 }
 
 void
-wk_hier_free(struct wk_mesh *c)
+wk_hier_free(struct wk_hier *h)
 {
-	hier_destroy(c->hier);
-	c->hier = NULL;
-	c->hier_allreduce = NULL;
+	hier_destroy(h);
+}
+
+int
+wk_hier_nodes(const struct wk_hier *h)
+{
+	return h->nodes;
 }
 
 /* ---- the allreduce ---- */
@@ -610,11 +609,11 @@ copy_out(struct call *a, size_t k)
 	return DDP_OK;
 }
 
-static enum ddp_status
-hier_allreduce(struct wk_mesh *c, void *buf, size_t count, enum ddp_dtype dtype,
-	       enum ddp_op op, const struct wk_frame *t, double deadline)
+enum ddp_status
+wk_hier_allreduce(struct wk_mesh *c, struct wk_hier *h, void *buf, size_t count,
+		  enum ddp_dtype dtype, enum ddp_op op,
+		  const struct wk_frame *t, double deadline)
 {
-	struct wk_hier *h = c->hier;
 	struct call a;
 	enum ddp_status st = DDP_OK;
 	int shared = h->nlocal > 1;

@@ -2,10 +2,8 @@
 /*
  * libddp's hierarchical allreduce (hier.c), for several ranks per node:
  * within a node through shared memory (shm.h), across nodes over the TCP
- * mesh (tcp.h) between one rank per node and stripe. The communicator
- * (comm.c) sets it up after the rendezvous; tcp_allreduce reaches it
- * through the mesh's hier_allreduce pointer (WK_ALGO_HIER), since it lies
- * above the mesh.
+ * mesh (tcp.h) between one rank per node and stripe. The host backend
+ * (host.c) sets it up after the rendezvous and chooses it per call.
  *
  * Thread safety: none inside; the communicator's lock serialises every
  * call on one mesh, as for the mesh itself.
@@ -16,6 +14,8 @@
 #include "ddp.h"
 #include "tcp.h"
 
+struct wk_hier;
+
 /*
  * Builds the per-node shared memory when the host map (peers[].host) has
  * several ranks on a node and several nodes, or the mesh's algo is
@@ -23,11 +23,22 @@
  * the rendezvous (collective: a sequence number and one allreduce). A
  * rank that cannot map its node's segment makes every rank keep the flat
  * algorithms (it logs why); errors are only the mesh's (named as the
- * collectives' are). On success with the algorithm on, sets c->hier and
- * c->hier_allreduce; the mesh owns them until wk_hier_free.
+ * collectives' are). *out: the state (the caller frees it with
+ * wk_hier_free), or NULL when the algorithm stays off.
  */
-enum ddp_status wk_hier_setup(struct wk_mesh *c);
-/* Unmaps and frees c->hier (NULL: nothing); before tcp_mesh_fini. */
-void wk_hier_free(struct wk_mesh *c);
+enum ddp_status wk_hier_setup(struct wk_mesh *c, struct wk_hier **out);
+/* Unmaps and frees h (NULL: nothing); before tcp_mesh_fini. */
+void wk_hier_free(struct wk_hier *h);
+/* Nodes the allreduce spans (the members of each stripe's ring). */
+int wk_hier_nodes(const struct wk_hier *h);
+/*
+ * Reduces buf (count elements, at least 1) in place under the call's
+ * header t (tcp_call_begin, aux WK_ALGO_HIER) within deadline; AVG divides
+ * by the world size. Errors as the mesh's collectives'.
+ */
+enum ddp_status wk_hier_allreduce(struct wk_mesh *c, struct wk_hier *h,
+				  void *buf, size_t count, enum ddp_dtype dtype,
+				  enum ddp_op op, const struct wk_frame *t,
+				  double deadline);
 
 #endif

@@ -831,46 +831,54 @@ tcp_stall(struct wk_mesh *c, int waiting)
 	send_stall(c, waiting);
 }
 
+int
+tcp_ring_pays(const struct wk_mesh *c, size_t bytes, int members)
+{
+	return bytes >= c->ring_min &&
+	       bytes / (size_t)(members > 1 ? members - 1 : 1) >= c->ring_min;
+}
+
+void
+tcp_call_begin(struct wk_mesh *c, struct wk_frame *t, int coll,
+	       enum ddp_dtype dtype, enum ddp_op op, size_t count, uint32_t aux)
+{
+	c->seq++;
+	memset(t, 0, sizeof(*t));
+	t->type = WK_F_DATA;
+	t->coll = (uint8_t)coll;
+	t->dtype = (uint8_t)dtype;
+	t->op = (uint8_t)op;
+	t->seq = c->seq;
+	t->count = count;
+	t->aux = aux;
+	op_start(c);
+}
+
 enum ddp_status
-tcp_allreduce(struct wk_mesh *c, const void *sbuf, void *rbuf, size_t count,
-	      enum ddp_dtype dtype, enum ddp_op op)
+tcp_allreduce_with(struct wk_mesh *c, const void *sbuf, void *rbuf,
+		   size_t count, enum ddp_dtype dtype, enum ddp_op op, int algo)
 {
 	size_t bytes = count * ddp_dtype_size(dtype);
 	struct wk_frame t;
 	enum ddp_status st;
-	int algo;
 
 	if (sbuf != rbuf && bytes)
 		memmove(rbuf, sbuf, bytes);
-	c->seq++;
-	if (c->size == 1)
+	if (c->size == 1) {
+		c->seq++;
 		return DDP_OK;
-	algo = c->algo;
-	if (algo == WK_ALGO_AUTO)
-		algo = bytes < c->ring_min	  ? WK_ALGO_RD
-		       : c->hier		  ? WK_ALGO_HIER
-		       : count >= (size_t)c->size ? WK_ALGO_RING
-						  : WK_ALGO_RD;
-	if (algo == WK_ALGO_HIER && (!c->hier || count == 0))
-		algo = count >= (size_t)c->size ? WK_ALGO_RING : WK_ALGO_RD;
+	}
+	if (algo != WK_ALGO_RD && algo != WK_ALGO_RING)
+		algo = tcp_ring_pays(c, bytes, c->size) &&
+				       count >= (size_t)c->size
+			       ? WK_ALGO_RING
+			       : WK_ALGO_RD;
 	/* Frames carry 32-bit lengths. */
 	if (algo == WK_ALGO_RD && bytes > (1u << 30))
 		algo = WK_ALGO_RING;
 	if (algo == WK_ALGO_RING && count == 0)
 		algo = WK_ALGO_RD;
-	memset(&t, 0, sizeof(t));
-	t.type = WK_F_DATA;
-	t.coll = WK_C_ALLREDUCE;
-	t.dtype = (uint8_t)dtype;
-	t.op = (uint8_t)op;
-	t.seq = c->seq;
-	t.count = count;
-	t.aux = (uint32_t)algo;
-	op_start(c);
-	if (algo == WK_ALGO_HIER)
-		/* Divides by the world size itself, per stripe. */
-		return c->hier_allreduce(c, rbuf, count, dtype, op, &t,
-					 wk_now() + c->timeout_s);
+	tcp_call_begin(c, &t, WK_C_ALLREDUCE, dtype, op, count, (uint32_t)algo);
 	if (algo == WK_ALGO_RING)
 		st = allreduce_ring(c, rbuf, count, dtype,
 				    op == DDP_AVG ? DDP_SUM : op, &t,
@@ -885,6 +893,13 @@ tcp_allreduce(struct wk_mesh *c, const void *sbuf, void *rbuf, size_t count,
 }
 
 enum ddp_status
+tcp_allreduce(struct wk_mesh *c, const void *sbuf, void *rbuf, size_t count,
+	      enum ddp_dtype dtype, enum ddp_op op)
+{
+	return tcp_allreduce_with(c, sbuf, rbuf, count, dtype, op, c->algo);
+}
+
+enum ddp_status
 tcp_broadcast(struct wk_mesh *c, void *buf, size_t count, enum ddp_dtype dtype,
 	      int root)
 {
@@ -895,7 +910,8 @@ tcp_broadcast(struct wk_mesh *c, void *buf, size_t count, enum ddp_dtype dtype,
 	struct stream s;
 	enum ddp_status st;
 	double deadline = wk_now() + c->timeout_s;
-	int algo = bytes >= c->ring_min ? WK_ALGO_CHAIN : WK_ALGO_TREE;
+	int algo =
+		tcp_ring_pays(c, bytes, c->size) ? WK_ALGO_CHAIN : WK_ALGO_TREE;
 
 	c->seq++;
 	if (P == 1)
@@ -1090,126 +1106,3 @@ tcp_mesh_fini(struct wk_mesh *c)
 	c->scratch = NULL;
 	c->scratch_len = 0;
 }
-
-/* ---- the TCP backend: host buffers, state = the communicator ---- */
-
-static enum ddp_status
-t_allreduce(void *st, const void *s, void *r, size_t count,
-	    enum ddp_dtype dtype, enum ddp_op op)
-{
-	return tcp_allreduce(st, s, r, count, dtype, op);
-}
-
-static enum ddp_status
-t_broadcast(void *st, void *buf, size_t count, enum ddp_dtype dtype, int root)
-{
-	return tcp_broadcast(st, buf, count, dtype, root);
-}
-
-static enum ddp_status
-no_stream(void *stream, const char *what)
-{
-	if (!stream)
-		return DDP_OK;
-	return wk_err(DDP_ERR_INVALID,
-		      "%s: a CUDA stream was given, but the backend is TCP "
-		      "(host buffers, stream NULL)",
-		      what);
-}
-
-static enum ddp_status
-t_allreduce_on(void *st, const void *s, void *r, size_t count,
-	       enum ddp_dtype dtype, enum ddp_op op, void *stream)
-{
-	enum ddp_status rc = no_stream(stream, "ddp_allreduce_async");
-
-	return rc ? rc : tcp_allreduce(st, s, r, count, dtype, op);
-}
-
-static enum ddp_status
-t_broadcast_on(void *st, void *buf, size_t count, enum ddp_dtype dtype,
-	       int root, void *stream)
-{
-	enum ddp_status rc = no_stream(stream, "ddp_broadcast_async");
-
-	return rc ? rc : tcp_broadcast(st, buf, count, dtype, root);
-}
-
-static enum ddp_status
-t_stream_wait(void *st, void *stream)
-{
-	(void)st;
-	return no_stream(stream, "ddp_stream_wait");
-}
-
-static void *
-t_alloc(void *st, size_t bytes)
-{
-	(void)st;
-	return malloc(bytes ? bytes : 1);
-}
-
-static void
-t_free(void *st, void *p)
-{
-	(void)st;
-	free(p);
-}
-
-static enum ddp_status
-t_copy(void *st, void *dst, const void *src, size_t bytes,
-       enum ddp_copy_kind kind)
-{
-	(void)st;
-	(void)kind;
-	if (bytes)
-		memmove(dst, src, bytes);
-	return DDP_OK;
-}
-
-/* The bucket round trip on the host: gather, average, scatter. */
-static enum ddp_status
-t_bucket_avg(void *st, void *fence, void *flat, size_t count,
-	     enum ddp_dtype dtype, const struct wk_piece *p, int n)
-{
-	enum ddp_status rc;
-	int k;
-
-	(void)fence;
-	for (k = 0; k < n; k++)
-		memcpy((uint8_t *)flat + p[k].offset, p[k].grad, p[k].bytes);
-	rc = tcp_allreduce(st, flat, flat, count, dtype, DDP_AVG);
-	for (k = 0; k < n && !rc; k++)
-		memcpy(p[k].grad, (uint8_t *)flat + p[k].offset, p[k].bytes);
-	return rc;
-}
-
-static enum ddp_status
-t_done(void *st)
-{
-	(void)st;
-	return DDP_OK;
-}
-
-static void
-t_destroy(void *st)
-{
-	(void)st;
-}
-
-const struct wk_backend_ops wk_tcp_ops = {
-	.agree_first = 0,
-	.allreduce = t_allreduce,
-	.broadcast = t_broadcast,
-	.mem_alloc = t_alloc,
-	.mem_free = t_free,
-	.mem_copy = t_copy,
-	.fence_record = NULL,
-	.fence_free = NULL,
-	.bucket_avg = t_bucket_avg,
-	.bucket_sync = t_done,
-	.allreduce_on = t_allreduce_on,
-	.broadcast_on = t_broadcast_on,
-	.stream_wait = t_stream_wait,
-	.destroy = t_destroy,
-};

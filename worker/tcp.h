@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libddp's TCP mesh and its collectives (tcp.c): one connection per pair
- * of ranks, made by the rendezvous (rdv.h), carrying the control plane of
- * every communicator and the data plane of the TCP backend (wk_tcp_ops,
- * whose state is the mesh). Uses status.h, net.h, proto.h, reduce.h and
- * backend.h; knows nothing of the communicator above it.
+ * of ranks whose collectives exchange data (peers.h), made by the
+ * rendezvous (rdv.h), carrying the control plane of every communicator
+ * and the flat algorithms of the host backend (host.h, which chooses
+ * between them and the hierarchical allreduce). Uses status.h, net.h,
+ * proto.h and reduce.h; knows nothing of the layers above it.
  *
  * Ownership: the mesh is embedded in its communicator, which allocates
  * peers (size entries, fd -1) before the rendezvous fills them and frees
@@ -27,7 +28,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
 #include "ddp.h"
 #include "proto.h"
 
@@ -41,8 +41,6 @@ struct wk_peer {
 	int send_mid;  /* a frame to this peer is partly sent */
 	int waits_for; /* from its STALL notice this operation, or -1 */
 };
-
-struct wk_hier; /* hier.c */
 
 struct wk_mesh {
 	int rank;
@@ -59,24 +57,35 @@ struct wk_mesh {
 	int aborted;  /* tcp_send_abort ran: nothing is sent any more */
 	int in_grace; /* timed out; collecting STALL notices */
 	double grace_end;
-	/*
-	 * The hierarchical allreduce (hier.c, a layer above), set by
-	 * wk_hier_setup when every rank can use it, else NULL: hier is its
-	 * state, hier_allreduce reduces buf in place under t's header (AVG
-	 * divided by size) and is what tcp_allreduce runs for WK_ALGO_HIER.
-	 */
-	struct wk_hier *hier;
-	enum ddp_status (*hier_allreduce)(struct wk_mesh *c, void *buf,
-					  size_t count, enum ddp_dtype dtype,
-					  enum ddp_op op,
-					  const struct wk_frame *t,
-					  double deadline);
 };
 
-/* Allreduce of host buffers (s may equal r); op AVG divides by size. */
+/*
+ * Allreduce of host buffers (s may equal r) with a flat algorithm: algo
+ * WK_ALGO_RD or WK_ALGO_RING, anything else chooses (recursive doubling
+ * unless the ring pays, tcp_ring_pays). op AVG divides by size.
+ */
+enum ddp_status tcp_allreduce_with(struct wk_mesh *c, const void *s, void *r,
+				   size_t count, enum ddp_dtype dtype,
+				   enum ddp_op op, int algo);
+/* tcp_allreduce_with the mesh's algo (DDP_TCP_ALGO; hier means choose). */
 enum ddp_status tcp_allreduce(struct wk_mesh *c, const void *s, void *r,
 			      size_t count, enum ddp_dtype dtype,
 			      enum ddp_op op);
+/*
+ * 1 when a ring of `members` ranks (2(members - 1) steps) moves `bytes`
+ * faster than recursive doubling (log2 steps of the whole buffer): from
+ * ring_min bytes on, and only while each step's share stays at ring_min
+ * or more, so that the step count never dominates at large worlds.
+ */
+int tcp_ring_pays(const struct wk_mesh *c, size_t bytes, int members);
+/*
+ * Starts one collective call: its sequence number, the frame header all
+ * its frames carry (into t) and the per-operation peer state. For
+ * algorithms above the mesh (hier.c) that run on its primitives.
+ */
+void tcp_call_begin(struct wk_mesh *c, struct wk_frame *t, int coll,
+		    enum ddp_dtype dtype, enum ddp_op op, size_t count,
+		    uint32_t aux);
 /* Broadcast of a host buffer from root. */
 enum ddp_status tcp_broadcast(struct wk_mesh *c, void *buf, size_t count,
 			      enum ddp_dtype dtype, int root);
@@ -122,7 +131,5 @@ void tcp_send_abort(struct wk_mesh *c, const char *msg);
 void tcp_close_all(struct wk_mesh *c);
 /* tcp_close_all, then frees peers and scratch; c may be half set up. */
 void tcp_mesh_fini(struct wk_mesh *c);
-/* The TCP backend's ops (host memory; state: the mesh). */
-extern const struct wk_backend_ops wk_tcp_ops;
 
 #endif
