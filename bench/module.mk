@@ -25,6 +25,10 @@ $(BENCH_OUT)/allreduce_mpi: bench/allreduce_mpi.c bench/ar_driver.c \
 	$(MPICC) $(CSTD) -O2 -g $(WARN) $(DEFS) -o $@ bench/allreduce_mpi.c \
 	    bench/ar_driver.c
 
+$(BENCH_OUT)/launch_mpi: bench/launch_mpi.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CSTD) -O2 -g $(WARN) $(DEFS) -o $@ bench/launch_mpi.c
+
 # The GPU benchmark calls CUDA and NCCL directly for its baselines.
 $(BUILD)/bench/gpu.o: MOD_CFLAGS += -isystem $(CUDA_HOME)/include
 $(BENCH_OUT)/gpu: $(BUILD)/bench/gpu.o $(BENCH_LIBDDP)
@@ -41,5 +45,5 @@ endif
 bench-progs-ddp: $(BENCH_OUT)/allreduce_ddp $(BENCH_OUT)/launch_ddp \
     $(BENCH_OUT)/overlap \
     $(BUILD)/examples/train
-bench-progs-mpi: $(BENCH_OUT)/allreduce_mpi
+bench-progs-mpi: $(BENCH_OUT)/allreduce_mpi $(BENCH_OUT)/launch_mpi
 bench-progs: bench-progs-ddp bench-progs-mpi
