@@ -901,7 +901,10 @@ report(struct check *ck)
 	       ck->cfg.job_id, ck->cfg.step_id, net->n, net->n == 1 ? "" : "s",
 	       ck->world, ck->world == 1 ? "" : "s", ck->cfg.master_addr,
 	       ck->cfg.master_port,
-	       ck->cfg.auth ? "munge" : "no authentication: DDP_AUTH=none");
+	       ck->cfg.auth == DDP_AUTH_KEY ? "the step key"
+	       : ck->cfg.auth == DDP_AUTH_NONE
+		       ? "no authentication: DDP_AUTH=none"
+		       : "munge");
 	chk_print_table(stdout, net);
 	if (net->n < 2)
 		printf("links: one node, none to time\n");

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libddp's munge credentials for the rendezvous (auth.h): a context each
- * to encode and to decode, credentials bound to the connection and to
- * this uid, libmunge loaded when first used.
+ * libddp's credentials for the rendezvous (auth.h): munge, with a context
+ * each to encode and to decode, credentials bound to the connection and
+ * to this uid, libmunge loaded when first used; or an HMAC under the
+ * step's key.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -95,7 +98,8 @@ munge_loaded(void)
 	if (rc == 0 && munge.decode)
 		return DDP_OK;
 	return wk_err(DDP_ERR_AUTH,
-		      "munge authentication (DDP_AUTH=munge, the default) "
+		      "munge authentication (DDP_AUTH=munge, or auto without "
+		      "a step key) "
 		      "needs %s, which cannot be loaded: %s (install the MUNGE "
 		      "library: libmunge2 on Debian and Ubuntu, munge-libs on "
 		      "RHEL-like systems)",
@@ -134,6 +138,98 @@ auth_probe(struct wk_auth *a)
 		      path, strerror(errno));
 }
 
+int
+auth_resolve(int auth)
+{
+	const char *path;
+
+	if (auth != DDP_AUTH_AUTO)
+		return auth;
+	path = getenv(DDP_STEP_KEY_VAR);
+	return path && *path ? DDP_AUTH_KEY : DDP_AUTH_MUNGE;
+}
+
+const char *
+auth_name(int auth)
+{
+	static const char *const names[] = {"none", "munge", "key", "auto"};
+
+	return auth >= 0 && auth < 4 ? names[auth] : "?";
+}
+
+/* Reads the step key from the file DDP_STEP_KEY_FILE names: this euid's,
+ * private, exactly DDP_STEP_KEY_LEN bytes. The path is named in errors,
+ * never what the file holds. */
+static enum ddp_status
+key_load(struct wk_auth *a)
+{
+	const char *path = getenv(DDP_STEP_KEY_VAR);
+	unsigned char buf[DDP_STEP_KEY_LEN + 1];
+	enum ddp_status st = DDP_ERR_AUTH;
+	struct stat sb;
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	if (!path || !*path)
+		return wk_err(DDP_ERR_AUTH,
+			      "DDP_AUTH=key needs the step key that srun --ddp "
+			      "hands to the tasks, but %s is not set (run the "
+			      "program under srun --ddp on a site whose "
+			      "ddp.conf has a port_key, or use DDP_AUTH=munge)",
+			      DDP_STEP_KEY_VAR);
+	fd = open(path,
+		  O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return wk_err(
+			DDP_ERR_AUTH,
+			"step key %s=%.200s: %s (it exists while the step "
+			"runs, on every node of the step)",
+			DDP_STEP_KEY_VAR, path,
+			errno == ELOOP ? "is a symlink, refused"
+				       : strerror(errno));
+	if (fstat(fd, &sb) < 0) {
+		wk_err(DDP_ERR_AUTH, "step key %.200s: %s", path,
+		       strerror(errno));
+		goto out;
+	}
+	/* A key others can read proves nothing about who holds it. */
+	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & 077)) {
+		wk_err(DDP_ERR_AUTH,
+		       "step key %.200s: %s owned by uid %u with mode %04o: "
+		       "it must be a file of this uid (%u) that no one else "
+		       "can read, as srun --ddp makes it",
+		       path,
+		       S_ISREG(sb.st_mode) ? "file" : "not a regular file,",
+		       (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777),
+		       (unsigned)geteuid());
+		goto out;
+	}
+	while (got < sizeof(buf)) {
+		n = read(fd, buf + got, sizeof(buf) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got != DDP_STEP_KEY_LEN) {
+		wk_err(DDP_ERR_AUTH,
+		       "step key %.200s: %s, expected %d bytes (a key of "
+		       "srun --ddp)",
+		       path, got < DDP_STEP_KEY_LEN ? "too short" : "too long",
+		       DDP_STEP_KEY_LEN);
+		goto out;
+	}
+	memcpy(a->key, buf, sizeof(a->key));
+	st = DDP_OK;
+out:
+	explicit_bzero(buf, sizeof(buf));
+	close(fd);
+	return st;
+}
+
 enum ddp_status
 auth_init(struct wk_auth *a, const struct ddp_config *cfg)
 {
@@ -141,15 +237,22 @@ auth_init(struct wk_auth *a, const struct ddp_config *cfg)
 	int e;
 
 	memset(a, 0, sizeof(*a));
-	a->on = cfg->auth;
+	a->mode = auth_resolve(cfg->auth);
 	a->job = cfg->job_id;
 	a->step = cfg->step_id;
 	a->world = cfg->world_size;
 	ddp_fmt(a->socket, sizeof(a->socket), "%s",
 		cfg->munge_socket[0] ? cfg->munge_socket
 				     : "munge's default socket");
-	if (!a->on)
+	if (a->mode == DDP_AUTH_NONE)
 		return DDP_OK;
+	if (a->mode == DDP_AUTH_KEY)
+		return key_load(a);
+	if (a->mode != DDP_AUTH_MUNGE)
+		return wk_err(DDP_ERR_INVALID,
+			      "ddp_config.auth is %d: use DDP_AUTH_AUTO, "
+			      "DDP_AUTH_KEY, DDP_AUTH_MUNGE or DDP_AUTH_NONE",
+			      cfg->auth);
 	st = munge_loaded();
 	if (st)
 		return st;
@@ -186,6 +289,26 @@ auth_fini(struct wk_auth *a)
 	if (a->dec)
 		munge.ctx_destroy(a->dec);
 	a->enc = a->dec = NULL;
+	explicit_bzero(a->key, sizeof(a->key));
+}
+
+/* "DDPK1:" and the hex of HMAC-SHA256(step key, payload), into out
+ * (AUTH_KEY_CRED_LEN + 1 bytes). */
+static void
+key_cred(const struct wk_auth *a, const char *payload,
+	 char out[AUTH_KEY_CRED_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char mac[DDP_SHA256_LEN];
+	size_t i, o = sizeof(AUTH_KEY_PREFIX) - 1;
+
+	ddp_hmac_sha256(a->key, sizeof(a->key), payload, strlen(payload), mac);
+	memcpy(out, AUTH_KEY_PREFIX, o);
+	for (i = 0; i < sizeof(mac); i++) {
+		out[o++] = digits[mac[i] >> 4];
+		out[o++] = digits[mac[i] & 15];
+	}
+	out[o] = '\0';
 }
 
 enum ddp_status
@@ -196,15 +319,23 @@ auth_encode(struct wk_auth *a, const char *kind, int rank,
 	char payload[512];
 	char *cred = NULL;
 	int e;
+	char mine[AUTH_KEY_CRED_LEN + 1];
 	enum ddp_status st = DDP_OK;
 
-	if (!a->on) {
+	if (a->mode == DDP_AUTH_NONE) {
 		ddp_fmt(out, outlen, "none");
 		return DDP_OK;
 	}
 	if (rdv_cred_payload(payload, sizeof(payload), kind, a->job, a->step,
 			     rank, a->world, nonce, addr) < 0)
 		return wk_err(DDP_ERR_INVALID, "job or step id too long");
+	if (a->mode == DDP_AUTH_KEY) {
+		key_cred(a, payload, mine);
+		if (ddp_fmt(out, outlen, "%s", mine) < 0)
+			return wk_err(DDP_ERR_INVALID,
+				      "no room for a step-key credential");
+		return DDP_OK;
+	}
 	e = munge.encode(&cred, a->enc, payload, (int)strlen(payload));
 	if (e != MUNGE_SUCCESS) {
 		st = wk_err(DDP_ERR_AUTH,
@@ -231,6 +362,48 @@ sanitize(char *dst, size_t dlen, const void *src, size_t slen)
 	dst[o] = '\0';
 }
 
+/* What kind of credential cred looks like, for messages. */
+static const char *
+cred_mode(const char *cred)
+{
+	if (strncmp(cred, AUTH_KEY_PREFIX, sizeof(AUTH_KEY_PREFIX) - 1) == 0)
+		return "step-key";
+	if (strcmp(cred, "none") == 0)
+		return "DDP_AUTH=none";
+	return strncmp(cred, "MUNGE:", 6) == 0 ? "munge" : "unknown";
+}
+
+/* The step-key half of auth_verify: cred must be exactly the HMAC of
+ * want under the key, compared in constant time. */
+static int
+key_verify(const struct wk_auth *a, const char *cred, const char *want,
+	   char *why, size_t whylen)
+{
+	char mine[AUTH_KEY_CRED_LEN + 1];
+	size_t len = strlen(cred);
+	int ok;
+
+	if (strcmp(cred_mode(cred), "step-key") != 0) {
+		ddp_fmt(why, whylen,
+			"the peer sent a %s credential, but this rank uses "
+			"the step key (DDP_AUTH=key, or auto with %s set): "
+			"every rank of a job must use the same DDP_AUTH",
+			cred_mode(cred), DDP_STEP_KEY_VAR);
+		return -1;
+	}
+	key_cred(a, want, mine);
+	ok = len == AUTH_KEY_CRED_LEN && ddp_ct_equal(cred, mine, len);
+	explicit_bzero(mine, sizeof(mine));
+	if (ok)
+		return 0;
+	ddp_fmt(why, whylen,
+		"step-key credential does not prove '%s' (made with another "
+		"step's key, of another job, step or user, or for another "
+		"connection, rank or nonce)",
+		want);
+	return -1;
+}
+
 int
 auth_verify(struct wk_auth *a, const char *cred, const char *kind, int rank,
 	    const uint8_t nonce[RDV_NONCE_LEN], const char *addr, char *why,
@@ -243,17 +416,27 @@ auth_verify(struct wk_auth *a, const char *cred, const char *kind, int rank,
 	gid_t gid = (gid_t)-1;
 	int e;
 
-	if (!a->on) {
+	if (a->mode == DDP_AUTH_NONE) {
 		if (strcmp(cred, "none") == 0)
 			return 0;
 		ddp_fmt(why, whylen,
-			"DDP_AUTH=none here, but the peer sent "
-			"a credential");
+			"DDP_AUTH=none here, but the peer sent a %s credential",
+			cred_mode(cred));
 		return -1;
 	}
 	if (rdv_cred_payload(want, sizeof(want), kind, a->job, a->step, rank,
 			     a->world, nonce, addr) < 0) {
 		ddp_fmt(why, whylen, "job or step id too long");
+		return -1;
+	}
+	if (a->mode == DDP_AUTH_KEY)
+		return key_verify(a, cred, want, why, whylen);
+	if (strcmp(cred_mode(cred), "munge") != 0) {
+		ddp_fmt(why, whylen,
+			"the peer sent a %s credential, but this rank uses "
+			"munge (DDP_AUTH=%s): every rank of a job must use "
+			"the same DDP_AUTH",
+			cred_mode(cred), auth_name(a->mode));
 		return -1;
 	}
 	e = munge.decode(cred, a->dec, &buf, &len, &uid, &gid);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "comm.h"
 #include "ddp_util.h"
 #include "rdv.h"
@@ -110,13 +111,23 @@ ddp_config_from_env(struct ddp_config *cfg)
 		return wk_err(DDP_ERR_ENV,
 			      "DDP_BACKEND='%.64s': use auto, tcp or nccl", v);
 	v = getenv("DDP_AUTH");
-	if (!v || !*v || strcmp(v, "munge") == 0)
-		cfg->auth = 1;
+	if (!v || !*v || strcmp(v, "auto") == 0)
+		cfg->auth = DDP_AUTH_AUTO;
+	else if (strcmp(v, "key") == 0)
+		cfg->auth = DDP_AUTH_KEY;
+	else if (strcmp(v, "munge") == 0)
+		cfg->auth = DDP_AUTH_MUNGE;
 	else if (strcmp(v, "none") == 0)
-		cfg->auth = 0;
+		cfg->auth = DDP_AUTH_NONE;
 	else
-		return wk_err(DDP_ERR_ENV,
-			      "DDP_AUTH='%.64s': use munge or none", v);
+		return wk_err(
+			DDP_ERR_ENV,
+			"DDP_AUTH='%.64s': use auto (the step key of srun "
+			"--ddp when there is one, else munge), key, munge "
+			"or none",
+			v);
+	/* The configuration says what will be used (ddp-check reports it). */
+	cfg->auth = auth_resolve(cfg->auth);
 	st = env_str("DDP_MUNGE_SOCKET", "", cfg->munge_socket,
 		     sizeof(cfg->munge_socket));
 	if (st)

@@ -38,14 +38,16 @@ $(LIBDDP_SO): $(WORKER_OBJ) $(CORE_LIB) worker/libddp.map
 # internals. The unit tests, which reach the internals, link the plain
 # archive.
 LIBDDP_INTERNAL := $(BUILD)/worker/libddp-internal.a
-$(LIBDDP_INTERNAL): $(WORKER_OBJ) $(BUILD)/common/ddp_util.o
+# The core objects libddp uses: the static libraries carry them.
+LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o
+$(LIBDDP_INTERNAL): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
-$(LIBDDP_A): $(WORKER_OBJ) $(BUILD)/common/ddp_util.o $(LIBDDP_SO)
+$(LIBDDP_A): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ) $(LIBDDP_SO)
 	@mkdir -p $(@D)
 	rm -f $@ $@.o $@.api
-	$(LD) -r -o $@.o $(WORKER_OBJ) $(BUILD)/common/ddp_util.o
+	$(LD) -r -o $@.o $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	nm -D --defined-only $(LIBDDP_SO) | awk '$$2 == "T" {sub(/@.*/, "", $$3); print $$3}' >$@.api
 	objcopy --keep-global-symbols=$@.api $@.o
 	$(AR) rcs $@ $@.o

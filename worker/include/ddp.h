@@ -51,7 +51,8 @@ enum ddp_status {
 	DDP_ERR_NOMEM = 4,
 	/* A wait ran past the communicator's timeout. */
 	DDP_ERR_TIMEOUT = 5,
-	/* Authentication failed (munge unavailable, credential refused). */
+	/* Authentication failed (munge or the step key unavailable, credential
+	 * refused). */
 	DDP_ERR_AUTH = 6,
 	/* A peer died, closed its connection or aborted. */
 	DDP_ERR_PEER = 7,
@@ -97,6 +98,23 @@ enum ddp_backend {
 	DDP_BACKEND_NCCL = 2,
 };
 
+/* The values of ddp_config.auth (DDP_AUTH=none|munge|key|auto). Every
+ * rank of a job must use the same. */
+enum ddp_auth {
+	/* No authentication, only for single-machine experiments: every
+	 * rank warns, and a world whose MASTER_ADDR is not a loopback
+	 * address is refused unless DDP_AUTH_NONE_NETWORK=1. */
+	DDP_AUTH_NONE = 0,
+	/* munge credentials: munged on every node. */
+	DDP_AUTH_MUNGE = 1,
+	/* The per-step key srun --ddp hands to the tasks in the file named
+	 * by DDP_STEP_KEY_FILE (read by ddp_comm_init): no munged needed. */
+	DDP_AUTH_KEY = 2,
+	/* DDP_AUTH_KEY when DDP_STEP_KEY_FILE is set, else DDP_AUTH_MUNGE
+	 * (the default). */
+	DDP_AUTH_AUTO = 3,
+};
+
 #define DDP_HOST_MAX 256
 #define DDP_ID_MAX 64
 
@@ -113,13 +131,11 @@ struct ddp_config {
 	double timeout_s;		/* DDP_TIMEOUT seconds, default 300 */
 	enum ddp_backend backend;	/* DDP_BACKEND=auto|tcp|nccl */
 	/* SLURM_JOB_ID and SLURM_STEP_ID (or "none" outside Slurm): bound
-	 * into every rank's munge credential. */
+	 * into every rank's credential. */
 	char job_id[DDP_ID_MAX];
 	char step_id[DDP_ID_MAX];
-	/* 1 (default): munge authentication; 0: none (DDP_AUTH=none), only
-	 * for single-machine experiments: every rank warns, and a world whose
-	 * MASTER_ADDR is not a loopback address is refused unless
-	 * DDP_AUTH_NONE_NETWORK=1. */
+	/* How ranks prove they belong to the step, one of enum ddp_auth
+	 * (DDP_AUTH). ddp_config_from_env() resolves DDP_AUTH_AUTO. */
 	int auth;
 	/* DDP_MUNGE_SOCKET: munged socket path, "" for munge's default. */
 	char munge_socket[DDP_HOST_MAX];
@@ -130,7 +146,8 @@ struct ddp_config {
  *   RANK, WORLD_SIZE (required when WORLD_SIZE > 1), LOCAL_RANK,
  *   MASTER_ADDR, MASTER_PORT (required when WORLD_SIZE > 1),
  *   DDP_TIMEOUT (seconds, default 300), DDP_BACKEND (auto|tcp|nccl),
- *   DDP_AUTH (munge|none), DDP_MUNGE_SOCKET, SLURM_JOB_ID, SLURM_STEP_ID.
+ *   DDP_AUTH (auto|key|munge|none, default auto), DDP_STEP_KEY_FILE (for
+ *   auto), DDP_MUNGE_SOCKET, SLURM_JOB_ID, SLURM_STEP_ID.
  * Without WORLD_SIZE and RANK the configuration describes a single rank.
  * Returns DDP_OK or DDP_ERR_ENV naming the variable, its value and what is
  * accepted. Reads the environment: not safe against concurrent setenv().
@@ -143,11 +160,11 @@ struct ddp_comm;
 /*
  * Joins the job: rank 0 listens on master_port, the other ranks connect to
  * master_addr:master_port with back-off until cfg->timeout_s elapses. Each
- * rank proves its uid, job and step with a munge credential; rank 0 proves
- * the same back. Connections from other users or jobs, or garbage, are
- * refused and logged while rank 0 keeps waiting for the real ranks. Then
- * every pair of ranks gets one persistent TCP connection, and the backend
- * is chosen (all ranks agree).
+ * rank proves its uid, job and step with a credential (cfg->auth: munge,
+ * or an HMAC under the step's key); rank 0 proves the same back first.
+ * Connections from other users or jobs, or garbage, are refused and logged
+ * while rank 0 keeps waiting for the real ranks. Then every pair of ranks gets
+ * one persistent TCP connection, and the backend is chosen (all ranks agree).
  *
  * On success *comm receives a new communicator (free with
  * ddp_comm_destroy). Collective: every rank of the job must call it.

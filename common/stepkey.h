@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The per-step key: a secret that only the job's user and root know,
+ * with which libddp's ranks prove to each other that they belong to the
+ * same step of the same user (DDP_AUTH=key, worker/auth.h) without munged.
+ *
+ * Derivation. On every node of the step, slurmstepd (as root, in
+ * init_post_opt) computes
+ *   key = HMAC-SHA256(site key, "slurm-ddp step key 1" NUL
+ *                     "job=J step=S uid=U")
+ * where the site key is the port key (port.h: ddp.conf's port_key, a
+ * root-only file identical on every node, XOR-folded to 128 bits). The
+ * label keeps the two uses apart: the port choice feeds SipHash with
+ * 25-byte messages that start "ddpport2", never an HMAC. Every node
+ * computes the same key and nothing crosses the network. Knowing the key
+ * of one step says nothing of another's (HMAC is a PRF): a user learns
+ * only the keys of their own steps.
+ *
+ * Hand-over. The key goes to the step's tasks as a file, not in the
+ * environment (which every child process inherits and `env` or a crash
+ * report prints) nor as an inherited descriptor (closed by launchers such
+ * as Python's subprocess, whose close_fds is on by default):
+ *   <state_dir>/step-keys/<job>.<step>.<tag>/key
+ * tag tells apart two slurmstepd of one step on one host (slurmstepd's
+ * pid). Root makes the directory 0700 and the file 0400 with O_EXCL and no
+ * symlink followed, writes the key and only then gives both to the job's
+ * user: no one else can read it, and the user never sees a half-made
+ * one. The plugin exports its path as DDP_STEP_KEY_FILE and removes it in
+ * slurm_spank_exit. <state_dir>/step-keys is root's, 0755.
+ *
+ * Errors: 0 or -1 with err naming the path, what is wrong and the fix;
+ * never the key. Thread safety: touches only its arguments and the file
+ * system. Every function wipes its copies of key material.
+ */
+#ifndef DDP_STEPKEY_H
+#define DDP_STEPKEY_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "port.h"
+
+#define DDP_STEP_KEY_LEN 32
+/* The variable that names the key file for libddp (and only the path). */
+#define DDP_STEP_KEY_VAR "DDP_STEP_KEY_FILE"
+/* The directory of the step keys below state_dir, and the file's name. */
+#define DDP_STEP_KEY_DIR "step-keys"
+#define DDP_STEP_KEY_NAME "key"
+
+struct ddp_step_key {
+	unsigned char k[DDP_STEP_KEY_LEN];
+};
+
+/* The step key of (job_id, step_id, uid) under the site key (above). */
+void ddp_step_key_derive(const struct ddp_port_key *site, unsigned long job_id,
+			 unsigned long step_id, unsigned long uid,
+			 struct ddp_step_key *out);
+
+/* Zeroes key in a way the compiler keeps. */
+void ddp_step_key_wipe(struct ddp_step_key *key);
+
+/*
+ * The name of a step's key directory below <state_dir>/step-keys,
+ * "<job>.<step>.<tag>", into buf. 0, or -1 when it does not fit.
+ */
+int ddp_step_key_dirname(unsigned long job_id, unsigned long step_id,
+			 unsigned long tag, char *buf, size_t len);
+
+/*
+ * As root: writes key to <state_dir>/step-keys/<name>/key as described
+ * above, owned by uid:gid, and its path into path. A directory of the
+ * same name left by an earlier step (a reused job id after a crash) is
+ * taken from its owner and removed first. <state_dir> and step-keys are
+ * made root's, 0755, when missing, and refused when someone else owns
+ * them or may write to them. Returns 0, or -1 with err (nothing is left
+ * behind).
+ */
+int ddp_step_key_install(const char *state_dir, const char *name,
+			 const struct ddp_step_key *key, uid_t uid, gid_t gid,
+			 char *path, size_t pathlen, char *err, size_t errlen);
+
+/*
+ * As root: removes <state_dir>/step-keys/<name> and the files in it,
+ * after taking it from the user (root, 0700) so that nothing new appears.
+ * A missing directory is not an error. Returns 0, or -1 with err (a
+ * directory the user made inside it is left, named in err).
+ */
+int ddp_step_key_remove(const char *state_dir, const char *name, char *err,
+			size_t errlen);
+
+#endif

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Unit tests of the per-step key (common/stepkey.h): the derivation (a
+ * known answer, and a different key for every other job, step, uid or
+ * site key), and the file root hands to the step's user: its owner and
+ * modes, that another uid cannot read it, a leftover of an earlier step
+ * replaced, its removal, and a state_dir that a user made refused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "stepkey.h"
+#include "tap.h"
+
+#define NOBODY 65534
+#define OTHER_UID 4242
+
+static const struct ddp_port_key site = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
+					  0xe0, 0x7a, 0x19, 0x88, 0x3d, 0xb2,
+					  0x40, 0xfe, 0x21, 0x9c}};
+
+static const char *
+hex(const struct ddp_step_key *k)
+{
+	static char s[2 * DDP_STEP_KEY_LEN + 1];
+	size_t i;
+
+	for (i = 0; i < sizeof(k->k); i++)
+		snprintf(s + 2 * i, 3, "%02x", k->k[i]);
+	return s;
+}
+
+static void
+test_derive(void)
+{
+	struct ddp_step_key a, b;
+	struct ddp_port_key other = site;
+	int differ = 1;
+
+	ddp_step_key_derive(&site, 4242, 7, 1000, &a);
+	/* HMAC-SHA256(site, "slurm-ddp step key 1\0job=4242 step=7
+	 * uid=1000"), computed apart from this code (Python's hmac). */
+	TAP_STREQ(hex(&a),
+		  "f5477598856d1761628bf66df5d1005522a89a0b86ae78262a5a31ef"
+		  "f834f117",
+		  "the step key is HMAC-SHA256 of the label, job, step and "
+		  "uid under the site key");
+	ddp_step_key_derive(&site, 4242, 7, 1000, &b);
+	tap_ok(memcmp(a.k, b.k, sizeof(a.k)) == 0,
+	       "every node derives the same key for the same step");
+	ddp_step_key_derive(&site, 4243, 7, 1000, &b);
+	differ &= memcmp(a.k, b.k, sizeof(a.k)) != 0;
+	ddp_step_key_derive(&site, 4242, 8, 1000, &b);
+	differ &= memcmp(a.k, b.k, sizeof(a.k)) != 0;
+	ddp_step_key_derive(&site, 4242, 7, 1001, &b);
+	differ &= memcmp(a.k, b.k, sizeof(a.k)) != 0;
+	/* "job=4242 step=71" and "job=42427 step=1" must not meet. */
+	ddp_step_key_derive(&site, 42427, 1, 1000, &a);
+	ddp_step_key_derive(&site, 4242, 71, 1000, &b);
+	differ &= memcmp(a.k, b.k, sizeof(a.k)) != 0;
+	other.k[15] ^= 1;
+	ddp_step_key_derive(&site, 4242, 7, 1000, &a);
+	ddp_step_key_derive(&other, 4242, 7, 1000, &b);
+	differ &= memcmp(a.k, b.k, sizeof(a.k)) != 0;
+	tap_ok(differ, "another job, step, uid or site key gives another key");
+	ddp_step_key_wipe(&a);
+	tap_ok(a.k[0] == 0 && a.k[31] == 0, "wipe zeroes the key");
+}
+
+/* As uid, in a child: 0 when path opens for reading, else errno. */
+static int
+open_as(uid_t uid, const char *path)
+{
+	pid_t pid = fork();
+	int status, fd;
+
+	if (pid == 0) {
+		if (setgid(uid) < 0 || setuid(uid) < 0)
+			_exit(200);
+		fd = open(path, O_RDONLY);
+		_exit(fd >= 0 ? 0 : errno);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+static void
+test_install(const char *tmp)
+{
+	char state[300], path[4096], path2[4096], err[1024], name[64];
+	char leftover[400];
+	struct ddp_step_key key, got;
+	struct stat st, dst;
+	int fd, rc;
+
+	snprintf(state, sizeof(state), "%s/run/slurm-ddp", tmp);
+	ddp_step_key_derive(&site, 4242, 7, NOBODY, &key);
+	tap_ok(ddp_step_key_dirname(4242, 7, 99, name, sizeof(name)) == 0 &&
+		       strcmp(name, "4242.7.99") == 0,
+	       "the key directory is named job.step.tag");
+	rc = ddp_step_key_install(state, name, &key, NOBODY, NOBODY, path,
+				  sizeof(path), err, sizeof(err));
+	if (!tap_ok(rc == 0, "root installs the key for uid %d", NOBODY))
+		tap_diag("%s", err);
+	snprintf(path2, sizeof(path2), "%s/step-keys/4242.7.99/key", state);
+	TAP_STREQ(path, path2, "its path is <state_dir>/step-keys/NAME/key");
+	tap_ok(stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+		       st.st_uid == NOBODY && st.st_gid == NOBODY &&
+		       (st.st_mode & 07777) == 0400 && st.st_size == 32,
+	       "the key file is 32 bytes, 0400, owned by the job's user");
+	*strrchr(path2, '/') = '\0';
+	tap_ok(stat(path2, &dst) == 0 && S_ISDIR(dst.st_mode) &&
+		       dst.st_uid == NOBODY && (dst.st_mode & 07777) == 0700,
+	       "its directory is 0700, owned by the job's user");
+	*strrchr(path2, '/') = '\0';
+	tap_ok(stat(path2, &dst) == 0 && dst.st_uid == 0 &&
+		       (dst.st_mode & 07777) == 0755,
+	       "step-keys is root's, 0755");
+	fd = open(path, O_RDONLY);
+	tap_ok(fd >= 0 && read(fd, got.k, sizeof(got.k)) == 32 &&
+		       memcmp(got.k, key.k, sizeof(key.k)) == 0,
+	       "the file holds the derived key");
+	if (fd >= 0)
+		close(fd);
+	tap_ok(open_as(NOBODY, path) == 0, "the job's user reads it");
+	tap_ok(open_as(OTHER_UID, path) == EACCES,
+	       "another uid cannot open it (EACCES)");
+
+	/* A leftover of the same name, with an extra file the user put in
+	 * it, is replaced by a fresh one. */
+	snprintf(leftover, sizeof(leftover), "%s/step-keys/4242.7.99/junk",
+		 state);
+	fd = open(leftover, O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+	rc = ddp_step_key_install(state, name, &key, NOBODY, NOBODY, path,
+				  sizeof(path), err, sizeof(err));
+	tap_ok(rc == 0 && access(leftover, F_OK) < 0 && access(path, F_OK) == 0,
+	       "a leftover directory of the same name is replaced");
+	if (rc)
+		tap_diag("%s", err);
+
+	rc = ddp_step_key_remove(state, name, err, sizeof(err));
+	*strrchr(path, '/') = '\0';
+	tap_ok(rc == 0 && access(path, F_OK) < 0, "remove deletes it");
+	tap_ok(ddp_step_key_remove(state, name, err, sizeof(err)) == 0,
+	       "removing a missing key directory is not an error");
+
+	/* A state_dir a user made first is refused, and nothing is made. */
+	snprintf(state, sizeof(state), "%s/squat", tmp);
+	if (mkdir(state, 0755) < 0 || chown(state, NOBODY, NOBODY) < 0)
+		tap_diag("mkdir %s: %s", state, strerror(errno));
+	snprintf(state, sizeof(state), "%s/squat/step-keys", tmp);
+	if (mkdir(state, 0755) < 0 || chown(state, NOBODY, NOBODY) < 0)
+		tap_diag("mkdir %s: %s", state, strerror(errno));
+	snprintf(state, sizeof(state), "%s/squat", tmp);
+	rc = ddp_step_key_install(state, name, &key, NOBODY, NOBODY, path,
+				  sizeof(path), err, sizeof(err));
+	tap_ok(rc < 0 && strstr(err, "owned by uid 65534") && !path[0],
+	       "a step-keys directory a user made is refused: %s", err);
+	ddp_step_key_wipe(&key);
+	ddp_step_key_wipe(&got);
+}
+
+int
+main(void)
+{
+	char tmp[] = "/tmp/ddp-stepkey-XXXXXX", cmd[200];
+
+	test_derive();
+	if (geteuid() != 0) {
+		tap_ok(1, "# SKIP installing keys needs root");
+		return tap_done();
+	}
+	/* Others may pass through, as through /run. */
+	if (!mkdtemp(tmp) || chmod(tmp, 0755) < 0) {
+		tap_ok(0, "mkdtemp");
+		return tap_done();
+	}
+	test_install(tmp);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	if (system(cmd) != 0)
+		tap_diag("could not remove %s", tmp);
+	return tap_done();
+}
