@@ -95,8 +95,21 @@ struct chk_target {
 	int node; /* its index in the ring */
 };
 
-/* Called for a connection the listener refused (not the check's token). */
-typedef void chk_refuse_fn(void *arg, const char *from, const char *why);
+/* Told a line about connections the listener refused (another token, a
+ * flood): one line per refusal for the first few, then a summary line at
+ * most every 10 s and one when chk_ring_connect ends. */
+typedef void chk_refuse_fn(void *arg, const char *line);
+
+/* The refusals so far, and those not told one by one yet. */
+struct chk_refusals {
+	unsigned long logged;
+	unsigned long quiet;
+	unsigned long total;
+	double since; /* the last line about refusals */
+	double next;
+	char last_from[CHK_HOST_MAX];
+	char last_why[128];
+};
 
 struct chk_ring {
 	int lfd;
@@ -107,6 +120,7 @@ struct chk_ring {
 	int conn_errno[CHK_NDIRS];
 	chk_refuse_fn *refused;
 	void *refused_arg;
+	struct chk_refusals ref;
 };
 
 /* Sets every descriptor to -1. */

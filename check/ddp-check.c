@@ -253,14 +253,12 @@ find_nodes(struct check *ck)
 /* ---- the links ---- */
 
 static void
-refused(void *arg, const char *from, const char *why)
+refused(void *arg, const char *line)
 {
 	struct check *ck = arg;
 
-	fprintf(stderr,
-		"ddp-check: rank %d on %s refused a link-test connection "
-		"from %s: %s\n",
-		ck->rank, ck->host, from, why);
+	fprintf(stderr, "ddp-check: rank %d on %s %s\n", ck->rank, ck->host,
+		line);
 }
 
 static int

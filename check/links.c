@@ -12,6 +12,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,7 +25,19 @@
 
 /* token, node index (4 bytes, big endian), direction (1 byte) */
 #define HELLO_LEN (CHK_TOKEN_LEN + 5)
-#define MAX_PENDING 16
+/* Against a flood, the policies of libddp's rendezvous (worker/rdv.c,
+ * pend_victim and refuse_log): a bounded pending table, a cap per source
+ * address, eviction of the busiest source's oldest connection, refusals
+ * logged one per line for the first few, then summarised. */
+#define MAX_PENDING 32
+/* A node's neighbours connect at most CHK_NDIRS times each, from one
+ * address: the cap leaves them room. */
+#define PER_SOURCE_MAX 8
+/* Connections accepted per wake-up, so that a flood of connects does not
+ * starve the reads of those already pending. */
+#define ACCEPT_BATCH 32
+#define REFUSE_LOG_FIRST 8
+#define REFUSE_LOG_EVERY_S 10.0
 #define CHUNK (1u << 20)
 
 double
@@ -158,8 +172,21 @@ struct dial {
 struct pend {
 	int fd;
 	size_t have;
+	uint64_t seq; /* arrival order */
 	uint8_t buf[HELLO_LEN];
+	char addr[INET6_ADDRSTRLEN]; /* its source, counted against the cap */
 	char from[INET6_ADDRSTRLEN + 8];
+};
+
+/* The listener's side of one chk_ring_connect. */
+struct listener {
+	struct chk_ring *r;
+	struct pend p[MAX_PENDING];
+	int np;
+	uint64_t seq;
+	int ndir;
+	const struct chk_target *from;
+	const uint8_t *token;
 };
 
 static int
@@ -269,93 +296,238 @@ active(int ndir, int d)
 	return d < ndir || d == CHK_WARM;
 }
 
+/* ---- refusals: the first few one per line, then summarised ---- */
+
+static void refuse_line(struct chk_ring *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 static void
-pend_drop(struct chk_ring *r, struct pend *p, int *np, int i, const char *why)
+refuse_line(struct chk_ring *r, const char *fmt, ...)
 {
-	if (why && r->refused)
-		r->refused(r->refused_arg, p[i].from, why);
-	xclose(&p[i].fd);
-	p[i] = p[--*np];
+	char line[512];
+	va_list ap;
+
+	if (!r->refused)
+		return;
+	va_start(ap, fmt);
+	/* A cut line is still worth showing. */
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	r->refused(r->refused_arg, line);
+}
+
+/* The summary of the refusals not logged yet, when it is due (force:
+ * now). */
+static void
+refuse_flush(struct chk_ring *r, int force)
+{
+	struct chk_refusals *f = &r->ref;
+	double now = chk_now();
+
+	if (!f->quiet || (!force && now < f->next))
+		return;
+	refuse_line(r,
+		    "refused %lu more link-test connection%s in the last "
+		    "%.0f s (%lu in all; the latest from %s: %s)",
+		    f->quiet, f->quiet == 1 ? "" : "s", now - f->since,
+		    f->total, f->last_from, f->last_why);
+	f->quiet = 0;
+	f->since = now;
+	f->next = now + REFUSE_LOG_EVERY_S;
+}
+
+static void
+refuse_log(struct chk_ring *r, const char *from, const char *why)
+{
+	struct chk_refusals *f = &r->ref;
+
+	f->total++;
+	if (f->logged < REFUSE_LOG_FIRST) {
+		f->logged++;
+		refuse_line(r, "refused a link-test connection from %s: %s%s",
+			    from, why,
+			    f->logged == REFUSE_LOG_FIRST
+				    ? " (further refusals are counted and "
+				      "summarised every 10 s)"
+				    : "");
+		f->since = chk_now();
+		f->next = f->since + REFUSE_LOG_EVERY_S;
+		return;
+	}
+	f->quiet++;
+	ddp_fmt(f->last_from, sizeof(f->last_from), "%s", from);
+	ddp_fmt(f->last_why, sizeof(f->last_why), "%s", why);
+	refuse_flush(r, 0);
+}
+
+/* ---- the pending connections ---- */
+
+static void
+pend_drop(struct listener *l, int i, const char *why)
+{
+	if (why)
+		refuse_log(l->r, l->p[i].from, why);
+	xclose(&l->p[i].fd);
+	l->p[i] = l->p[--l->np];
 }
 
 /* Reads a pending connection's hello; adopts it as in[d] when it is the
  * expected source's, with the token. */
 static void
-pend_read(struct chk_ring *r, struct pend *p, int *np, int i, int ndir,
-	  const struct chk_target from[2], const uint8_t token[CHK_TOKEN_LEN])
+pend_read(struct listener *l, int i)
 {
+	struct chk_ring *r = l->r;
+	struct pend *p = &l->p[i];
 	uint8_t diff = 0;
 	unsigned node;
 	ssize_t n;
 	int k, d;
 
-	n = recv(p[i].fd, p[i].buf + p[i].have, HELLO_LEN - p[i].have,
-		 MSG_DONTWAIT);
+	n = recv(p->fd, p->buf + p->have, HELLO_LEN - p->have, MSG_DONTWAIT);
 	if (n == 0)
-		return pend_drop(r, p, np, i, "closed before its hello");
+		return pend_drop(l, i, "closed before its hello");
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			pend_drop(r, p, np, i, strerror(errno));
+			pend_drop(l, i, strerror(errno));
 		return;
 	}
-	p[i].have += (size_t)n;
-	if (p[i].have < HELLO_LEN)
+	p->have += (size_t)n;
+	if (p->have < HELLO_LEN)
 		return;
 	for (k = 0; k < CHK_TOKEN_LEN; k++)
-		diff |= (uint8_t)(p[i].buf[k] ^ token[k]);
+		diff |= (uint8_t)(p->buf[k] ^ l->token[k]);
 	if (diff)
-		return pend_drop(r, p, np, i,
+		return pend_drop(l, i,
 				 "wrong token (not a rank of this check)");
-	node = (unsigned)p[i].buf[CHK_TOKEN_LEN] << 24 |
-	       (unsigned)p[i].buf[CHK_TOKEN_LEN + 1] << 16 |
-	       (unsigned)p[i].buf[CHK_TOKEN_LEN + 2] << 8 |
-	       (unsigned)p[i].buf[CHK_TOKEN_LEN + 3];
-	d = p[i].buf[CHK_TOKEN_LEN + 4];
-	if (!active(ndir, d) || r->in[d] >= 0 ||
-	    node != (unsigned)from[d == CHK_WARM ? CHK_FWD : d].node)
-		return pend_drop(r, p, np, i, "unexpected node or direction");
-	r->in[d] = p[i].fd;
-	p[i].fd = -1;
-	pend_drop(r, p, np, i, NULL);
+	node = (unsigned)p->buf[CHK_TOKEN_LEN] << 24 |
+	       (unsigned)p->buf[CHK_TOKEN_LEN + 1] << 16 |
+	       (unsigned)p->buf[CHK_TOKEN_LEN + 2] << 8 |
+	       (unsigned)p->buf[CHK_TOKEN_LEN + 3];
+	d = p->buf[CHK_TOKEN_LEN + 4];
+	if (!active(l->ndir, d) || r->in[d] >= 0 ||
+	    node != (unsigned)l->from[d == CHK_WARM ? CHK_FWD : d].node)
+		return pend_drop(l, i, "unexpected node or direction");
+	r->in[d] = p->fd;
+	p->fd = -1;
+	pend_drop(l, i, NULL);
+}
+
+static int
+pend_from(const struct listener *l, const char *addr)
+{
+	int i, n = 0;
+
+	for (i = 0; i < l->np; i++)
+		n += strcmp(l->p[i].addr, addr) == 0;
+	return n;
+}
+
+/*
+ * The pending connection to give up for a newcomer from addr: one of
+ * addr's own when it holds PER_SOURCE_MAX, else (table full) one of the
+ * busiest source's; the oldest of them. -1: no need. Unlike the
+ * rendezvous, nothing a connection sends before its whole hello counts
+ * for it: a token prefix that saved a connection would let a stranger
+ * guess the token byte by byte from what survives.
+ */
+static int
+pend_victim(const struct listener *l, const char *addr)
+{
+	int cnt[MAX_PENDING], own = pend_from(l, addr), i, v = -1;
+
+	if (own < PER_SOURCE_MAX && l->np < MAX_PENDING)
+		return -1;
+	for (i = 0; i < l->np; i++) {
+		if (own >= PER_SOURCE_MAX && strcmp(l->p[i].addr, addr) != 0)
+			continue;
+		cnt[i] = pend_from(l, l->p[i].addr);
+		if (v < 0 || cnt[i] > cnt[v] ||
+		    (cnt[i] == cnt[v] && l->p[i].seq < l->p[v].seq))
+			v = i;
+	}
+	return v;
+}
+
+/* Makes room for a newcomer from addr: reads a would-be victim first (its
+ * hello may be waiting, which saves it), then evicts one. */
+static void
+pend_make_room(struct listener *l, const char *addr)
+{
+	int tries, v = -1, n;
+
+	for (tries = 0; tries < 3; tries++) {
+		v = pend_victim(l, addr);
+		if (v < 0)
+			return;
+		n = l->np;
+		pend_read(l, v);
+		if (l->np == n)
+			break; /* still waiting for its hello */
+		v = -1;
+	}
+	if (v < 0)
+		v = pend_victim(l, addr);
+	if (v >= 0)
+		pend_drop(l, v,
+			  "evicted to make room for newer connections (too "
+			  "many pending)");
+}
+
+/* "ADDR" and "ADDR:PORT" of an accepted connection's peer. */
+static void
+peer_name(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
+	  char *from, size_t fromlen)
+{
+	int port = 0;
+
+	ddp_fmt(addr, addrlen, "?");
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)ss;
+
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+			inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], addr,
+				  (socklen_t)addrlen);
+		else
+			inet_ntop(AF_INET6, &s6->sin6_addr, addr,
+				  (socklen_t)addrlen);
+		port = ntohs(s6->sin6_port);
+	} else if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const void *)ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, addr, (socklen_t)addrlen);
+		port = ntohs(s4->sin_port);
+	}
+	ddp_fmt(from, fromlen, "%s:%d", addr, port);
 }
 
 static void
-accept_new(struct chk_ring *r, struct pend *p, int *np)
+accept_new(struct listener *l)
 {
 	struct sockaddr_storage ss;
+	struct pend *p;
 	socklen_t sl;
-	char addr[INET6_ADDRSTRLEN];
-	int fd, port = 0;
+	char addr[INET6_ADDRSTRLEN], from[INET6_ADDRSTRLEN + 8];
+	int fd, k;
 
-	for (;;) {
+	for (k = 0; k < ACCEPT_BATCH; k++) {
 		sl = sizeof(ss);
-		fd = accept4(r->lfd, (struct sockaddr *)&ss, &sl,
+		fd = accept4(l->r->lfd, (struct sockaddr *)&ss, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		if (*np == MAX_PENDING)
-			pend_drop(r, p, np, 0, "too many pending connections");
-		memset(&p[*np], 0, sizeof(p[*np]));
-		p[*np].fd = fd;
-		ddp_fmt(addr, sizeof(addr), "?");
-		if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-			if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
-				inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12],
-					  addr, sizeof(addr));
-			else
-				inet_ntop(AF_INET6, &s6->sin6_addr, addr,
-					  sizeof(addr));
-			port = ntohs(s6->sin6_port);
-		} else if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-			inet_ntop(AF_INET, &s4->sin_addr, addr, sizeof(addr));
-			port = ntohs(s4->sin_port);
+		peer_name(&ss, addr, sizeof(addr), from, sizeof(from));
+		pend_make_room(l, addr);
+		if (l->np == MAX_PENDING) {
+			refuse_log(l->r, from, "too many pending connections");
+			close(fd);
+			continue;
 		}
-		ddp_fmt(p[*np].from, sizeof(p[*np].from), "%s:%d", addr, port);
-		(*np)++;
+		p = &l->p[l->np++];
+		memset(p, 0, sizeof(*p));
+		p->fd = fd;
+		p->seq = ++l->seq;
+		ddp_fmt(p->addr, sizeof(p->addr), "%s", addr);
+		ddp_fmt(p->from, sizeof(p->from), "%s", from);
 	}
 }
 
@@ -367,9 +539,10 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 	struct pollfd pfd[1 + CHK_NDIRS + MAX_PENDING];
 	int who[1 + CHK_NDIRS + MAX_PENDING];
 	struct dial dl[CHK_NDIRS];
-	struct pend p[MAX_PENDING];
+	struct listener l = {
+		.r = r, .ndir = ndir, .from = from, .token = token};
 	uint8_t hello[CHK_NDIRS][HELLO_LEN];
-	int np = 0, n, i, d, err, left, rc = -1;
+	int n, i, d, err, left, rc = -1;
 	socklen_t sl;
 	double now;
 
@@ -405,8 +578,8 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 			pfd[n].events = POLLOUT;
 			who[n++] = 100 + d;
 		}
-		for (i = 0; i < np; i++) {
-			pfd[n].fd = p[i].fd;
+		for (i = 0; i < l.np; i++) {
+			pfd[n].fd = l.p[i].fd;
 			pfd[n].events = POLLIN;
 			who[n++] = i;
 		}
@@ -426,12 +599,14 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 					       &err, &sl) < 0)
 					err = errno;
 				dial_step(r, &dl[d], d, err, hello[d]);
-			} else if (who[i] < np && p[who[i]].fd == pfd[i].fd) {
-				pend_read(r, p, &np, who[i], ndir, from, token);
+			} else if (who[i] < l.np &&
+				   l.p[who[i]].fd == pfd[i].fd) {
+				pend_read(&l, who[i]);
 			}
 		}
 		if (pfd[0].revents & POLLIN)
-			accept_new(r, p, &np);
+			accept_new(&l);
+		refuse_flush(r, 0);
 	}
 	rc = 0;
 	for (d = 0; d < CHK_NDIRS; d++) {
@@ -447,8 +622,9 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		if (dl[d].res)
 			freeaddrinfo(dl[d].res);
 	}
-	while (np > 0)
-		pend_drop(r, p, &np, np - 1, NULL);
+	while (l.np > 0)
+		pend_drop(&l, l.np - 1, NULL);
+	refuse_flush(r, 1);
 	return rc;
 }
 

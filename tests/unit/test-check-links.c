@@ -2,11 +2,15 @@
 /*
  * ddp-check's link-test sockets on this machine's loopback: two "nodes"
  * (threads) connect with the check's token while a stranger with another
- * token is refused, both streams are timed at once, and connections to a
- * closed port or an unknown name fail with their reason.
+ * token is refused, both streams are timed at once, a flood from one
+ * address neither evicts a neighbour's connection nor floods the log,
+ * and connections to a closed port or an unknown name fail with their
+ * reason.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,13 +37,12 @@ static const uint8_t token[CHK_TOKEN_LEN] = {1, 2, 3, 4, 5, 6, 7, 8};
 static pthread_barrier_t start;
 
 static void
-refused(void *arg, const char *from, const char *why)
+refused(void *arg, const char *line)
 {
 	struct node *n = arg;
 
-	(void)from;
 	n->refusals++;
-	snprintf(n->why, sizeof(n->why), "%s", why);
+	snprintf(n->why, sizeof(n->why), "%s", line);
 }
 
 static void *
@@ -59,6 +62,23 @@ node_main(void *arg)
 		n->stream_rc =
 			chk_ring_stream(&n->ring, CHK_FWD, 0.1, chk_now() + 3,
 					&n->gbps, &n->recv_err);
+	return NULL;
+}
+
+/* Node 0 of test_flood: connects for 2 s (node 1's warm-up connection
+ * never comes) and streams nothing. */
+static void *
+connect_only(void *arg)
+{
+	struct node *n = arg;
+	struct chk_target to[2], from[2];
+
+	memset(to, 0, sizeof(to));
+	memset(from, 0, sizeof(from));
+	to[CHK_FWD] = (struct chk_target){"127.0.0.1", n->peer_port, 1};
+	from[CHK_FWD] = to[CHK_FWD];
+	n->connect_rc = chk_ring_connect(&n->ring, n->me, 1, to, from, token,
+					 chk_now() + 2);
 	return NULL;
 }
 
@@ -182,10 +202,133 @@ test_failures(void)
 		  "a timeout reads 'timed out'");
 }
 
+/* A socket from source address src (a loopback address of its own, so
+ * that the listener sees another source), connecting to port without
+ * waiting. */
+static int
+dial_from(const char *src, int port)
+{
+	struct sockaddr_in a, b;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	inet_pton(AF_INET, src, &a.sin_addr);
+	b = a;
+	b.sin_port = htons((uint16_t)port);
+	inet_pton(AF_INET, "127.0.0.1", &b.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    (connect(fd, (struct sockaddr *)&b, sizeof(b)) < 0 &&
+	     errno != EINPROGRESS)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Waits until fd's connection is up (or failed). */
+static void
+wait_connected(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+	poll(&p, 1, 3000);
+}
+
+#define FLOOD 150
+
+/*
+ * A stranger floods the link-test port from one address with connections
+ * that say nothing, while the neighbour's connection (from another
+ * address) is up but its hello not all there yet. The neighbour's is
+ * adopted once its hello is complete, and the log holds a few lines
+ * however many were refused.
+ */
+static void
+test_flood(void)
+{
+	struct node n;
+	uint8_t hello[CHK_TOKEN_LEN + 5];
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	pthread_t t;
+	char err[256];
+	int sink, genuine, flood[FLOOD], i, up = 0;
+
+	memset(&n, 0, sizeof(n));
+	chk_ring_init(&n.ring);
+	n.ring.refused = refused;
+	n.ring.refused_arg = &n;
+	/* Where node 0's own connections go: a listener nobody reads. */
+	sink = socket(AF_INET, SOCK_STREAM, 0);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (chk_ring_listen(&n.ring, err, sizeof(err)) < 0 || sink < 0 ||
+	    bind(sink, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(sink, 8) < 0 ||
+	    getsockname(sink, (struct sockaddr *)&a, &al) < 0) {
+		tap_ok(0, "flood: setup: %s", err);
+		return;
+	}
+	n.me = 0;
+	n.peer_port = ntohs(a.sin_port);
+	/* Node 1's connection, its hello cut in two. */
+	genuine = dial_from("127.0.0.1", n.ring.lport);
+	memcpy(hello, token, CHK_TOKEN_LEN);
+	memset(hello + CHK_TOKEN_LEN, 0, 5);
+	hello[CHK_TOKEN_LEN + 3] = 1; /* node 1 */
+	hello[CHK_TOKEN_LEN + 4] = CHK_FWD;
+	if (genuine >= 0)
+		wait_connected(genuine);
+	if (genuine < 0 || send(genuine, hello, 10, 0) != 10) {
+		tap_ok(0, "flood: the neighbour's connection");
+		return;
+	}
+	pthread_create(&t, NULL, connect_only, &n);
+	for (i = 0; i < FLOOD; i++)
+		flood[i] = dial_from("127.0.0.2", n.ring.lport);
+	for (i = 0; i < FLOOD; i++) {
+		if (flood[i] < 0)
+			continue;
+		wait_connected(flood[i]);
+		up++;
+	}
+	/* Let the listener take them in before the hello completes. */
+	usleep(300 * 1000);
+	send(genuine, hello + 10, sizeof(hello) - 10, 0);
+	pthread_join(t, NULL);
+	if (!tap_ok(n.ring.in[CHK_FWD] >= 0,
+		    "flood: %d silent connections from another address do "
+		    "not evict the neighbour's, adopted when its hello "
+		    "arrives",
+		    up))
+		tap_diag("last line: %s", n.why);
+	if (!tap_ok(n.refusals <= 10 &&
+			    n.ring.ref.total > (unsigned long)n.refusals,
+		    "flood: %lu refusals in %d log lines (the first 8, then "
+		    "summaries)",
+		    n.ring.ref.total, n.refusals))
+		tap_diag("last line: %s", n.why);
+	if (!tap_ok(strstr(n.why, "more link-test connections") &&
+			    strstr(n.why, "127.0.0.2"),
+		    "flood: the last line sums up the rest, naming the "
+		    "source"))
+		tap_diag("last line: %s", n.why);
+	for (i = 0; i < FLOOD; i++)
+		if (flood[i] >= 0)
+			close(flood[i]);
+	close(genuine);
+	close(sink);
+	chk_ring_close(&n.ring);
+}
+
 int
 main(void)
 {
 	test_pair();
 	test_failures();
+	test_flood();
 	return tap_done();
 }
