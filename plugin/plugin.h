@@ -49,6 +49,12 @@ struct ddp_node {
 	int port_key_state;
 	struct ddp_port_key port_key;
 	char port_key_error[DDP_ERR_LEN];
+	/* The step's key file (stepkey.h), made as root in init_post_opt
+	 * and removed in exit: its directory's name below
+	 * <state_dir>/step-keys and the path exported as DDP_STEP_KEY_FILE;
+	 * "" when the step has none. */
+	char step_key_name[64];
+	char step_key_path[PATH_MAX];
 	char user[65];
 	enum ddp_bind bind;
 	struct ddp_topo *topo;
@@ -131,6 +137,15 @@ int local_alloc_post_opt(struct ddp_plugin *p);
 void remote_load_port_key(struct ddp_plugin *p);
 
 /*
+ * slurmstepd, from slurm_spank_init_post_opt (as root), after
+ * remote_load_port_key: derives the step's key from the site key and
+ * writes it to a file only the job's user can read (stepkey.h), for
+ * task_init to export as DDP_STEP_KEY_FILE. Does nothing without a port
+ * key; a failure is kept for remote_task_init, which fails the step.
+ */
+void remote_step_key(struct ddp_plugin *p, spank_t sp);
+
+/*
  * slurmstepd, from slurm_spank_init_post_opt (root): loads the node's
  * topology for a --ddp step through the site's topology cache, rewriting
  * it when missing or stale (remote_topo.c). Leaves p->node.topo NULL on
@@ -150,7 +165,8 @@ int remote_user_init(struct ddp_plugin *p, spank_t sp);
  * rank environment. Returns 0, or -1 (logged) to fail the task. */
 int remote_task_init(struct ddp_plugin *p, spank_t sp);
 
-/* slurmstepd, from slurm_spank_exit: frees the node's state. */
+/* slurmstepd, from slurm_spank_exit (as root): removes the step's key
+ * file and frees the node's state. */
 void remote_exit(struct ddp_plugin *p);
 
 #endif

@@ -27,6 +27,7 @@
 #include "jobdir.h"
 #include "plugin.h"
 #include "port.h"
+#include "stepkey.h"
 #include "tasks.h"
 
 /* Marks a MASTER_PORT chosen by this plugin, so that a nested srun --ddp
@@ -209,6 +210,48 @@ choose_check_port(struct ddp_plugin *p, long master)
 		return;
 	}
 	n->check_port = port;
+}
+
+void
+remote_step_key(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	struct ddp_step_key key;
+	char err[DDP_ERR_LEN], host[DDP_HOSTNAME_MAX + 1] = "?";
+	uint32_t jobid, stepid;
+	uid_t uid;
+	gid_t gid;
+
+	/* Without a site key the ranks use munge (DDP_AUTH=auto). */
+	if (!p->opts.enabled || p->conf_error[0] || n->port_key_state != 1)
+		return;
+	/* user_init names a missing layout item. */
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+		return;
+	if (stepid == SLURM_BATCH_SCRIPT || stepid == SLURM_EXTERN_CONT ||
+	    stepid >= SLURM_INTERACTIVE_STEP)
+		return;
+	/* slurmstepd's pid tells apart two nodes of one step on a host. */
+	if (ddp_step_key_dirname(jobid, stepid, (unsigned long)getpid(),
+				 n->step_key_name,
+				 sizeof(n->step_key_name)) < 0)
+		return;
+	ddp_step_key_derive(&n->port_key, jobid, stepid, uid, &key);
+	if (ddp_step_key_install(p->conf.state_dir, n->step_key_name, &key, uid,
+				 gid, n->step_key_path,
+				 sizeof(n->step_key_path), err,
+				 sizeof(err)) < 0) {
+		gethostname(host, sizeof(host) - 1);
+		node_error(n,
+			   "--ddp: %s: cannot hand the step its key: %s (the "
+			   "admin fixes state_dir in ddp.conf)",
+			   host, err);
+		n->step_key_name[0] = '\0';
+	}
+	ddp_step_key_wipe(&key);
 }
 
 static void
@@ -580,6 +623,13 @@ task_env(struct ddp_plugin *p, spank_t sp, uint32_t local, long global,
 		rc |= setenv_s(sp, "DDP_SHARED_DIR", n->shared_dir);
 	if (n->scratch_dir[0])
 		rc |= setenv_s(sp, "DDP_SCRATCH_DIR", n->scratch_dir);
+	/* A path, not the key: the environment is copied into every child
+	 * process and shown by env and crash reports. Without a key of this
+	 * step, one inherited from an enclosing step must not be used. */
+	if (n->step_key_path[0])
+		rc |= setenv_s(sp, DDP_STEP_KEY_VAR, n->step_key_path);
+	else
+		spank_unsetenv(sp, DDP_STEP_KEY_VAR);
 	rc |= flightrec_env(n, sp, local);
 	if (rc)
 		ddp_error("could not set the rank's environment");
@@ -790,8 +840,14 @@ void
 remote_exit(struct ddp_plugin *p)
 {
 	struct ddp_node *n = &p->node;
+	char err[DDP_ERR_LEN];
 
 	ddp_port_key_wipe(&n->port_key);
+	if (n->step_key_name[0] &&
+	    ddp_step_key_remove(p->conf.state_dir, n->step_key_name, err,
+				sizeof(err)) < 0)
+		ddp_error("--ddp: the step's key: %s", err);
+	n->step_key_name[0] = n->step_key_path[0] = '\0';
 	ddp_plan_free(n->plan);
 	n->plan = NULL;
 	ddp_topo_destroy(n->topo);

@@ -159,6 +159,7 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return local_alloc_post_opt(&plugin);
 	case S_CTX_REMOTE:
 		remote_load_port_key(&plugin);
+		remote_step_key(&plugin, sp);
 		remote_post_opt(&plugin, sp);
 		return 0;
 	default:

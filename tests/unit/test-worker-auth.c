@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The munge-authenticated rendezvous against a real (private) munged:
+ * The step-key credentials (DDP_AUTH=key): one verifies only with the
+ * same key, kind, job, rank, nonces and binding; the key file must be the
+ * user's own and private; a job joins with it and a rank holding another
+ * step's key is refused, naming the authentication. Then the
+ * munge-authenticated rendezvous against a real (private) munged:
  * garbage, forged credentials, another uid (as a rank and as rank 0),
  * another job, a credential made for another connection, another protocol
  * version and a silent connection are refused and logged while the job
@@ -624,6 +628,216 @@ test_without_libmunge(void)
 		tap_diag("exit %d: %s", rc, out);
 }
 
+/* ---- the step key ---- */
+
+static char key_a[300], key_b[300]; /* two steps' key files */
+
+/* Writes a key file of len bytes (fill) with mode; its path into path. */
+static int
+write_key(const char *dir, const char *name, int fill, size_t len, mode_t mode,
+	  char *path, size_t pathlen)
+{
+	unsigned char k[64];
+	int fd;
+
+	memset(k, fill, sizeof(k));
+	snprintf(path, pathlen, "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, k, len) != (ssize_t)len || fchmod(fd, mode)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
+/* auth_init of job with the key file path (DDP_AUTH=key). */
+static enum ddp_status
+key_init(struct wk_auth *a, struct ddp_config *cfg, const char *job,
+	 const char *path)
+{
+	tw_cfg(cfg, 0, 2, 1, 5);
+	cfg->auth = DDP_AUTH_KEY;
+	snprintf(cfg->job_id, sizeof(cfg->job_id), "%s", job);
+	setenv("DDP_STEP_KEY_FILE", path, 1);
+	return auth_init(a, cfg);
+}
+
+/* 1 when a verifies cred for hello/rank 1/nonce/bind, else 0 (why). */
+static int
+key_ok(struct wk_auth *a, const char *cred, const char *kind, int rank,
+       const uint8_t *nonce, const char *bind, char *why, size_t whylen)
+{
+	return auth_verify(a, cred, kind, rank, nonce, bind, why, whylen) == 0;
+}
+
+static void
+test_key_creds(const char *dir)
+{
+	static struct ddp_config cfg, cfg2;
+	struct wk_auth a, b, c;
+	uint8_t n1[RDV_NONCE_LEN] = {1, 2, 3}, n2[RDV_NONCE_LEN] = {1, 2, 4};
+	const char *bind = "127.0.0.1:4000 rn=0a0b";
+	char cred[WK_MAX_CRED], why[1024], path[300];
+	int ok;
+
+	if (!tap_ok(key_init(&a, &cfg, "777", key_a) == DDP_OK,
+		    "DDP_AUTH=key reads the step key file"))
+		tap_diag("%s", ddp_last_error());
+	tap_ok(auth_encode(&a, "hello", 1, n1, bind, cred, sizeof(cred)) ==
+			       DDP_OK &&
+		       strncmp(cred, "DDPK1:", 6) == 0 && strlen(cred) == 70,
+	       "a key credential is DDPK1: and 64 hex digits");
+	ok = key_ok(&a, cred, "hello", 1, n1, bind, why, sizeof(why));
+	if (!tap_ok(ok, "it verifies with the same key, kind, rank, nonces "
+			"and binding"))
+		tap_diag("%s", why);
+	tap_ok(!key_ok(&a, cred, "rank0", 1, n1, bind, why, sizeof(why)) &&
+		       strstr(why, "does not prove 'slurm-ddp/3 rank0"),
+	       "not as another kind (a hello is no proof of rank 0): %s", why);
+	tap_ok(!key_ok(&a, cred, "hello", 0, n1, bind, why, sizeof(why)),
+	       "not for another rank");
+	tap_ok(!key_ok(&a, cred, "hello", 1, n2, bind, why, sizeof(why)),
+	       "not with another nonce of rank 0 (a replay on another "
+	       "connection)");
+	tap_ok(!key_ok(&a, cred, "hello", 1, n1, "127.0.0.1:4000 rn=0a0c", why,
+		       sizeof(why)),
+	       "not with another nonce of the rank");
+	tap_ok(!key_ok(&a, cred, "hello", 1, n1, "127.0.0.2:4000 rn=0a0b", why,
+		       sizeof(why)),
+	       "not with another address (a relay)");
+	if (key_init(&b, &cfg2, "777", key_b) != DDP_OK)
+		tap_diag("%s", ddp_last_error());
+	tap_ok(!key_ok(&b, cred, "hello", 1, n1, bind, why, sizeof(why)) &&
+		       strstr(why, "another step's key"),
+	       "not with another step's key: %s", why);
+	auth_fini(&b);
+	if (key_init(&b, &cfg2, "778", key_a) != DDP_OK)
+		tap_diag("%s", ddp_last_error());
+	tap_ok(!key_ok(&b, cred, "hello", 1, n1, bind, why, sizeof(why)),
+	       "not for another job id");
+	auth_fini(&b);
+	cred[69] = cred[69] == '0' ? '1' : '0';
+	tap_ok(!key_ok(&a, cred, "hello", 1, n1, bind, why, sizeof(why)),
+	       "not with one hex digit changed");
+	cred[40] = '\0';
+	tap_ok(!key_ok(&a, cred, "hello", 1, n1, bind, why, sizeof(why)),
+	       "not cut short");
+	tap_ok(!key_ok(&a, "MUNGE:AwQFAAB=:", "hello", 1, n1, bind, why,
+		       sizeof(why)) &&
+		       strstr(why, "munge credential, but this rank uses the "
+				   "step key") &&
+		       strstr(why, "same DDP_AUTH"),
+	       "a munge credential is named as such: %s", why);
+	tap_ok(!key_ok(&a, "none", "hello", 1, n1, bind, why, sizeof(why)),
+	       "the word none is refused");
+	/* The key is in no message: its bytes are all 0x11, so no run of
+	 * its hex appears in a reason. */
+	tap_ok(!strstr(why, "1111111111"), "no reason shows the key");
+	auth_fini(&a);
+	tap_ok(a.key[0] == 0 && a.key[31] == 0, "auth_fini wipes the key");
+
+	unsetenv("DDP_STEP_KEY_FILE");
+	tw_cfg(&cfg, 0, 2, 1, 5);
+	cfg.auth = DDP_AUTH_KEY;
+	tap_ok(auth_init(&c, &cfg) == DDP_ERR_AUTH &&
+		       strstr(ddp_last_error(), "DDP_STEP_KEY_FILE is not set"),
+	       "DDP_AUTH=key without a key fails naming DDP_STEP_KEY_FILE: %s",
+	       ddp_last_error());
+	auth_fini(&c);
+	tap_ok(auth_resolve(DDP_AUTH_AUTO) == DDP_AUTH_MUNGE,
+	       "auto without a step key is munge");
+	setenv("DDP_STEP_KEY_FILE", key_a, 1);
+	tap_ok(auth_resolve(DDP_AUTH_AUTO) == DDP_AUTH_KEY &&
+		       auth_resolve(DDP_AUTH_MUNGE) == DDP_AUTH_MUNGE,
+	       "auto with a step key is key; munge stays munge");
+	unsetenv("DDP_AUTH");
+	tap_ok(ddp_config_from_env(&cfg) == DDP_OK && cfg.auth == DDP_AUTH_KEY,
+	       "DDP_AUTH unset with DDP_STEP_KEY_FILE: the step key");
+	setenv("DDP_AUTH", "munge", 1);
+	tap_ok(ddp_config_from_env(&cfg) == DDP_OK &&
+		       cfg.auth == DDP_AUTH_MUNGE,
+	       "DDP_AUTH=munge keeps munge beside a step key");
+	setenv("DDP_AUTH", "kerberos", 1);
+	tap_ok(ddp_config_from_env(&cfg) == DDP_ERR_ENV &&
+		       strstr(ddp_last_error(), "key, munge or none"),
+	       "DDP_AUTH=kerberos names what works: %s", ddp_last_error());
+	unsetenv("DDP_AUTH");
+
+	write_key(dir, "open", 0x11, 32, 0644, path, sizeof(path));
+	tap_ok(key_init(&c, &cfg, "777", path) == DDP_ERR_AUTH &&
+		       strstr(ddp_last_error(), "mode 0644"),
+	       "a key file others can read is refused: %s", ddp_last_error());
+	auth_fini(&c);
+	write_key(dir, "short", 0x11, 31, 0400, path, sizeof(path));
+	tap_ok(key_init(&c, &cfg, "777", path) == DDP_ERR_AUTH &&
+		       strstr(ddp_last_error(), "too short"),
+	       "a key file of 31 bytes is refused: %s", ddp_last_error());
+	auth_fini(&c);
+	snprintf(path, sizeof(path), "%s/link", dir);
+	if (symlink(key_a, path) < 0)
+		tap_diag("symlink: %s", strerror(errno));
+	tap_ok(key_init(&c, &cfg, "777", path) == DDP_ERR_AUTH &&
+		       strstr(ddp_last_error(), "symlink"),
+	       "a symlink is refused: %s", ddp_last_error());
+	auth_fini(&c);
+	unsetenv("DDP_STEP_KEY_FILE");
+}
+
+/* Rank i of a job authenticated with the step key; arg: rank 1's key. */
+static int
+key_rank(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	tw_cfg(&cfg, i, size, port, i == 0 ? 20 : 3);
+	cfg.auth = DDP_AUTH_KEY;
+	setenv("DDP_STEP_KEY_FILE", i == 0 ? key_a : (const char *)arg, 1);
+	ddp_set_log_fn(tr_log_to_file, out);
+	if (arg != key_a)
+		cfg.timeout_s = 3;
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_key_rendezvous(void)
+{
+	struct tw_rank rk[2];
+	int failed = tap_failed, i;
+
+	if (tw_run_job(2, key_rank, key_a, 30, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tw_exit(&rk[0]) == 0 && tr_has(&rk[0], "ALLREDUCE 0 2 1 10") &&
+		       tw_exit(&rk[1]) == 0 &&
+		       tr_has(&rk[1], "ALLREDUCE 0 2 1 10"),
+	       "two ranks with the same step key join and allreduce, no "
+	       "munged");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		for (i = 0; i < 2; i++)
+			tw_diag_output(i, &rk[i]);
+	tw_free_job(2, rk);
+
+	failed = tap_failed;
+	if (tw_run_job(2, key_rank, key_b, 30, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tw_exit(&rk[1]) == 3 && tr_has(&rk[1], "INIT 6") &&
+		       tr_has(&rk[1], "did not prove it is rank 0") &&
+		       tr_has(&rk[1], "step-key credential does not prove"),
+	       "a rank holding another step's key refuses rank 0's proof "
+	       "and fails with DDP_ERR_AUTH naming the step key");
+	tap_ok(tw_exit(&rk[0]) != 0 && tr_has(&rk[0], "INIT ") &&
+		       !tr_has(&rk[0], "ALLREDUCE"),
+	       "rank 0 never counts it as joined");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		for (i = 0; i < 2; i++)
+			tw_diag_output(i, &rk[i]);
+	tw_free_job(2, rk);
+}
+
 static void
 test_intruders(void)
 {
@@ -692,6 +906,7 @@ int
 main(void)
 {
 	char dir[] = "/tmp/ddp-test-munge-XXXXXX", cmd[600];
+	char keydir[] = "/tmp/ddp-test-key-XXXXXX";
 	struct tw_rank rk[8];
 	struct ddp_config cfg;
 	struct ddp_comm *c = NULL;
@@ -700,19 +915,28 @@ main(void)
 	int rc, i, failed;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (!mkdtemp(dir)) {
+	if (!mkdtemp(keydir) || !mkdtemp(dir)) {
 		tap_ok(0, "mkdtemp");
 		return tap_done();
 	}
+	if (write_key(keydir, "a", 0x11, 32, 0400, key_a, sizeof(key_a)) < 0 ||
+	    write_key(keydir, "b", 0x22, 32, 0400, key_b, sizeof(key_b)) < 0)
+		tap_ok(0, "key files in %s", keydir);
+	test_key_creds(keydir);
+	test_key_rendezvous();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", keydir);
+	if (system(cmd) != 0)
+		tap_diag("could not remove %s", keydir);
+
 	snprintf(cmd, sizeof(cmd), "tests/lib/private-munged start %s", dir);
 	p = popen(cmd, "r");
 	if (!p || !fgets(munge_sock, sizeof(munge_sock), p)) {
 		rc = p ? pclose(p) : -1;
 		rmdir(dir);
 		if (rc >= 0 && WIFEXITED(rc) && WEXITSTATUS(rc) == 2) {
-			printf("ok 1 # SKIP private munged unavailable "
-			       "(needs root and the munge package)\n1..1\n");
-			return 0;
+			tap_ok(1, "# SKIP private munged unavailable (needs "
+				  "root and the munge package)");
+			return tap_done();
 		}
 		tap_ok(0, "private munged started");
 		return tap_done();
