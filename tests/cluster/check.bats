@@ -7,7 +7,8 @@
 # fail with a message; a wedged munged ends at the time limit. Then the
 # same through the plugin: srun --ddp-check runs it from every task before
 # the program (fail ends the step, warn starts the program, a bad mode fails
-# in srun, ddp.conf's check is the default). Each test undoes its tc/nft
+# in srun, ddp.conf's check is the default, the check's rendezvous is not
+# on the program's MASTER_PORT). Each test undoes its tc/nft
 # and ddp.conf changes, so later suites find the cluster as it was.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
@@ -252,6 +253,27 @@ started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' |
 	done
 	# (srun interleaves the nodes' output: another node's hostname may
 	# come before rank 0's table, but never before the check ended.)
+}
+
+@test "--ddp-check rendezvous on a port of its own, in port_range, never the program's MASTER_PORT" {
+	local checked master range
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp-check --ddp-verbose \
+		bash -c 'echo "rank $RANK: MASTER_PORT=$MASTER_PORT"'
+	show
+	[ "$status" -eq 0 ]
+	# The port ddp-check's rank 0 listened on, as its report names it.
+	checked=$(sed -nE 's/^ddp-check: job .* joined node1:([0-9]+) \(.*$/\1/p' <<<"$output")
+	master=$(sed -nE 's/^rank 0: MASTER_PORT=([0-9]+)$/\1/p' <<<"$output")
+	echo "# ddp-check listened on $checked, the program got MASTER_PORT=$master" >&3
+	[ -n "$checked" ] && [ -n "$master" ]
+	[ "$checked" -ne "$master" ]
+	[ "$(grep -c "^rank [01]: MASTER_PORT=$master$" <<<"$output")" -eq 2 ]
+	[[ $output == *"master=node1:$master check_port=$checked"* ]]
+	# Both in port_range, which the Prolog opens to the job's nodes.
+	range=$(awk -F' *= *' '$1 == "port_range" { print $2 }' "$(mc_state)/etc/ddp.conf")
+	[ -n "$range" ]
+	[ "$checked" -ge "${range%-*}" ] && [ "$checked" -le "${range#*-}" ]
+	[ "$master" -ge "${range%-*}" ] && [ "$master" -le "${range#*-}" ]
 }
 
 @test "--ddp-check with node2 throttled: the step ends non-zero naming node2, the program never starts; warn starts it" {
