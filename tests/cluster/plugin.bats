@@ -398,6 +398,30 @@ nodectl() {
 	[ "$(field O | sort -u)" = "ddptest:700,ddptest:700," ]
 }
 
+@test "PyTorch's flight recorder: every rank dumps into the job's shared directory; the user's own values are kept" {
+	local ranks list shared
+	# Each rank shows its variables and writes where PyTorch dumps it
+	# (the prefix and its global rank), unless it names its own file.
+	ranks='echo "R=$RANK D=${TORCH_NCCL_DUMP_ON_TIMEOUT-unset} B=${TORCH_NCCL_TRACE_BUFFER_SIZE-unset} F=${TORCH_NCCL_DEBUG_INFO_TEMP_FILE-unset} S=$DDP_SHARED_DIR"
+		[ -n "${TORCH_FR_DUMP_TEMP_FILE-}" ] || echo dump >"$TORCH_NCCL_DEBUG_INFO_TEMP_FILE$RANK"'
+	list='cd "$DDP_SHARED_DIR/flight-recorder" && echo "L=$(ls | tr "\n" ,) O=$(stat -c %U:%a .)"'
+	run mc_run --user ddptest -- salloc -N2 bash -c '
+		srun --ntasks-per-node=1 --ddp bash -c "$1"
+		srun -N1 -n1 --ddp bash -c "$2"
+		TORCH_NCCL_DUMP_ON_TIMEOUT=0 TORCH_NCCL_TRACE_BUFFER_SIZE=64 \
+			TORCH_FR_DUMP_TEMP_FILE=/tmp/own_ \
+			srun --ntasks-per-node=1 --ddp bash -c "$1"' _ "$ranks" "$list"
+	show
+	[ "$status" -eq 0 ]
+	shared=$(field S | sort -u)
+	[[ $shared =~ ^$(mc_state)/shared/ddptest/[0-9]+$ ]]
+	[ "$(grep -c " D=1 B=2000 F=$shared/flight-recorder/nccl_trace_rank_ " <<<"$output")" -eq 2 ]
+	[ "$(field L)" = "nccl_trace_rank_0,nccl_trace_rank_1," ]
+	[ "$(field O)" = ddptest:700 ]
+	# The user's values win, and so does newer PyTorch's name for the file.
+	[ "$(grep -c " D=0 B=64 F=unset " <<<"$output")" -eq 2 ]
+}
+
 @test "a job directory that is not the user's own 0700 (plugstack shared_root=) fails the step, naming path, owner and mode" {
 	local conf orig alt out
 	conf=$(mc_state)/etc/plugstack.conf
