@@ -45,18 +45,27 @@ refused(void *arg, const char *line)
 	snprintf(n->why, sizeof(n->why), "%s", line);
 }
 
-static void *
-node_main(void *arg)
+/* Connects the ring of two nodes (n and 1 - n->me, one direction and
+ * the warm-up) on loopback, for at most seconds. */
+static int
+ring_connect(struct node *n, double seconds)
 {
-	struct node *n = arg;
 	struct chk_target to[2], from[2];
 
 	memset(to, 0, sizeof(to));
 	memset(from, 0, sizeof(from));
 	to[CHK_FWD] = (struct chk_target){"127.0.0.1", n->peer_port, 1 - n->me};
 	from[CHK_FWD] = to[CHK_FWD];
-	n->connect_rc = chk_ring_connect(&n->ring, n->me, 1, to, from, token,
-					 chk_now() + 5);
+	return chk_ring_connect(&n->ring, n->me, 1, to, from, token,
+				chk_now() + seconds);
+}
+
+static void *
+node_main(void *arg)
+{
+	struct node *n = arg;
+
+	n->connect_rc = ring_connect(n, 5);
 	pthread_barrier_wait(&start);
 	if (n->connect_rc == 0)
 		n->stream_rc =
@@ -71,14 +80,8 @@ static void *
 connect_only(void *arg)
 {
 	struct node *n = arg;
-	struct chk_target to[2], from[2];
 
-	memset(to, 0, sizeof(to));
-	memset(from, 0, sizeof(from));
-	to[CHK_FWD] = (struct chk_target){"127.0.0.1", n->peer_port, 1};
-	from[CHK_FWD] = to[CHK_FWD];
-	n->connect_rc = chk_ring_connect(&n->ring, n->me, 1, to, from, token,
-					 chk_now() + 2);
+	n->connect_rc = ring_connect(n, 2);
 	return NULL;
 }
 
