@@ -89,7 +89,7 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction"
 	show
 	[ "$status" -eq 0 ]
-	[[ $output == *"ddp-check: job "*": 3 nodes, 6 ranks joined node1:"*" (munge)"* ]]
+	[[ $output == *"ddp-check: job "*": 3 nodes, 6 ranks joined node1:"*" (the step key)"* ]]
 	[[ $output == *"node   ranks  gpus  next   out GB/s  back GB/s  status"* ]]
 	# node, ranks, gpus, next, GB/s out, GB/s back, ok
 	local node ranks next
@@ -244,7 +244,7 @@ started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' |
 	echo "# srun --nodes=3 --ntasks-per-node=2 --ddp-check hostname: $(elapsed "$start") s" >&3
 	show
 	[ "$status" -eq 0 ]
-	[[ $output == *"ddp-check: job "*": 3 nodes, 6 ranks joined node1:"*" (munge)"* ]]
+	[[ $output == *"ddp-check: job "*": 3 nodes, 6 ranks joined node1:"*" (the step key)"* ]]
 	[[ $output == *"node   ranks  gpus  next   out GB/s  back GB/s  status"* ]]
 	[[ $output == *"ddp-check: ok (network "* ]]
 	local node

@@ -148,36 +148,71 @@ job_step() {
 	return 1
 }
 
-@test "a non-root user's process claiming the job's rank 1 never gets to send a credential; the job completes" {
-	local port=29577 out job step
+# intruder MODE: a root job (DDP_AUTH=MODE) whose ranks 1-3 join late, so
+# rank 0 is waiting when the intruder (user ddptest, on one of the job's
+# nodes) knocks, naming the job and step it read from squeue and, with the
+# key, the job's key file. Leaves the intruder's output in $intruder and
+# the job's in $output.
+intruder() {
+	local mode=$1 port=29577 out job step keyfile=""
 	out=$(mktemp)
-	# The root job's ranks 1-3 join late, so rank 0 is waiting when the
-	# intruder (user ddptest, on one of the job's nodes) knocks, naming the
-	# job and step it read from squeue.
-	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun --nodes=2 --gpus-per-node=2 --ddp \
-		bash -c '[ "$RANK" = 0 ] || sleep 6; exec "$0" --synthetic 512 --epochs 2' "$train" \
+	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 DDP_AUTH="$mode" srun --nodes=2 --gpus-per-node=2 --ddp \
+		bash -c 'echo "KEYFILE $RANK ${DDP_STEP_KEY_FILE:-none}"; [ "$RANK" = 0 ] || sleep 6; exec "$0" --synthetic 512 --epochs 2' "$train" \
 		>"$out" 2>&1 &
 	local pid=$!
 	read -r job step < <(job_step)
 	[ -n "$job" ]
 	sleep 1
+	# The key directories are named after the step (state_dir is shared
+	# by the nodes of the minicluster): the intruder takes one.
+	if [ "$mode" != munge ]; then
+		keyfile=$(find "$(mc_state)/ddp-state/step-keys" -maxdepth 1 -name "$job.$step.*" | head -n 1)/key
+	fi
 	run mc_exec node2 --user ddptest -- env RANK=1 WORLD_SIZE=4 MASTER_ADDR=node1 \
 		MASTER_PORT=$port SLURM_JOB_ID="$job" SLURM_STEP_ID="$step" DDP_TIMEOUT=3 \
-		"$train" --synthetic 64 --epochs 1
+		DDP_AUTH="$mode" DDP_STEP_KEY_FILE="$keyfile" "$train" --synthetic 64 --epochs 1
 	show
-	[ "$status" -ne 0 ]
-	# munged refuses to decode rank 0's proof for any other uid.
-	[[ $output == *"did not prove it is rank 0 of this job (invalid munge credential: Unauthorized credential for client UID="* ]]
+	intruder_status=$status intruder=$output
 	local rc=0
 	wait "$pid" || rc=$?
 	output=$(cat "$out")
 	rm -f "$out"
 	status=$rc
 	show
+}
+
+@test "a non-root user's process claiming the job's rank 1 never gets to send a credential (munge); the job completes" {
+	intruder munge
+	[ "$intruder_status" -ne 0 ]
+	# munged refuses to decode rank 0's proof for any other uid.
+	[[ $intruder == *"did not prove it is rank 0 of this job (invalid munge credential: Unauthorized credential for client UID="* ]]
 	[ "$status" -eq 0 ]
 	[[ $output == *"rank 0 refused connection from "*"closed after rank 0's proof, without a hello"* ]]
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+}
+
+@test "with the step key: the job's key file is the job user's alone, another user cannot read it, nor join; the key is gone after the step" {
+	intruder auto
+	local keyfile
+	keyfile=$(sed -nE 's/^KEYFILE 1 (.*)$/\1/p' <<<"$output" | head -n 1)
+	[[ $keyfile == "$(mc_state)/ddp-state/step-keys/"*"/key" ]]
+	[ "$intruder_status" -ne 0 ]
+	[[ $intruder == *"step key DDP_STEP_KEY_FILE=$(mc_state)/ddp-state/step-keys/"*": Permission denied"* ]]
+	[ "$status" -eq 0 ]
+	[ "$(crcs | wc -l)" -eq 4 ]
+	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+	# slurmstepd removed every node's key directory of the step.
+	[ ! -e "${keyfile%/key}" ]
+	[ -z "$(find "$(mc_state)/ddp-state/step-keys" -mindepth 1 -maxdepth 1)" ]
+	# As the user of the job: 0400 in a 0700 directory, both the user's.
+	run mc_run --user ddptest -- srun --nodes=2 --ntasks-per-node=1 --ddp \
+		bash -c 'k=$DDP_STEP_KEY_FILE; echo "KEY $(id -u) $(stat -c "%u %a %s" "$k") $(stat -c "%u %a" "${k%/key}")"'
+	show
+	[ "$status" -eq 0 ]
+	local uid
+	uid=$(id -u ddptest)
+	[ "$(grep -c "^KEY $uid $uid 400 32 $uid 700$" <<<"$output")" -eq 2 ]
 }
 
 # The squatter of issue 10 (F1), as user ddptest on rank 0's node: binds
