@@ -106,6 +106,7 @@ struct rdv {
 	int pend_max;
 	int per_source_max;
 	double wait_end; /* the deadline of the current accept_ranks */
+	int lost;	 /* rank 0: a rank that died after it joined, or -1 */
 	uint64_t seq;
 	struct refusals ref;
 	const struct ddp_config *cfg;
@@ -597,6 +598,61 @@ pend_roster(struct rdv *r, int i, uint16_t type, const uint8_t *body,
 	pend_drop(r, i, NULL, 0, 0);
 }
 
+/* The roster, as rank 0 hands it to a child that asked (PULL). */
+static int
+send_roster(struct rdv *r, int i)
+{
+	struct wk_buf b = {0};
+	int rc;
+
+	if (rdv_encode_roster(&b, (uint32_t)r->mesh->size, r->token, r->ents) <
+	    0)
+		b.bad = 1;
+	rc = pend_send(r, i, &b, "roster");
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	return rc;
+}
+
+/*
+ * Rank 0: a child in the tree (ranks 1 .. RDV_FANOUT) asks for the roster
+ * with the token it got in its welcome. Answered at once when every rank
+ * has joined, else kept (stage 2, never evicted first) until then.
+ */
+static void
+pend_pull(struct rdv *r, int i, const uint8_t *body, size_t blen)
+{
+	struct rdv_peer_hello ph;
+	char why[256];
+	uint8_t diff = 0;
+	int k;
+
+	if (rdv_parse_peer(body, blen, &ph, why, sizeof(why)) < 0)
+		goto refuse;
+	for (k = 0; k < WK_TOKEN_LEN; k++)
+		diff |= (uint8_t)(ph.token[k] ^ r->token[k]);
+	explicit_bzero(ph.token, sizeof(ph.token));
+	if (diff) {
+		ddp_fmt(why, sizeof(why), "wrong job token");
+		goto refuse;
+	}
+	if (ph.rank < 1 || ph.rank > RDV_FANOUT ||
+	    (int)ph.rank >= r->mesh->size) {
+		ddp_fmt(why, sizeof(why), "rank %u asks for the roster",
+			ph.rank);
+		goto refuse;
+	}
+	r->pend[i].rank = ph.rank;
+	r->pend[i].stage = 2;
+	r->pend[i].deadline = r->wait_end;
+	if (r->roster == 1 && send_roster(r, i) == 0)
+		pend_drop(r, i, NULL, 0, 0);
+	return;
+refuse:
+	pend_refuse(r, i, why);
+}
+
 /*
  * A complete header in pending connection i: it must be the message this
  * stage expects (a REFUSE goes back in the sender's protocol version when
@@ -618,9 +674,12 @@ pend_header(struct rdv *r, int i, int peer_mode)
 		pend_drop(r, i, why, 1, ver != RDV_VERSION ? ver : 0);
 		return -1;
 	}
-	want = peer_mode ? (p->stage ? RDV_ROSTER : RDV_PEER)
-			 : (p->stage ? RDV_HELLO : RDV_OPEN);
-	if (type != want && !(peer_mode && p->stage && type == RDV_REFUSE)) {
+	want = p->stage == 2 ? 0
+	       : peer_mode   ? (p->stage ? RDV_ROSTER : RDV_PEER)
+			     : (p->stage ? RDV_HELLO : RDV_OPEN);
+	/* Rank 0's children ask it for the roster at any time. */
+	if (type != want && !(peer_mode && p->stage && type == RDV_REFUSE) &&
+	    !(r->mesh->rank == 0 && p->stage == 0 && type == RDV_PULL)) {
 		ddp_fmt(why, sizeof(why),
 			"unexpected message type %u (expected %u)", type, want);
 		pend_refuse(r, i, why);
@@ -649,11 +708,19 @@ pend_read(struct rdv *r, int i, int peer_mode)
 	size_t blen;
 	char why[512];
 	ssize_t n;
+	uint16_t type;
 	int fd = p->fd, stage;
 
 	for (;;) {
 		n = recv(p->fd, p->buf + p->have, p->need - p->have,
 			 MSG_DONTWAIT);
+		if (n == 0 && p->stage == 2) {
+			/* A child of rank 0 that joined and asked for the
+			 * roster is gone: it died, which no wait mends. */
+			r->lost = (int)p->rank;
+			pend_drop(r, i, NULL, 0, 0);
+			return;
+		}
 		if (n == 0) {
 			pend_drop(r, i,
 				  p->stage ? "closed after rank 0's proof, "
@@ -684,12 +751,13 @@ pend_read(struct rdv *r, int i, int peer_mode)
 		stage = p->stage;
 		body = p->buf + RDV_HDR_LEN;
 		blen = p->need - RDV_HDR_LEN;
-		if (peer_mode && stage == 0)
+		type = (uint16_t)(p->buf[6] | p->buf[7] << 8);
+		if (stage == 0 && type == RDV_PULL)
+			pend_pull(r, i, body, blen);
+		else if (peer_mode && stage == 0)
 			pend_peer(r, i, body, blen);
 		else if (peer_mode)
-			pend_roster(r, i,
-				    (uint16_t)(p->buf[6] | p->buf[7] << 8),
-				    body, blen);
+			pend_roster(r, i, type, body, blen);
 		else if (stage == 0)
 			pend_open(r, i, body, blen);
 		else
@@ -992,6 +1060,15 @@ accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 			missing = r->roster == 0;
 		if (!missing || r->roster < 0)
 			break;
+		if (r->lost >= 0) {
+			st = wk_err(
+				DDP_ERR_PEER,
+				"rank %d (%s) closed its connection to rank "
+				"0 after it joined, before the roster: the "
+				"process died or was killed",
+				r->lost, c->peers[r->lost].host);
+			break;
+		}
 		now = wk_now();
 		if (now >= deadline) {
 			st = accept_timeout(r, from, what, missing);
@@ -1120,7 +1197,8 @@ push_roster(struct rdv *r, double deadline)
 			    c->rank);
 		goto out;
 	}
-	for (k = 1; k <= RDV_FANOUT && !st; k++) {
+	/* Rank 0's children fetch the roster themselves (pull_roster). */
+	for (k = 1; k <= RDV_FANOUT && !st && c->rank > 0; k++) {
 		child = (long)RDV_FANOUT * c->rank + k;
 		if (child >= c->size)
 			break;
@@ -1145,14 +1223,26 @@ master_refuse_joined(struct rdv *r)
 	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
 	double budget = wk_now() + 5.0, until;
+	uint8_t pulled[RDV_FANOUT + 1] = {0};
+	size_t head;
 	char why[256];
 	int i, fd;
 
 	if (encode_push(r, &b) < 0 ||
 	    rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
 		goto out;
+	/* The children that asked for the roster wait on their own
+	 * connection: the REFUSE alone, after the peer hello. */
+	head = b.len - (size_t)RDV_HDR_LEN - WK_TOKEN_LEN - 4;
+	for (i = r->npend - 1; i >= 0; i--) {
+		if (r->pend[i].stage == 2) {
+			(void)net_send_all(r->pend[i].fd, b.p + b.len - head,
+					   head, wk_now() + 0.5);
+			pulled[r->pend[i].rank] = 1;
+		}
+	}
 	for (i = 1; i < c->size && wk_now() < budget; i++) {
-		if (!r->joined[i])
+		if (!r->joined[i] || (i <= RDV_FANOUT && pulled[i]))
 			continue;
 		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
 		fd = net_connect_once(c->peers[i].addr, c->peers[i].port, until,
@@ -1218,8 +1308,6 @@ master_side(struct rdv *r, double deadline)
 		master_refuse_joined(r);
 		return st;
 	}
-	while (r->npend > 0)
-		pend_drop(r, r->npend - 1, NULL, 0, 0);
 	r->roster = 1;
 	for (i = 0; i < c->size; i++) {
 		r->ents[i].port = (uint16_t)(i ? c->peers[i].port : r->lport);
@@ -1228,6 +1316,12 @@ master_side(struct rdv *r, double deadline)
 		ddp_fmt(r->ents[i].host, sizeof(r->ents[i].host), "%s",
 			c->peers[i].host);
 	}
+	/* The children that asked already get the roster; the other
+	 * pending connections stay, read from now on as the mesh's (a
+	 * child's PULL still read there, anything of the joins refused). */
+	for (i = r->npend - 1; i >= 0; i--)
+		if (r->pend[i].stage == 2 && send_roster(r, i) == 0)
+			pend_drop(r, i, NULL, 0, 0);
 	deadline = wk_now() + c->timeout_s;
 	st = keep_wanted(r);
 	if (!st)
@@ -1585,6 +1679,75 @@ out:
 }
 
 /*
+ * A child of rank 0 in the tree: the roster on a new connection to
+ * MASTER_PORT (a PULL with the token), so that no connection needs to
+ * come in to this rank before the mesh. Rank 0 answers once every rank
+ * has joined, so this waits until deadline.
+ */
+static enum ddp_status
+pull_roster(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	const struct ddp_config *cfg = r->cfg;
+	struct rdv_peer_hello ph;
+	struct wk_buf b = {0};
+	enum ddp_status st = DDP_OK;
+	uint8_t *body = NULL;
+	uint16_t type;
+	uint32_t blen;
+	char why[512];
+	int fd, other;
+
+	ph.rank = (uint32_t)c->rank;
+	memcpy(ph.token, r->token, WK_TOKEN_LEN);
+	fd = net_connect_retry(cfg->master_addr, cfg->master_port, deadline,
+			       why, sizeof(why));
+	if (fd < 0 && net_out_of_resources(errno)) {
+		st = resource_error(r, errno, "connecting to rank 0");
+		goto out;
+	}
+	if (fd < 0) {
+		st = wk_err(DDP_ERR_RENDEZVOUS,
+			    "rank %d could not reach rank 0 at %s:%d again for "
+			    "the roster: %s",
+			    c->rank, cfg->master_addr, cfg->master_port, why);
+		goto out;
+	}
+	if (rdv_encode_pull(&b, &ph) < 0 ||
+	    net_send_all(fd, b.p, b.len, deadline) < 0) {
+		st = wk_err(DDP_ERR_RENDEZVOUS,
+			    "rank %d: asking rank 0 for the roster failed: %s",
+			    c->rank, b.bad ? "out of memory" : strerror(errno));
+		goto out;
+	}
+	st = recv_msg(fd, deadline,
+		      "waiting for rank 0's roster (rank 0 waits for every "
+		      "rank to join)",
+		      &type, &body, &blen, &other);
+	if (st)
+		goto out;
+	if (type == RDV_REFUSE) {
+		refuse_text(body, blen, r->gave_up, sizeof(r->gave_up));
+		r->roster = -1;
+	} else if (type != RDV_ROSTER ||
+		   take_roster(r, body, blen, why, sizeof(why)) < 0) {
+		st = wk_err(DDP_ERR_RENDEZVOUS,
+			    "rank %d: bad roster from rank 0 (%s)", c->rank,
+			    type == RDV_ROSTER ? why : "unexpected message");
+	}
+out:
+	explicit_bzero(ph.token, sizeof(ph.token));
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	if (body)
+		explicit_bzero(body, blen);
+	free(body);
+	wk_buf_free(&b);
+	net_close(&fd);
+	return st;
+}
+
+/*
  * A rank other than 0: a data listener, the join (join_master), the
  * roster from its parent in the tree, handed on to its children, then
  * connections to the lower ranks its collectives use and from the higher
@@ -1607,7 +1770,9 @@ worker_side(struct rdv *r, double deadline)
 		return st;
 	/* Rank 0 sends the roster once every rank has joined, so this
 	 * waits up to rank 0's timeout and a little more. */
-	st = accept_ranks(r, c->rank + 1, WAIT_ROSTER, deadline + 5);
+	st = c->rank <= RDV_FANOUT
+		     ? pull_roster(r, deadline + 5)
+		     : accept_ranks(r, c->rank + 1, WAIT_ROSTER, deadline + 5);
 	if (!st && r->roster > 0) {
 		deadline = wk_now() + c->timeout_s;
 		st = keep_wanted(r);
@@ -1671,6 +1836,7 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	r->mesh = m;
 	r->cfg = cfg;
 	r->lfd = -1;
+	r->lost = -1;
 	r->ents = calloc((size_t)m->size, sizeof(*r->ents));
 	if (!r->ents) {
 		free(r);
