@@ -276,6 +276,18 @@ net_listen_retry(int port, double deadline, int *bound,
 	}
 }
 
+/* 1 when fd is connected to itself (same address and port both ends). */
+static int
+net_self_connected(int fd)
+{
+	struct sockaddr_storage a, b;
+	socklen_t la = sizeof(a), lb = sizeof(b);
+
+	return getsockname(fd, (struct sockaddr *)&a, &la) == 0 &&
+	       getpeername(fd, (struct sockaddr *)&b, &lb) == 0 && la == lb &&
+	       memcmp(&a, &b, la) == 0;
+}
+
 int
 net_connect_once(const char *host, int port, double deadline, char *why,
 		 size_t whylen)
@@ -326,6 +338,13 @@ net_connect_once(const char *host, int port, double deadline, char *why,
 				soerr = errno;
 			rc = soerr ? -1 : 0;
 			errno = soerr;
+		}
+		/* A connect to a port nobody listens on yet can land on its
+		 * own ephemeral port (a TCP self-connect): it "succeeds" and
+		 * then holds the port its listener needs. */
+		if (rc == 0 && net_self_connected(fd)) {
+			rc = -1;
+			errno = ECONNREFUSED;
 		}
 		if (rc == 0)
 			break;

@@ -255,27 +255,14 @@ rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN])
 	return msg_end(b, off);
 }
 
-static int
-encode_rank_token(struct wk_buf *b, enum rdv_type type,
-		  const struct rdv_peer_hello *p)
+int
+rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p)
 {
-	size_t off = msg_begin(b, type);
+	size_t off = msg_begin(b, RDV_PEER);
 
 	buf_u32(b, p->rank);
 	buf_put(b, p->token, WK_TOKEN_LEN);
 	return msg_end(b, off);
-}
-
-int
-rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p)
-{
-	return encode_rank_token(b, RDV_PEER, p);
-}
-
-int
-rdv_encode_pull(struct wk_buf *b, const struct rdv_peer_hello *p)
-{
-	return encode_rank_token(b, RDV_PULL, p);
 }
 
 int

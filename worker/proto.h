@@ -48,14 +48,15 @@
  *                      sees it
  *   rank -> 0  HELLO   data port, host + the rank's credential for the
  *                      same nonces and its own socket address
- *   0 -> rank  WELCOME the mesh token; both sides close the connection
+ *   0 -> rank  WELCOME the mesh token
  * REFUSE (reason, then close) may come instead of any reply. The roster
  * (every rank's data address and host, and the token) goes down a tree:
- * rank 0's children fetch it on a new connection to MASTER_PORT (PULL:
- * rank + token; rank 0 answers ROSTER once every rank has joined, or
- * REFUSE), so that they need no connection coming in; every other rank
- * gets it from its parent, which connects to its data listener and sends
- * PEER (its rank + token) then ROSTER. Then each
+ * rank 0's children (ranks 1 .. RDV_FANOUT) keep their join connection
+ * and get it there (ROSTER once every rank has joined, or REFUSE), so
+ * that they need no connection coming in; every other rank closes its
+ * join connection after the welcome and gets the roster from its parent,
+ * which connects to its data listener and sends PEER (its rank + token)
+ * then ROSTER. Then each
  * rank sends PEER to the data listener of each lower rank its
  * collectives use (peers.h); rank 0's is MASTER_PORT.
  */
@@ -67,9 +68,8 @@ enum rdv_type {
 	RDV_PEER = 5,	 /* rank -> lower rank's data listener: rank+token */
 	RDV_OPEN = 6,	 /* rank -> rank 0, first: the rank it claims */
 	RDV_PROOF = 7,	 /* rank 0 -> rank: nonce + rank 0's credential */
-	RDV_PULL = 8,	 /* rank 0's child -> rank 0: rank+token, roster? */
 };
-#define RDV_TYPE_MAX RDV_PULL
+#define RDV_TYPE_MAX RDV_PROOF
 
 struct rdv_open {
 	uint32_t rank;
@@ -127,8 +127,6 @@ int rdv_encode_roster(struct wk_buf *b, uint32_t world,
 		      const uint8_t token[WK_TOKEN_LEN],
 		      const struct rdv_roster_entry *ents);
 int rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
-/* A PULL: the same body as a PEER's. */
-int rdv_encode_pull(struct wk_buf *b, const struct rdv_peer_hello *p);
 int rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN]);
 
 /*

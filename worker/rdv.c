@@ -458,8 +458,19 @@ pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 	ddp_fmt(c->peers[rank].addr, WK_ADDR_LEN, "%s", p->addr);
 	c->peers[rank].port = h->data_port;
 	r->joined[rank] = 1;
-	/* Joined: the roster comes down the tree, not on this connection. */
-	pend_drop(r, i, NULL, 0, 0);
+	if (rank <= RDV_FANOUT) {
+		/* A child of rank 0: the roster comes on this connection,
+		 * once every rank has joined (stage 2: never evicted first,
+		 * its close means the rank died). */
+		p->stage = 2;
+		p->rank = rank;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		p->deadline = r->wait_end;
+	} else {
+		/* The roster comes down the tree, not on this connection. */
+		pend_drop(r, i, NULL, 0, 0);
+	}
 	wk_log(3, "rank 0: rank %u joined from %s (%s)", rank,
 	       c->peers[rank].addr, c->peers[rank].host);
 	goto out;
@@ -598,7 +609,7 @@ pend_roster(struct rdv *r, int i, uint16_t type, const uint8_t *body,
 	pend_drop(r, i, NULL, 0, 0);
 }
 
-/* The roster, as rank 0 hands it to a child that asked (PULL). */
+/* The roster, as rank 0 hands it to a child on its join connection. */
 static int
 send_roster(struct rdv *r, int i)
 {
@@ -613,44 +624,6 @@ send_roster(struct rdv *r, int i)
 		explicit_bzero(b.p, b.cap);
 	wk_buf_free(&b);
 	return rc;
-}
-
-/*
- * Rank 0: a child in the tree (ranks 1 .. RDV_FANOUT) asks for the roster
- * with the token it got in its welcome. Answered at once when every rank
- * has joined, else kept (stage 2, never evicted first) until then.
- */
-static void
-pend_pull(struct rdv *r, int i, const uint8_t *body, size_t blen)
-{
-	struct rdv_peer_hello ph;
-	char why[256];
-	uint8_t diff = 0;
-	int k;
-
-	if (rdv_parse_peer(body, blen, &ph, why, sizeof(why)) < 0)
-		goto refuse;
-	for (k = 0; k < WK_TOKEN_LEN; k++)
-		diff |= (uint8_t)(ph.token[k] ^ r->token[k]);
-	explicit_bzero(ph.token, sizeof(ph.token));
-	if (diff) {
-		ddp_fmt(why, sizeof(why), "wrong job token");
-		goto refuse;
-	}
-	if (ph.rank < 1 || ph.rank > RDV_FANOUT ||
-	    (int)ph.rank >= r->mesh->size) {
-		ddp_fmt(why, sizeof(why), "rank %u asks for the roster",
-			ph.rank);
-		goto refuse;
-	}
-	r->pend[i].rank = ph.rank;
-	r->pend[i].stage = 2;
-	r->pend[i].deadline = r->wait_end;
-	if (r->roster == 1 && send_roster(r, i) == 0)
-		pend_drop(r, i, NULL, 0, 0);
-	return;
-refuse:
-	pend_refuse(r, i, why);
 }
 
 /*
@@ -677,9 +650,7 @@ pend_header(struct rdv *r, int i, int peer_mode)
 	want = p->stage == 2 ? 0
 	       : peer_mode   ? (p->stage ? RDV_ROSTER : RDV_PEER)
 			     : (p->stage ? RDV_HELLO : RDV_OPEN);
-	/* Rank 0's children ask it for the roster at any time. */
-	if (type != want && !(peer_mode && p->stage && type == RDV_REFUSE) &&
-	    !(r->mesh->rank == 0 && p->stage == 0 && type == RDV_PULL)) {
+	if (type != want && !(peer_mode && p->stage && type == RDV_REFUSE)) {
 		ddp_fmt(why, sizeof(why),
 			"unexpected message type %u (expected %u)", type, want);
 		pend_refuse(r, i, why);
@@ -752,9 +723,7 @@ pend_read(struct rdv *r, int i, int peer_mode)
 		body = p->buf + RDV_HDR_LEN;
 		blen = p->need - RDV_HDR_LEN;
 		type = (uint16_t)(p->buf[6] | p->buf[7] << 8);
-		if (stage == 0 && type == RDV_PULL)
-			pend_pull(r, i, body, blen);
-		else if (peer_mode && stage == 0)
+		if (peer_mode && stage == 0)
 			pend_peer(r, i, body, blen);
 		else if (peer_mode)
 			pend_roster(r, i, type, body, blen);
@@ -1197,7 +1166,7 @@ push_roster(struct rdv *r, double deadline)
 			    c->rank);
 		goto out;
 	}
-	/* Rank 0's children fetch the roster themselves (pull_roster). */
+	/* Rank 0's children get the roster on their join connection. */
 	for (k = 1; k <= RDV_FANOUT && !st && c->rank > 0; k++) {
 		child = (long)RDV_FANOUT * c->rank + k;
 		if (child >= c->size)
@@ -1223,7 +1192,7 @@ master_refuse_joined(struct rdv *r)
 	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
 	double budget = wk_now() + 5.0, until;
-	uint8_t pulled[RDV_FANOUT + 1] = {0};
+	uint8_t told[RDV_FANOUT + 1] = {0};
 	size_t head;
 	char why[256];
 	int i, fd;
@@ -1231,18 +1200,18 @@ master_refuse_joined(struct rdv *r)
 	if (encode_push(r, &b) < 0 ||
 	    rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
 		goto out;
-	/* The children that asked for the roster wait on their own
-	 * connection: the REFUSE alone, after the peer hello. */
+	/* Rank 0's children wait on their join connection: the REFUSE
+	 * alone, without the peer hello. */
 	head = b.len - (size_t)RDV_HDR_LEN - WK_TOKEN_LEN - 4;
 	for (i = r->npend - 1; i >= 0; i--) {
 		if (r->pend[i].stage == 2) {
 			(void)net_send_all(r->pend[i].fd, b.p + b.len - head,
 					   head, wk_now() + 0.5);
-			pulled[r->pend[i].rank] = 1;
+			told[r->pend[i].rank] = 1;
 		}
 	}
 	for (i = 1; i < c->size && wk_now() < budget; i++) {
-		if (!r->joined[i] || (i <= RDV_FANOUT && pulled[i]))
+		if (!r->joined[i] || (i <= RDV_FANOUT && told[i]))
 			continue;
 		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
 		fd = net_connect_once(c->peers[i].addr, c->peers[i].port, until,
@@ -1316,9 +1285,9 @@ master_side(struct rdv *r, double deadline)
 		ddp_fmt(r->ents[i].host, sizeof(r->ents[i].host), "%s",
 			c->peers[i].host);
 	}
-	/* The children that asked already get the roster; the other
-	 * pending connections stay, read from now on as the mesh's (a
-	 * child's PULL still read there, anything of the joins refused). */
+	/* Rank 0's children get the roster on their join connections; the
+	 * other pending connections stay, read from now on as the mesh's
+	 * (anything of the joins is refused there). */
 	for (i = r->npend - 1; i >= 0; i--)
 		if (r->pend[i].stage == 2 && send_roster(r, i) == 0)
 			pend_drop(r, i, NULL, 0, 0);
@@ -1565,10 +1534,11 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 /*
  * Connects to rank 0 and joins, connecting again (with back-off) while
  * what answers is not rank 0 or drops the connection, until deadline.
- * The connection is closed once joined: the roster comes down the tree.
+ * *out: the joined connection for a child of rank 0 (the roster comes on
+ * it), else -1 (closed: the roster comes down the tree).
  */
 static enum ddp_status
-join_master(struct rdv *r, double deadline)
+join_master(struct rdv *r, double deadline, int *out)
 {
 	struct wk_mesh *c = r->mesh;
 	const struct ddp_config *cfg = r->cfg;
@@ -1602,13 +1572,16 @@ join_master(struct rdv *r, double deadline)
 				c->timeout_s, why, cfg->master_port);
 		attempts++;
 		st = join_once(r, fd, deadline, &retry);
-		net_close(&fd);
 		if (!st) {
 			if (attempts > 1)
 				wk_log(0, "rank %d joined rank 0 at attempt %d",
 				       c->rank, attempts);
+			if (c->rank > RDV_FANOUT)
+				net_close(&fd);
+			*out = fd;
 			return DDP_OK;
 		}
+		net_close(&fd);
 		if (!retry)
 			return st;
 		/* The first failure is worth a line: a squatter, or a
@@ -1679,47 +1652,21 @@ out:
 }
 
 /*
- * A child of rank 0 in the tree: the roster on a new connection to
- * MASTER_PORT (a PULL with the token), so that no connection needs to
- * come in to this rank before the mesh. Rank 0 answers once every rank
- * has joined, so this waits until deadline.
+ * A child of rank 0 in the tree: the roster on its join connection fd,
+ * which rank 0 sends once every rank has joined (so this waits until
+ * deadline), or rank 0's REFUSE when the job will not start.
  */
 static enum ddp_status
-pull_roster(struct rdv *r, double deadline)
+join_roster(struct rdv *r, int fd, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
-	const struct ddp_config *cfg = r->cfg;
-	struct rdv_peer_hello ph;
-	struct wk_buf b = {0};
-	enum ddp_status st = DDP_OK;
+	enum ddp_status st;
 	uint8_t *body = NULL;
 	uint16_t type;
-	uint32_t blen;
+	uint32_t blen = 0;
 	char why[512];
-	int fd, other;
+	int other;
 
-	ph.rank = (uint32_t)c->rank;
-	memcpy(ph.token, r->token, WK_TOKEN_LEN);
-	fd = net_connect_retry(cfg->master_addr, cfg->master_port, deadline,
-			       why, sizeof(why));
-	if (fd < 0 && net_out_of_resources(errno)) {
-		st = resource_error(r, errno, "connecting to rank 0");
-		goto out;
-	}
-	if (fd < 0) {
-		st = wk_err(DDP_ERR_RENDEZVOUS,
-			    "rank %d could not reach rank 0 at %s:%d again for "
-			    "the roster: %s",
-			    c->rank, cfg->master_addr, cfg->master_port, why);
-		goto out;
-	}
-	if (rdv_encode_pull(&b, &ph) < 0 ||
-	    net_send_all(fd, b.p, b.len, deadline) < 0) {
-		st = wk_err(DDP_ERR_RENDEZVOUS,
-			    "rank %d: asking rank 0 for the roster failed: %s",
-			    c->rank, b.bad ? "out of memory" : strerror(errno));
-		goto out;
-	}
 	st = recv_msg(fd, deadline,
 		      "waiting for rank 0's roster (rank 0 waits for every "
 		      "rank to join)",
@@ -1736,14 +1683,9 @@ pull_roster(struct rdv *r, double deadline)
 			    type == RDV_ROSTER ? why : "unexpected message");
 	}
 out:
-	explicit_bzero(ph.token, sizeof(ph.token));
-	if (b.p)
-		explicit_bzero(b.p, b.cap);
 	if (body)
 		explicit_bzero(body, blen);
 	free(body);
-	wk_buf_free(&b);
-	net_close(&fd);
 	return st;
 }
 
@@ -1758,6 +1700,7 @@ worker_side(struct rdv *r, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
 	enum ddp_status st;
+	int fd = -1;
 
 	r->lfd = net_listen(0, &r->lport);
 	if (r->lfd < 0 && net_out_of_resources(errno))
@@ -1765,14 +1708,14 @@ worker_side(struct rdv *r, double deadline)
 	if (r->lfd < 0)
 		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
 			      c->rank, strerror(errno));
-	st = join_master(r, deadline);
+	st = join_master(r, deadline, &fd);
 	if (st)
 		return st;
 	/* Rank 0 sends the roster once every rank has joined, so this
 	 * waits up to rank 0's timeout and a little more. */
-	st = c->rank <= RDV_FANOUT
-		     ? pull_roster(r, deadline + 5)
+	st = fd >= 0 ? join_roster(r, fd, deadline + 5)
 		     : accept_ranks(r, c->rank + 1, WAIT_ROSTER, deadline + 5);
+	net_close(&fd);
 	if (!st && r->roster > 0) {
 		deadline = wk_now() + c->timeout_s;
 		st = keep_wanted(r);

@@ -461,3 +461,30 @@ sys.stdin.read()
 	[[ $output == *"rank 0 timed out after 4 s waiting for ranks to join"*"(srun --ddp: every node needs the same port_key; \`ddp-nodectl port JOB STEP\` on each compares them)"* ]]
 	[[ $output == *"rank 1 could not reach rank 0 at node1:"*"(srun --ddp: the same port_key on every node)"* ]]
 }
+
+@test "two jobs whose MASTER_PORTs collide both complete: the later job's ranks take the other rank 0 for a stranger and connect again" {
+	local port=29613 a rc=0
+	a=$(mktemp)
+	# Job A's rank 0 holds the port on node1 while its rank 1 comes 5 s
+	# late; job B starts meanwhile on the same nodes and port.
+	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun -w node1,node2 --nodes=2 --ntasks-per-node=1 --ddp \
+		bash -c '[ "$RANK" = 0 ] || sleep 5; exec "$0" --synthetic 256 --epochs 1' "$train" \
+		>"$a" 2>&1 &
+	local pid=$!
+	sleep 2
+	run mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun -w node1,node2 --nodes=2 --ntasks-per-node=1 --ddp \
+		"$train" --synthetic 256 --epochs 1
+	show
+	[ "$status" -eq 0 ]
+	[ "$(crcs | wc -l)" -eq 2 ]
+	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
+	[[ $output == *"is held by another process"* ]]
+	[[ $output == *"refused before proving it is rank 0 of this job"*"connecting again"* ]]
+	wait "$pid" || rc=$?
+	output=$(cat "$a")
+	rm -f "$a"
+	status=$rc
+	show
+	[ "$status" -eq 0 ]
+	[ "$(crcs | wc -l)" -eq 2 ]
+}
