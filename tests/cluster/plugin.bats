@@ -438,7 +438,8 @@ nodectl() {
 		try open
 		chmod 0700 "$a/ddptest" "$a/ddptest/$j"
 		try private
-		rmdir "$a/ddptest/$j"
+		# The plugin made the flight recorder folder in it.
+		rm -r "$a/ddptest/$j"
 		ln -s /tmp "$a/ddptest/$j"
 		try symlink
 		rm "$a/ddptest/$j"' _ "$alt"
