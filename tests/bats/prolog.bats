@@ -633,7 +633,7 @@ while True:
 # never touched.
 shm_leftovers() {
 	unshare --mount --propagation private bash -euc '
-		mount -t tmpfs -o mode=1777 ddp-bats-shm /dev/shm
+		mount -t tmpfs -o mode=0755 ddp-bats-shm /dev/shm
 		hex=0123456789abcdef0123456789abcdef
 		for f in 12.0 12.4294967294 12. 13.0 14.0 120.0; do
 			head -c 65536 /dev/zero >"/dev/shm/ddp-$f-$hex"

@@ -461,7 +461,8 @@ test_rmtree_writer(void)
 
 /*
  * What test_default_scratch_root checks, in a child with its own mount
- * namespace and fresh /var/tmp (1777) and /var/lib (0755) tmpfs, so the
+ * namespace and fresh /var/tmp (nobody's, so nobody may write there as
+ * users may in a real one) and /var/lib (root's, 0755) tmpfs, so the
  * host's stay untouched. Returns 0, 77 when it cannot set that up, or the
  * number of the step that failed.
  */
@@ -474,8 +475,8 @@ default_scratch_child(char *err, size_t errlen)
 
 	if (unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("ddp-test", "/var/tmp", "tmpfs", 0, "mode=1777,size=1m") <
-		    0 ||
+	    mount("ddp-test", "/var/tmp", "tmpfs", 0,
+		  "uid=65534,gid=65534,mode=0755,size=1m") < 0 ||
 	    mount("ddp-test", "/var/lib", "tmpfs", 0, "mode=0755,size=1m") < 0)
 		return 77;
 	ddp_conf_defaults(&c);
