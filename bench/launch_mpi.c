@@ -5,32 +5,16 @@
  * prints with LAUNCH_STATS=1 (time done, open descriptors, CPU time,
  * peak resident memory). Built with mpicc by bench/scale, never by make.
  */
-#include <dirent.h>
 #include <mpi.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <time.h>
 
-static int
-open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = -1; /* the directory's own descriptor */
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
+#include "launch_stats.h"
 
 int
 main(int argc, char **argv)
 {
 	struct timespec ts;
-	struct rusage ru;
 	float v = 1.0f;
 	int rank = 0, world = 0;
 
@@ -43,12 +27,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
-	getrusage(RUSAGE_SELF, &ru);
-	printf("stats rank %d done %lld.%09ld fds %d cpu %.3f rss_kb %ld\n",
-	       rank, (long long)ts.tv_sec, ts.tv_nsec, open_fds(),
-	       (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-		       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
-	       ru.ru_maxrss);
+	launch_print_stats(rank, &ts);
 	MPI_Finalize();
 	return v == (float)world ? 0 : 1;
 }

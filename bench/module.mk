@@ -25,7 +25,7 @@ $(BENCH_OUT)/allreduce_mpi: bench/allreduce_mpi.c bench/ar_driver.c \
 	$(MPICC) $(CSTD) -O2 -g $(WARN) $(DEFS) -o $@ bench/allreduce_mpi.c \
 	    bench/ar_driver.c
 
-$(BENCH_OUT)/launch_mpi: bench/launch_mpi.c
+$(BENCH_OUT)/launch_mpi: bench/launch_mpi.c bench/launch_stats.h
 	@mkdir -p $(@D)
 	$(MPICC) $(CSTD) -O2 -g $(WARN) $(DEFS) -o $@ bench/launch_mpi.c
 
