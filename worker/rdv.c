@@ -1102,13 +1102,14 @@ listen_master(struct rdv *r, double deadline)
 }
 
 /*
- * One message (a peer hello and what follows it, in b) to rank `to`'s data
- * listener at addr:port, on a connection closed after it. DDP_OK, or an
- * error naming the rank, its host and what failed.
+ * A connection to rank `to`'s data listener at addr:port carrying b (a
+ * peer hello and what follows it); the fd goes to *out. DDP_OK, or an
+ * error naming the rank, its host, what this rank was doing (`doing`
+ * rank `to`) and what failed.
  */
 static enum ddp_status
-push_to(struct rdv *r, int to, const char *addr, int port,
-	const struct wk_buf *b, double deadline)
+dial_peer(struct rdv *r, int to, const char *addr, int port,
+	  const struct wk_buf *b, double deadline, const char *doing, int *out)
 {
 	struct wk_mesh *c = r->mesh;
 	char why[512];
@@ -1116,20 +1117,19 @@ push_to(struct rdv *r, int to, const char *addr, int port,
 
 	fd = net_connect_retry(addr, port, deadline, why, sizeof(why));
 	if (fd < 0 && net_out_of_resources(errno))
-		return resource_error(r, errno, "connecting to a child");
-	if (fd >= 0 && net_send_all(fd, b->p, b->len, deadline) < 0)
-		ddp_fmt(why, sizeof(why), "%s", strerror(errno));
-	else if (fd >= 0) {
-		net_close(&fd);
+		return resource_error(r, errno, "connecting to a peer");
+	if (fd >= 0 && net_send_all(fd, b->p, b->len, deadline) == 0) {
+		*out = fd;
 		return DDP_OK;
 	}
+	if (fd >= 0)
+		ddp_fmt(why, sizeof(why), "%s", strerror(errno));
 	net_close(&fd);
 	return wk_err(DDP_ERR_RENDEZVOUS,
-		      "rank %d could not hand the roster to rank %d at %s:%d "
-		      "(%s): %s; the firewall between the job's nodes must "
-		      "allow TCP between them (the slurm-ddp prolog opens it "
-		      "per job)",
-		      c->rank, to, addr, port, c->peers[to].host, why);
+		      "rank %d could not %s rank %d at %s:%d (%s): %s; the "
+		      "firewall between the job's nodes must allow TCP between "
+		      "them (the slurm-ddp prolog opens it per job)",
+		      c->rank, doing, to, addr, port, c->peers[to].host, why);
 }
 
 /* A peer hello from this rank followed by msg, into b. */
@@ -1158,7 +1158,7 @@ push_roster(struct rdv *r, double deadline)
 	struct wk_buf b = {0};
 	enum ddp_status st = DDP_OK;
 	long child;
-	int k;
+	int k, fd = -1;
 
 	if (encode_push(r, &b) < 0 ||
 	    rdv_encode_roster(&b, (uint32_t)c->size, r->token, r->ents) < 0) {
@@ -1171,8 +1171,10 @@ push_roster(struct rdv *r, double deadline)
 		child = (long)RDV_FANOUT * c->rank + k;
 		if (child >= c->size)
 			break;
-		st = push_to(r, (int)child, r->ents[child].addr,
-			     r->ents[child].port, &b, deadline);
+		st = dial_peer(r, (int)child, r->ents[child].addr,
+			       r->ents[child].port, &b, deadline,
+			       "hand the roster to", &fd);
+		net_close(&fd);
 	}
 out:
 	if (b.p)
@@ -1608,8 +1610,7 @@ worker_connect_lower(struct rdv *r, double deadline)
 	const char *addr;
 	struct wk_buf b = {0};
 	enum ddp_status st = DDP_OK;
-	char why[512];
-	int s, fd, port;
+	int s, port;
 
 	if (encode_push(r, &b) < 0) {
 		st = wk_err(DDP_ERR_NOMEM, "out of memory");
@@ -1620,29 +1621,10 @@ worker_connect_lower(struct rdv *r, double deadline)
 			continue;
 		addr = s ? r->ents[s].addr : r->cfg->master_addr;
 		port = s ? r->ents[s].port : r->cfg->master_port;
-		fd = net_connect_retry(addr, port, deadline, why, sizeof(why));
-		if (fd < 0 && net_out_of_resources(errno)) {
-			st = resource_error(r, errno, "connecting to a peer");
+		st = dial_peer(r, s, addr, port, &b, deadline, "connect to",
+			       &c->peers[s].fd);
+		if (st)
 			goto out;
-		}
-		if (fd < 0) {
-			st = wk_err(DDP_ERR_RENDEZVOUS,
-				    "rank %d could not connect to rank %d at "
-				    "%s:%d (%s): %s; the firewall between the "
-				    "job's nodes must allow TCP between them "
-				    "(the slurm-ddp prolog opens it per job)",
-				    c->rank, s, addr, port, c->peers[s].host,
-				    why);
-			goto out;
-		}
-		c->peers[s].fd = fd;
-		if (net_send_all(fd, b.p, b.len, deadline) < 0) {
-			st = wk_err(DDP_ERR_RENDEZVOUS,
-				    "rank %d: hello to rank %d (%s) failed: %s",
-				    c->rank, s, c->peers[s].host,
-				    strerror(errno));
-			goto out;
-		}
 	}
 out:
 	if (b.p)
