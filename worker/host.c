@@ -34,11 +34,7 @@ wk_host_algo(const struct wk_host *h, size_t count, size_t bytes)
 	     (c->algo == WK_ALGO_AUTO &&
 	      tcp_ring_pays(c, bytes, wk_hier_nodes(h->hier)))))
 		return WK_ALGO_HIER;
-	if (c->algo == WK_ALGO_RD || c->algo == WK_ALGO_RING)
-		return c->algo;
-	return tcp_ring_pays(c, bytes, c->size) && count >= (size_t)c->size
-		       ? WK_ALGO_RING
-		       : WK_ALGO_RD;
+	return tcp_flat_algo(c, count, bytes, c->algo);
 }
 
 enum ddp_status

@@ -838,6 +838,16 @@ tcp_ring_pays(const struct wk_mesh *c, size_t bytes, int members)
 	       bytes / (size_t)(members > 1 ? members - 1 : 1) >= c->ring_min;
 }
 
+int
+tcp_flat_algo(const struct wk_mesh *c, size_t count, size_t bytes, int want)
+{
+	if (want == WK_ALGO_RD || want == WK_ALGO_RING)
+		return want;
+	return tcp_ring_pays(c, bytes, c->size) && count >= (size_t)c->size
+		       ? WK_ALGO_RING
+		       : WK_ALGO_RD;
+}
+
 void
 tcp_call_begin(struct wk_mesh *c, struct wk_frame *t, int coll,
 	       enum ddp_dtype dtype, enum ddp_op op, size_t count, uint32_t aux)
@@ -868,11 +878,7 @@ tcp_allreduce_with(struct wk_mesh *c, const void *sbuf, void *rbuf,
 		c->seq++;
 		return DDP_OK;
 	}
-	if (algo != WK_ALGO_RD && algo != WK_ALGO_RING)
-		algo = tcp_ring_pays(c, bytes, c->size) &&
-				       count >= (size_t)c->size
-			       ? WK_ALGO_RING
-			       : WK_ALGO_RD;
+	algo = tcp_flat_algo(c, count, bytes, algo);
 	/* Frames carry 32-bit lengths. */
 	if (algo == WK_ALGO_RD && bytes > (1u << 30))
 		algo = WK_ALGO_RING;

@@ -78,6 +78,11 @@ enum ddp_status tcp_allreduce(struct wk_mesh *c, const void *s, void *r,
  * or more, so that the step count never dominates at large worlds.
  */
 int tcp_ring_pays(const struct wk_mesh *c, size_t bytes, int members);
+/* The flat algorithm of an allreduce of count elements (bytes in all):
+ * want when it is WK_ALGO_RD or WK_ALGO_RING, else the ring where it
+ * pays and every rank gets an element, else recursive doubling. */
+int tcp_flat_algo(const struct wk_mesh *c, size_t count, size_t bytes,
+		  int want);
 /*
  * Starts one collective call: its sequence number, the frame header all
  * its frames carry (into t) and the per-operation peer state. For
