@@ -388,6 +388,14 @@ static const struct conf_key keys[] = {
 	 FIELD(check_time_limit)},
 	{"check_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
 	 DDP_CHECK_PATH, FIELD(check_path)},
+	{"check_requeue_max", KEY_UINT, 0, 100,
+	 "whole number of requeues, 0-100", "2", FIELD(check_requeue_max)},
+	{"check_drain_jobs", KEY_UINT, 1, 1000, "whole number of jobs, 1-1000",
+	 "3", FIELD(check_drain_jobs)},
+	{"check_drain_users", KEY_UINT, 1, 1000,
+	 "whole number of users, 1-1000", "2", FIELD(check_drain_users)},
+	{"check_drain_window", KEY_DURATION, 60, 365L * 86400,
+	 "N[s|m|h|d] between 60s and 365d", "86400", FIELD(check_drain_window)},
 	{"topology_cache", KEY_PATH_NONE, 1, CONF_PATH_MAX - 1,
 	 PATH_TEXT ", or none", "/run/slurm-ddp/topology.xml",
 	 FIELD(topology_cache)},
@@ -435,7 +443,7 @@ ddp_bind_parse(const char *s, enum ddp_bind *out)
 
 static const char *const check_names[] = DDP_CHECK_NAMES;
 _Static_assert(sizeof(check_names) / sizeof(check_names[0]) ==
-		       DDP_CHECK_FAIL + 1,
+		       DDP_CHECK_REQUEUE + 1,
 	       "one name per check mode");
 
 const char *

@@ -45,9 +45,19 @@
  *                    storage HCA out); "" = not set, NCCL chooses [""]
  *   nccl_socket_ifname NCCL_SOCKET_IFNAME likewise: [^][=]name,... of network
  *                    interfaces (prefixes unless '='); "" = not set [""]
- *   check            off|warn|fail: what --ddp steps do without
+ *   check            off|warn|fail|requeue: what --ddp steps do without
  *                    --ddp-check[=MODE] (ddp-check(1) before the program)
  *                    [off]
+ *   check_requeue_max times a job is requeued by --ddp-check=requeue before
+ *                    a failed check ends it as fail does, 0-100 [2]
+ *   check_drain_jobs distinct jobs that must have named a node within
+ *                    check_drain_window before the health check drains it,
+ *                    1-1000 [3]
+ *   check_drain_users distinct users among those jobs, 1-1000 [2]: the
+ *                    verdicts come from user processes, so no single user
+ *                    may drain a node (common/verdict.h)
+ *   check_drain_window seconds of verdicts the health check counts,
+ *                    N[s|m|h|d] between 60s and 365d [86400]
  *   check_min_fraction links below this fraction of the typical link are
  *                    slow, in (0, 1] [0.5]
  *   check_time_limit seconds the whole check may take, 1-3600 [20]
@@ -123,15 +133,18 @@ enum ddp_check {
 	DDP_CHECK_OFF = 0,  /* no check */
 	DDP_CHECK_WARN = 1, /* print the problems, start the program */
 	DDP_CHECK_FAIL = 2, /* end the step without starting the program */
+	/* as fail, and a requeueable batch job is requeued without the
+	 * named nodes (at most check_requeue_max times) */
+	DDP_CHECK_REQUEUE = 3,
 };
 /* Their names in enum order, as users and admins write them, and the same
  * list for option help and for messages (test-common-conf checks them). */
-#define DDP_CHECK_NAMES               \
-	{                             \
-		"off", "warn", "fail" \
+#define DDP_CHECK_NAMES                          \
+	{                                        \
+		"off", "warn", "fail", "requeue" \
 	}
-#define DDP_CHECK_USAGE "fail|warn|off"
-#define DDP_CHECK_ACCEPTED "fail, warn or off"
+#define DDP_CHECK_USAGE "fail|requeue|warn|off"
+#define DDP_CHECK_ACCEPTED "fail, requeue, warn or off"
 
 /* The name of a check mode ("?" outside the enum), and the mode a name
  * means: 0, or -1 for NULL or anything else. */
@@ -167,6 +180,10 @@ struct ddp_conf {
 	double check_min_fraction; /* in (0, 1] */
 	unsigned check_time_limit; /* seconds */
 	char check_path[PATH_MAX];
+	unsigned check_requeue_max;    /* requeues per job, 0-100 */
+	unsigned check_drain_jobs;     /* distinct jobs, 1-1000 */
+	unsigned check_drain_users;    /* distinct users, 1-1000 */
+	unsigned check_drain_window;   /* seconds */
 	char topology_cache[PATH_MAX]; /* "" = none */
 	int cpus_per_gpu; /* N >= 1, or DDP_CPUS_PER_GPU_SHARE / _OFF */
 };

@@ -337,6 +337,6 @@ started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' |
 		bash -c 'echo "rank $RANK: program started"'
 	show
 	[ "$status" -ne 0 ]
-	[[ $output == *"ddp.conf:"*": check: invalid value 'maybe': expected fail, warn or off"* ]]
+	[[ $output == *"ddp.conf:"*": check: invalid value 'maybe': expected fail, requeue, warn or off"* ]]
 	[ "$(started)" -eq 0 ]
 }

@@ -92,6 +92,64 @@ test_defaults(void)
 		       c.check_time_limit == 20,
 	       "default check off, min fraction 0.5, time limit 20 s");
 	TAP_STREQ(c.check_path, DDP_CHECK_PATH, "default check_path (BINDIR)");
+	tap_ok(c.check_requeue_max == 2 && c.check_drain_jobs == 3 &&
+		       c.check_drain_users == 2 &&
+		       c.check_drain_window == 86400,
+	       "default requeue max 2, drain after 3 jobs of 2 users in 1 d");
+}
+
+/* check = requeue and the keys of requeueing and draining. */
+static void
+test_requeue_drain_keys(void)
+{
+	struct ddp_conf c;
+	char err[DDP_CONF_ERR_LEN], value[64];
+
+	ddp_conf_defaults(&c);
+	tap_ok(ddp_conf_set(&c, "check", "requeue", err, sizeof(err)) == 0 &&
+		       c.check == DDP_CHECK_REQUEUE &&
+		       ddp_conf_format(&c, "check", value, sizeof(value)) ==
+			       0 &&
+		       !strcmp(value, "requeue"),
+	       "check = requeue, shown as requeue");
+	refused("check", "Requeue", "fail, requeue, warn or off");
+	tap_ok(ddp_conf_set(&c, "check_requeue_max", "0", err, sizeof(err)) ==
+			       0 &&
+		       c.check_requeue_max == 0 &&
+		       ddp_conf_set(&c, "check_requeue_max", "100", err,
+				    sizeof(err)) == 0 &&
+		       c.check_requeue_max == 100,
+	       "check_requeue_max 0 and 100");
+	refused("check_requeue_max", "101", "0-100");
+	refused("check_requeue_max", "-1", "0-100");
+	refused("check_requeue_max", "", "0-100");
+	tap_ok(ddp_conf_set(&c, "check_drain_jobs", "1", err, sizeof(err)) ==
+			       0 &&
+		       c.check_drain_jobs == 1 &&
+		       ddp_conf_set(&c, "check_drain_users", "1000", err,
+				    sizeof(err)) == 0 &&
+		       c.check_drain_users == 1000,
+	       "check_drain_jobs 1, check_drain_users 1000");
+	refused("check_drain_jobs", "0", "1-1000");
+	refused("check_drain_jobs", "1001", "1-1000");
+	refused("check_drain_users", "0", "1-1000");
+	refused("check_drain_users", "2 users", "1-1000");
+	tap_ok(ddp_conf_set(&c, "check_drain_window", "60", err, sizeof(err)) ==
+			       0 &&
+		       c.check_drain_window == 60 &&
+		       ddp_conf_set(&c, "check_drain_window", "31536000", err,
+				    sizeof(err)) == 0 &&
+		       c.check_drain_window == 31536000 &&
+		       ddp_conf_set(&c, "check_drain_window", "2d", err,
+				    sizeof(err)) == 0 &&
+		       c.check_drain_window == 2 * 86400 &&
+		       ddp_conf_format(&c, "check_drain_window", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "172800s"),
+	       "check_drain_window 60 s to 365 d, 2d read as 172800s");
+	refused("check_drain_window", "59", "between 60s and 365d");
+	refused("check_drain_window", "31536001", "between 60s and 365d");
+	refused("check_drain_window", "1y", "between 60s and 365d");
 }
 
 /* check, check_min_fraction, check_time_limit: what --ddp-check and
@@ -119,8 +177,8 @@ test_check_keys(void)
 	tap_ok(ddp_conf_set(&c, "check", "warn", err, sizeof(err)) == 0 &&
 		       c.check == DDP_CHECK_WARN,
 	       "check = warn");
-	refused("check", "maybe", "fail, warn or off");
-	refused("check", "on", "fail, warn or off");
+	refused("check", "maybe", "fail, requeue, warn or off");
+	refused("check", "on", "fail, requeue, warn or off");
 	tap_ok(ddp_conf_set(&c, "check_min_fraction", "0.25", err,
 			    sizeof(err)) == 0 &&
 		       c.check_min_fraction == 0.25 &&
@@ -223,7 +281,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 22 && defaults_ok == nkeys,
+	tap_ok(nkeys == 26 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);
@@ -636,6 +694,7 @@ main(void)
 	}
 	test_defaults();
 	test_check_keys();
+	test_requeue_drain_keys();
 	test_table();
 	test_set();
 	test_nccl();
