@@ -37,7 +37,9 @@ struct chk_opts {
 	enum chk_gpu_mode gpu;
 	long link_ms; /* each direction's stream */
 	int verbose;
-	long port; /* --port: the rendezvous's port; 0: MASTER_PORT's */
+	long port;	/* --port: the rendezvous's port; 0: MASTER_PORT's */
+	int verdict_fd; /* --verdict-fd: where every rank writes the
+			   findings (chk_verdicts); -1: nowhere */
 };
 
 /*
@@ -217,6 +219,19 @@ int chk_prev(int n, int i);
  * slow links name both ends. Returns the number of problems found.
  */
 int chk_judge(struct chk_net *net, struct chk_buf *problems);
+
+/*
+ * The findings of a judged net as verdict lines, one per problem of a
+ * node, appended to out:
+ *   node=<host> check=<token> value=<number|-> median=<number|-> unit=<token|->
+ * check is link-send, link-recv, link-slow (the node's value is its
+ * slowest slow link), link-unreachable, link-connect, link-broken, gpu or
+ * allreduce; link speeds are in unit gb-per-s (GB/s) against net->median,
+ * the others carry no number. A host that is not a plain node name
+ * ([A-Za-z0-9._-], at most CHK_HOST_MAX - 1) is left out. Appends nothing
+ * when no node has a flag. Returns the number of lines.
+ */
+int chk_verdicts(const struct chk_net *net, struct chk_buf *out);
 
 /* The table (one row per node), with a header line. */
 void chk_print_table(FILE *f, const struct chk_net *net);

@@ -5,6 +5,7 @@
  *
  *   srun --ddp ddp-check [--mode fail|warn|off] [--min-fraction F]
  *                        [--time-limit S] [--gpu auto|on|off] [--port N]
+ *                        [--verdict-fd FD]
  *
  * Every rank joins with libddp (munge-authenticated, on --port, else on
  * MASTER_PORT; srun --ddp-check gives a port of the job's that is never
@@ -17,10 +18,14 @@
  * the ranks have GPUs, each rank's device initialises with libddp's NCCL
  * backend and a device allreduce over all ranks gives its bus bandwidth.
  * Rank 0 prints one table; the exit status is the same on every rank.
+ * With --verdict-fd, rank 0's findings go to every rank as verdict lines
+ * (chk_verdicts), and each rank writes them to that descriptor, so the
+ * plugin on every node learns what was found about its node.
  * The whole check ends within --time-limit, whatever happens.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -42,6 +47,9 @@
 #define GPU_ELEMS (8u << 20) /* 32 MiB of float32 */
 #define GPU_ITERS 5
 #define BUSID_LEN 16
+/* The most verdict text rank 0 hands the others (the plugin reads at
+ * most 64 KiB); even, as it travels in two-byte elements. */
+#define VERDICT_MAX (32u << 10)
 /* The warm-up stream before the timed ones (see CHK_WARM). */
 #define WARM_S 0.05
 
@@ -954,6 +962,77 @@ report(struct check *ck)
 	chk_buf_free(&faulty);
 }
 
+/* Writes all of text to fd; a reader that went away is not an error of
+ * the check's. */
+static void
+write_all(int fd, const char *text, size_t len)
+{
+	ssize_t w;
+
+	while (len > 0) {
+		w = write(fd, text, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		text += w;
+		len -= (size_t)w;
+	}
+}
+
+/*
+ * After a failed verdict: rank 0's findings as verdict lines to every
+ * rank, which writes them to --verdict-fd. Every rank takes part whether
+ * or not it was given the descriptor, so mixed options cannot split the
+ * collectives. A failure here costs the lines, not the verdict.
+ */
+static void
+share_verdicts(struct check *ck)
+{
+	struct chk_buf lines = {0};
+	char *text = NULL;
+	double len[1] = {0};
+	size_t n = 0, cut;
+
+	set_phase("sharing the findings");
+	if (ck->rank == 0) {
+		chk_verdicts(&ck->net, &lines);
+		n = lines.bad ? 0 : lines.len;
+		if (n > VERDICT_MAX) {
+			/* Whole lines only. */
+			for (cut = VERDICT_MAX;
+			     cut > 0 && lines.s[cut - 1] != '\n'; cut--)
+				;
+			n = cut;
+		}
+		len[0] = (double)n;
+	}
+	if (ddp_broadcast(ck->comm, len, 1, DDP_FLOAT64, 0) != DDP_OK)
+		goto fail;
+	n = len[0] > 0 && len[0] <= VERDICT_MAX ? (size_t)len[0] : 0;
+	if (!n)
+		goto out;
+	text = calloc(1, VERDICT_MAX + 2);
+	if (!text) {
+		fprintf(stderr, "ddp-check: out of memory\n");
+		goto out;
+	}
+	if (ck->rank == 0)
+		memcpy(text, lines.s, n);
+	if (ddp_broadcast(ck->comm, text, (n + 1) / 2, DDP_FLOAT16, 0) !=
+	    DDP_OK)
+		goto fail;
+	if (ck->o.verdict_fd >= 0)
+		write_all(ck->o.verdict_fd, text, n);
+	goto out;
+fail:
+	fprintf(stderr, "ddp-check: rank %d on %s: sharing the findings: %s\n",
+		ck->rank, ck->host, ddp_last_error());
+out:
+	free(text);
+	chk_buf_free(&lines);
+}
+
 static int
 run(struct check *ck)
 {
@@ -981,6 +1060,8 @@ run(struct check *ck)
 	if (ddp_allreduce(ck->comm, verdict, verdict, 1, DDP_FLOAT64,
 			  DDP_MAX) != DDP_OK)
 		return comm_failed(ck, "agreeing on the verdict");
+	if (verdict[0] > 0)
+		share_verdicts(ck);
 	return verdict[0] > 0 ? -1 : 0;
 }
 
@@ -1003,6 +1084,13 @@ main(int argc, char **argv)
 	}
 	if (ck.o.mode == CHK_MODE_OFF)
 		return 0;
+	if (ck.o.verdict_fd >= 0 && fcntl(ck.o.verdict_fd, F_GETFD) < 0) {
+		fprintf(stderr,
+			"ddp-check: --verdict-fd %d: not an open descriptor "
+			"(give one the caller opened for writing)\n",
+			ck.o.verdict_fd);
+		return 2;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	ck.t0 = chk_now();

@@ -25,6 +25,7 @@ chk_usage(FILE *f)
 		"[--min-fraction F]\n"
 		"                  [--time-limit S] [--gpu auto|on|off] "
 		"[--link-ms MS] [--port N] [--verbose]\n"
+		"                  [--verdict-fd FD]\n"
 		"  --mode MODE        fail (default): a problem ends every "
 		"rank with status 1;\n"
 		"                     warn: print it, status 0; off: do "
@@ -43,6 +44,10 @@ chk_usage(FILE *f)
 		"MASTER_PORT; srun\n"
 		"                     --ddp-check gives one of the job's "
 		"other ports)\n"
+		"  --verdict-fd FD    every rank writes the findings there, "
+		"one line per\n"
+		"                     problem of a node (node=, check=, "
+		"value=, median=, unit=)\n"
 		"Every rank of the step runs it; rank 0 prints the report. "
 		"Exit status 0:\n"
 		"healthy (or --mode warn), 1: a problem (the report names the "
@@ -92,6 +97,7 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 		{"link-ms", required_argument, NULL, 'l'},
 		{"port", required_argument, NULL, 'p'},
 		{"verbose", no_argument, NULL, 'v'},
+		{"verdict-fd", required_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -105,6 +111,7 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 	o->time_limit_s = 60;
 	o->gpu = CHK_GPU_AUTO;
 	o->link_ms = 200;
+	o->verdict_fd = -1;
 	opterr = 0;
 	optind = 0; /* glibc: start over (the unit tests parse many times) */
 	while ((c = getopt_long(argc, argv, ":hv", longs, NULL)) != -1) {
@@ -162,6 +169,15 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 			break;
 		case 'v':
 			o->verbose = 1;
+			break;
+		case 'V':
+			/* 0-2 are the report's own streams. */
+			if (ddp_parse_long(optarg, 3, 1048576, &v) < 0)
+				return bad_opt(err, errlen, "verdict-fd",
+					       optarg,
+					       "use an open file descriptor "
+					       "from 3 up");
+			o->verdict_fd = (int)v;
 			break;
 		case 'h':
 			return 1;
@@ -450,6 +466,115 @@ chk_judge(struct chk_net *net, struct chk_buf *problems)
 	if (net->measured)
 		n += judge_speeds(net, problems);
 	return n;
+}
+
+/* ---- verdict lines ---- */
+
+/* A host a verdict line may carry: what Slurm names nodes with. */
+static int
+plain_host(const char *h)
+{
+	size_t n =
+		strspn(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			  "0123456789._-");
+
+	return n > 0 && h[n] == '\0' && n < CHK_HOST_MAX;
+}
+
+/* The fastest link of node i in direction out (1) or in (0), or -1. */
+static double
+best_link(const struct chk_net *net, int i, int out)
+{
+	double best = -1, g;
+	int j, d;
+
+	for (j = 0; j < net->n; j++) {
+		for (d = 0; d < net->ndir; d++) {
+			if (out ? j != i : target(net, j, d) != i)
+				continue;
+			g = net->node[j].gbps[d];
+			if (g > best)
+				best = g;
+		}
+	}
+	return best;
+}
+
+/* The slowest slow link that node i sends or receives on, or -1. */
+static double
+slowest_slow_link(const struct chk_net *net, int i)
+{
+	double thr = net->fraction * net->median, worst = -1;
+	int j, d;
+
+	for (j = 0; j < net->n; j++) {
+		for (d = 0; d < net->ndir; d++) {
+			if (j != i && target(net, j, d) != i)
+				continue;
+			if (slow(net, thr, j, d) &&
+			    (worst < 0 || net->node[j].gbps[d] < worst))
+				worst = net->node[j].gbps[d];
+		}
+	}
+	return worst;
+}
+
+static void
+verdict_line(struct chk_buf *out, const char *host, const char *check,
+	     double value, double median)
+{
+	if (value >= 0 && median > 0)
+		chk_buf_printf(out,
+			       "node=%s check=%s value=%.3g median=%.3g "
+			       "unit=gb-per-s\n",
+			       host, check, value, median);
+	else
+		chk_buf_printf(out,
+			       "node=%s check=%s value=- median=- unit=-\n",
+			       host, check);
+}
+
+int
+chk_verdicts(const struct chk_net *net, struct chk_buf *out)
+{
+	static const struct {
+		unsigned flag;
+		const char *check;
+	} kinds[] = {
+		{CHK_F_UNREACHABLE, "link-unreachable"},
+		{CHK_F_CONNECT, "link-connect"},
+		{CHK_F_SLOW_SEND, "link-send"},
+		{CHK_F_SLOW_RECV, "link-recv"},
+		{CHK_F_SLOW_LINK, "link-slow"},
+		{CHK_F_BROKEN, "link-broken"},
+		{CHK_F_GPU, "gpu"},
+		{CHK_F_COMM, "allreduce"},
+	};
+	const struct chk_node *nd;
+	double value;
+	size_t k;
+	int i, lines = 0;
+
+	for (i = 0; i < net->n; i++) {
+		nd = &net->node[i];
+		if (!nd->flags || !plain_host(nd->host))
+			continue;
+		for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+			if (!(nd->flags & kinds[k].flag))
+				continue;
+			value = -1;
+			if (kinds[k].flag == CHK_F_SLOW_SEND)
+				value = best_link(net, i, 1);
+			else if (kinds[k].flag == CHK_F_SLOW_RECV)
+				value = best_link(net, i, 0);
+			else if (kinds[k].flag == CHK_F_SLOW_LINK)
+				value = slowest_slow_link(net, i);
+			verdict_line(out, nd->host, kinds[k].check, value,
+				     net->median);
+			lines++;
+		}
+	}
+	return lines;
 }
 
 /* ---- the table ---- */

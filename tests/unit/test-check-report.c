@@ -48,6 +48,9 @@ test_options(void)
 		{"--port 0", "--port: invalid value '0' (use a port from 1 "
 			     "to 65535)"},
 		{"--port 65536", "--port: invalid value '65536'"},
+		{"--verdict-fd 2", "--verdict-fd: invalid value '2' (use an "
+				   "open file descriptor from 3 up)"},
+		{"--verdict-fd x", "--verdict-fd: invalid value 'x'"},
 		{"--time-limit", "--time-limit needs a value"},
 		{"--bogus", "unknown option '--bogus'"},
 		{"now", "unexpected argument 'now'"},
@@ -59,8 +62,12 @@ test_options(void)
 	tap_ok(parse("", &o, err, sizeof(err)) == 0 &&
 		       o.mode == CHK_MODE_FAIL && o.min_fraction == 0.5 &&
 		       o.time_limit_s == 60 && o.gpu == CHK_GPU_AUTO &&
-		       o.link_ms == 200 && o.port == 0,
-	       "defaults: fail, 0.5, 60 s, gpu auto, 200 ms, MASTER_PORT");
+		       o.link_ms == 200 && o.port == 0 && o.verdict_fd == -1,
+	       "defaults: fail, 0.5, 60 s, gpu auto, 200 ms, MASTER_PORT, "
+	       "no verdict descriptor");
+	tap_ok(parse("--verdict-fd 7", &o, err, sizeof(err)) == 0 &&
+		       o.verdict_fd == 7,
+	       "--verdict-fd 7");
 	tap_ok(parse("--mode=warn --min-fraction 0.25 --time-limit=9 --gpu "
 		     "off --link-ms 50 --verbose --port=29517",
 		     &o, err, sizeof(err)) == 0 &&
@@ -256,6 +263,71 @@ test_judge(void)
 }
 
 static void
+test_verdicts(void)
+{
+	/* As in test_judge: node2 behind a 50 Mbit/s tbf. */
+	static const double throttled[3][2] = {
+		{0.0416, 0.839}, {0.00579, 0.00599}, {1.31, 0.0209}};
+	static const double healthy[3][2] = {
+		{0.343, 0.448}, {0.396, 0.441}, {0.271, 0.376}};
+	struct chk_node nd[3];
+	struct chk_net net;
+	struct chk_buf pb = {0}, vb = {0};
+	int n;
+
+	ring(&net, nd, 3);
+	speeds(&net, throttled);
+	chk_judge(&net, &pb);
+	n = chk_verdicts(&net, &vb);
+	if (!tap_ok(n == 2 && vb.s &&
+			    !strcmp(vb.s, "node=node2 check=link-send "
+					  "value=0.00599 median=1.31 "
+					  "unit=gb-per-s\n"
+					  "node=node2 check=link-recv "
+					  "value=0.0416 median=1.31 "
+					  "unit=gb-per-s\n"),
+		    "node2 throttled: its best sending and receiving link "
+		    "against the reference, nobody else"))
+		tap_diag("%d lines: %s", n, vb.s ? vb.s : "");
+	chk_buf_free(&pb);
+	chk_buf_free(&vb);
+
+	ring(&net, nd, 3);
+	speeds(&net, healthy);
+	chk_judge(&net, &pb);
+	tap_ok(chk_verdicts(&net, &vb) == 0 && !vb.len,
+	       "healthy nodes: no verdict line");
+	chk_buf_free(&pb);
+
+	ring(&net, nd, 3);
+	nd[1].conn[CHK_FWD] = CHK_CONN_TIMEOUT;
+	nd[0].conn[CHK_REV] = CHK_CONN_TIMEOUT;
+	chk_judge(&net, &pb);
+	nd[0].flags |= CHK_F_GPU;
+	n = chk_verdicts(&net, &vb);
+	if (!tap_ok(n == 2 && vb.s &&
+			    !strcmp(vb.s, "node=node1 check=gpu value=- "
+					  "median=- unit=-\n"
+					  "node=node3 check=link-unreachable "
+					  "value=- median=- unit=-\n"),
+		    "an unreachable node and a GPU problem: no numbers"))
+		tap_diag("%d lines: %s", n, vb.s ? vb.s : "");
+	chk_buf_free(&pb);
+	chk_buf_free(&vb);
+
+	ring(&net, nd, 3);
+	snprintf(nd[2].host, sizeof(nd[2].host), "node3 check=gpu");
+	nd[2].flags = CHK_F_COMM;
+	nd[1].flags = CHK_F_COMM;
+	n = chk_verdicts(&net, &vb);
+	tap_ok(n == 1 && vb.s &&
+		       !strcmp(vb.s, "node=node2 check=allreduce value=- "
+				     "median=- unit=-\n"),
+	       "a host name with a space is left out, not passed on");
+	chk_buf_free(&vb);
+}
+
+static void
 test_table(void)
 {
 	static const double throttled[3][2] = {
@@ -384,6 +456,7 @@ main(void)
 	test_options();
 	test_text();
 	test_judge();
+	test_verdicts();
 	test_table();
 	test_explain();
 	return tap_done();
