@@ -51,8 +51,11 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 				err, errlen,
 				"--ddp-check=%.40s: unknown mode; use "
 				"--ddp-check (fail: end the step on a "
-				"problem), --ddp-check=warn (report it "
-				"and start the program) or --ddp-check=off",
+				"problem), --ddp-check=requeue (as fail, "
+				"and a batch job that may be requeued "
+				"starts again without the bad node), "
+				"--ddp-check=warn (report it and start the "
+				"program) or --ddp-check=off",
 				SHOW(arg));
 		o->check = (int)m;
 		if (m != DDP_CHECK_OFF)

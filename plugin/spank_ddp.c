@@ -50,8 +50,9 @@ static struct spank_option options[] = {
 	{"ddp-check", DDP_CHECK_USAGE,
 	 "[ddp] implies --ddp; every rank runs ddp-check before the program: "
 	 "links, ports and GPUs of the step's nodes, one table, the bad node "
-	 "named; fail (the default) ends the step, warn starts the program "
-	 "anyway, off skips it (default: the site's check)",
+	 "named; fail (the default) ends the step, requeue also requeues a "
+	 "batch job without the bad node, warn starts the program anyway, "
+	 "off skips it (default: the site's check)",
 	 2, 4, opt_cb},
 	SPANK_OPTIONS_TABLE_END,
 };

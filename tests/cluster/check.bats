@@ -300,7 +300,7 @@ started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' |
 		bash -c 'echo "rank $RANK: program started"'
 	show
 	[ "$status" -ne 0 ]
-	[[ $output == *"--ddp-check=maybe: unknown mode; use --ddp-check (fail: end the step on a problem), --ddp-check=warn (report it and start the program) or --ddp-check=off"* ]]
+	[[ $output == *"--ddp-check=maybe: unknown mode; use --ddp-check (fail: end the step on a problem), --ddp-check=requeue (as fail, and a batch job that may be requeued starts again without the bad node), --ddp-check=warn (report it and start the program) or --ddp-check=off"* ]]
 	[ "$(started)" -eq 0 ]
 	[[ $output != *"ddp-check: job "* ]]
 }

@@ -236,6 +236,7 @@ main(void)
 				      sizeof(err)) < 0 &&
 			       strstr(err, "--ddp-check=maybe") &&
 			       strstr(err, "--ddp-check=warn") &&
+			       strstr(err, "--ddp-check=requeue") &&
 			       strstr(err, "--ddp-check=off") &&
 			       c.check == DDP_CHECK_OFF && !c.enabled,
 		       "--ddp-check=maybe refused, naming what works");
@@ -248,6 +249,15 @@ main(void)
 				      sizeof(err)) == 0 &&
 			       c.check == DDP_CHECK_WARN && c.enabled,
 		       "--ddp-check=warn implies --ddp");
+		c.enabled = 0;
+		tap_ok(ddp_opts_apply(&c, "ddp-check", "requeue", err,
+				      sizeof(err)) == 0 &&
+			       c.check == DDP_CHECK_REQUEUE && c.enabled,
+		       "--ddp-check=requeue implies --ddp");
+		tap_ok(ddp_opts_apply(&c, "ddp-check", "Requeue", err,
+				      sizeof(err)) < 0 &&
+			       c.check == DDP_CHECK_REQUEUE,
+		       "--ddp-check=Requeue refused: modes are lower case");
 	}
 
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 3, av_ok, err,
