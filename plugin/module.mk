@@ -9,7 +9,7 @@ $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 TARGETS += $(DDP_PLAN)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
-PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o args.o)
+PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o requeue.o args.o)
 # slurm_spank_* and slurm_hostlist_* resolve in the loading program
 # (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds

@@ -18,7 +18,9 @@
 #define DDP_PLUGIN_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <slurm/spank.h>
 
@@ -69,6 +71,11 @@ struct ddp_node {
 	 * variables, and why not, for the node's first rank, or "". */
 	int flightrec;
 	char flightrec_note[DDP_ERR_LEN];
+	/* ddp-check's findings about this node, from its first task to
+	 * slurmstepd (remote_exit records them): a pipe made in user_init,
+	 * both ends close-on-exec and non-blocking; -1 when closed. */
+	int verdict_rfd, verdict_wfd;
+	uid_t uid; /* the job's user */
 };
 
 struct ddp_plugin {
@@ -165,8 +172,19 @@ int remote_user_init(struct ddp_plugin *p, spank_t sp);
  * rank environment. Returns 0, or -1 (logged) to fail the task. */
 int remote_task_init(struct ddp_plugin *p, spank_t sp);
 
-/* slurmstepd, from slurm_spank_exit (as root): removes the step's key
+/* slurmstepd, from slurm_spank_exit (as root): records the check's
+ * verdicts about this node (<state_dir>/verdicts), removes the step's key
  * file and frees the node's state. */
 void remote_exit(struct ddp_plugin *p);
+
+/*
+ * A task of a --ddp-check=requeue step, as the job's user, on the step's
+ * global rank 0 after ddp-check failed: text (len bytes) is ddp-check's
+ * --verdict-fd output. Prints one line per finding, then requeues a batch
+ * job that may be requeued without the nodes named (requeue.c), or says
+ * which --exclude= to retry with and why it was not requeued. Logs
+ * everything; cannot fail.
+ */
+void plugin_requeue(const struct ddp_plugin *p, const char *text, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
  * and checked job directories.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,8 +28,14 @@
 #include "jobdir.h"
 #include "plugin.h"
 #include "port.h"
+#include "requeue.h"
 #include "stepkey.h"
 #include "tasks.h"
+#include "verdict.h"
+
+/* The most of ddp-check's verdict lines a task reads, and the most of a
+ * node's lines slurmstepd takes from its task. */
+#define VERDICT_TEXT_MAX (64u << 10)
 
 /* Marks a MASTER_PORT chosen by this plugin, so that a nested srun --ddp
  * inside a rank chooses its own instead of treating it as preset. */
@@ -475,6 +482,7 @@ user_init(struct ddp_plugin *p, spank_t sp)
 				    : p->conf.default_bind;
 	if (read_layout(n, sp, &uid) < 0)
 		return;
+	n->uid = uid;
 	choose_port(p, sp);
 	/* Here privileges are dropped to the job's user, who must be able
 	 * to open their own directories anyway (root-squashed NFS). */
@@ -499,10 +507,36 @@ user_init(struct ddp_plugin *p, spank_t sp)
 	compute_plan(n, sp);
 }
 
+/*
+ * The pipe on which each node's first task hands slurmstepd ddp-check's
+ * findings about the node: made before the tasks fork, so they inherit
+ * the write end; close-on-exec, so neither ddp-check nor the program
+ * keeps an end; non-blocking, so a full pipe never stops a task and an
+ * empty one never stops slurmstepd. Without it the findings are not
+ * recorded; the check runs all the same.
+ */
+static void
+open_verdict_pipe(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+	int fd[2];
+
+	if (!n->active || n->error[0] || check_mode(p) == DDP_CHECK_OFF)
+		return;
+	if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+		ddp_info("--ddp-check: %s: no pipe for the findings: %s",
+			 n->host, strerror(errno));
+		return;
+	}
+	n->verdict_rfd = fd[0];
+	n->verdict_wfd = fd[1];
+}
+
 int
 remote_user_init(struct ddp_plugin *p, spank_t sp)
 {
 	user_init(p, sp);
+	open_verdict_pipe(p);
 	/* Whatever happened, the key leaves slurmstepd's memory before the
 	 * tasks fork from it. */
 	ddp_port_key_wipe(&p->node.port_key);
@@ -659,10 +693,43 @@ now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Waits for pid until deadline, then kills it. Returns its wait status,
- * or -1 when waitpid fails. */
+/* What a task read of ddp-check's verdict lines. */
+struct verdict_text {
+	int fd; /* the read end, non-blocking; -1 when done */
+	char buf[VERDICT_TEXT_MAX];
+	size_t len;
+};
+
+/* Reads what the pipe holds now; past VERDICT_TEXT_MAX the rest is
+ * drained and dropped, so ddp-check never blocks on a full pipe. */
+static void
+drain_verdicts(struct verdict_text *t)
+{
+	char sink[4096];
+	ssize_t r;
+
+	while (t->fd >= 0) {
+		if (t->len < sizeof(t->buf))
+			r = read(t->fd, t->buf + t->len,
+				 sizeof(t->buf) - t->len);
+		else
+			r = read(t->fd, sink, sizeof(sink));
+		if (r > 0 && t->len < sizeof(t->buf))
+			t->len += (size_t)r;
+		else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+			break;
+		else if (r < 0 && errno == EAGAIN)
+			return;
+	}
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+}
+
+/* Waits for pid until deadline, then kills it, reading t meanwhile.
+ * Returns its wait status, or -1 when waitpid fails. */
 static int
-wait_check(pid_t pid, double deadline, int *killed)
+wait_check(pid_t pid, double deadline, int *killed, struct verdict_text *t)
 {
 	const struct timespec tick = {0, 20 * 1000 * 1000};
 	int status = 0;
@@ -670,9 +737,12 @@ wait_check(pid_t pid, double deadline, int *killed)
 
 	*killed = 0;
 	for (;;) {
+		drain_verdicts(t);
 		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
+		if (r == pid) {
+			drain_verdicts(t);
 			return status;
+		}
 		if (r < 0 && errno != EINTR)
 			return -1;
 		if (!*killed && now_s() >= deadline) {
@@ -681,6 +751,53 @@ wait_check(pid_t pid, double deadline, int *killed)
 		}
 		nanosleep(&tick, NULL);
 	}
+}
+
+/* A node's first task: hands slurmstepd the findings about its node. */
+struct forward {
+	const struct ddp_node *n;
+	size_t sent;
+};
+
+static void
+forward_verdict(void *arg, const struct ddp_verdict *v)
+{
+	struct forward *f = arg;
+	char line[DDP_VERDICT_LINE_MAX];
+	ssize_t w;
+
+	if (strcmp(v->node, f->n->host) != 0 ||
+	    ddp_fmt(line, sizeof(line),
+		    "node=%s check=%s value=%s median=%s unit=%s\n", v->node,
+		    v->check, v->value, v->median, v->unit) < 0 ||
+	    f->sent + strlen(line) > VERDICT_TEXT_MAX)
+		return;
+	/* One write of less than PIPE_BUF is never split. */
+	w = write(f->n->verdict_wfd, line, strlen(line));
+	if (w > 0)
+		f->sent += (size_t)w;
+}
+
+/*
+ * After ddp-check wrote findings: each node's first task hands those
+ * about its node to slurmstepd, and with --ddp-check=requeue the step's
+ * global rank 0 requeues the job when the check failed.
+ */
+static void
+use_verdicts(const struct ddp_plugin *p, enum ddp_check mode, uint32_t local,
+	     long global, int failed, const struct verdict_text *t)
+{
+	const struct ddp_node *n = &p->node;
+	struct forward f = {n, 0};
+	struct ddp_requeue_nodes *nodes;
+
+	if (local == 0 && n->verdict_wfd >= 0 && t->len &&
+	    (nodes = malloc(sizeof(*nodes)))) {
+		ddp_requeue_scan(t->buf, t->len, nodes, forward_verdict, &f);
+		free(nodes);
+	}
+	if (failed && mode == DDP_CHECK_REQUEUE && global == 0)
+		plugin_requeue(p, t->buf, t->len);
 }
 
 /*
@@ -695,19 +812,18 @@ wait_check(pid_t pid, double deadline, int *killed)
  */
 static int
 run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
-	  uint32_t local)
+	  uint32_t local, long global)
 {
 	const struct ddp_conf *conf = &p->conf;
 	const struct ddp_node *n = &p->node;
-	char frac[32], limit[32], port[32], **env = NULL;
-	char *argv[] = {NULL,  "--mode",
-			NULL,  "--min-fraction",
-			frac,  "--time-limit",
-			limit, "--port",
-			port,  NULL};
+	char frac[32], limit[32], port[32], vfd[32] = "", **env = NULL;
+	char *argv[] = {NULL, "--mode",	      NULL,  "--min-fraction",
+			frac, "--time-limit", limit, "--port",
+			port, "--verdict-fd", vfd,   NULL};
 	struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
+	struct verdict_text *text = NULL;
 	sigset_t all;
-	int status, killed = 0;
+	int status, killed = 0, pfd[2] = {-1, -1}, rc = -1;
 	pid_t pid;
 
 	if (ddp_fmt(frac, sizeof(frac), "%.6f", conf->check_min_fraction) < 0 ||
@@ -720,11 +836,31 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 		return -1;
 	}
 	argv[0] = (char *)conf->check_path;
-	argv[2] = (char *)ddp_check_name(mode);
+	/* Requeueing is the plugin's: ddp-check fails as with fail. */
+	argv[2] = (char *)ddp_check_name(
+		mode == DDP_CHECK_REQUEUE ? DDP_CHECK_FAIL : mode);
 	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) {
 		ddp_error("--ddp-check: Slurm did not give the task's "
 			  "environment");
 		return -1;
+	}
+	/* Without the findings the check still runs, and fails as fail. */
+	text = calloc(1, sizeof(*text));
+	if (text && pipe2(pfd, O_CLOEXEC | O_NONBLOCK) == 0 &&
+	    ddp_fmt(vfd, sizeof(vfd), "%d", pfd[1]) == 0) {
+		text->fd = pfd[0];
+	} else {
+		ddp_info("--ddp-check: %s: the check's findings are not "
+			 "read: %s",
+			 n->host, text ? strerror(errno) : "out of memory");
+		argv[9] = NULL;
+		if (pfd[0] >= 0)
+			close(pfd[0]);
+		if (pfd[1] >= 0)
+			close(pfd[1]);
+		pfd[0] = pfd[1] = -1;
+		if (text)
+			text->fd = -1;
 	}
 	/* waitpid needs SIGCHLD not ignored; the program gets it back. */
 	sigaction(SIGCHLD, &dfl, &old);
@@ -733,6 +869,10 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 	if (pid == 0) {
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
+		/* The write end alone stays open across exec, blocking. */
+		if (pfd[1] >= 0 && (fcntl(pfd[1], F_SETFD, 0) < 0 ||
+				    fcntl(pfd[1], F_SETFL, 0) < 0))
+			_exit(127);
 		execve(argv[0], argv, env);
 		dprintf(STDERR_FILENO,
 			"ddp: %s: --ddp-check: cannot run %s: %s (the admin "
@@ -740,23 +880,30 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 			n->host, argv[0], strerror(errno));
 		_exit(127);
 	}
+	if (pfd[1] >= 0)
+		close(pfd[1]);
 	if (pid < 0) {
 		ddp_error("--ddp-check: cannot start %s: %s", argv[0],
 			  strerror(errno));
 		sigaction(SIGCHLD, &old, NULL);
-		return -1;
+		goto out;
 	}
-	status = wait_check(pid, now_s() + conf->check_time_limit + 5, &killed);
+	status = wait_check(pid, now_s() + conf->check_time_limit + 5, &killed,
+			    text);
 	sigaction(SIGCHLD, &old, NULL);
-	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
+	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		use_verdicts(p, mode, local, global, 0, text);
+		rc = 0;
+		goto out;
+	}
 	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 1) {
 		/* The report on rank 0's output names the node(s). */
 		if (local == 0)
 			ddp_error("%s: --ddp-check found a problem (see the "
 				  "report): the program was not started",
 				  n->host);
-		return -1;
+		use_verdicts(p, mode, local, global, 1, text);
+		goto out;
 	}
 	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 2)
 		ddp_error("%s: --ddp-check: %s could not check this step "
@@ -774,7 +921,11 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 		ddp_error("%s: --ddp-check: %s ended abnormally (status %d): "
 			  "the program was not started",
 			  n->host, argv[0], status);
-	return -1;
+out:
+	if (text && text->fd >= 0)
+		close(text->fd);
+	free(text);
+	return rc;
 }
 
 int
@@ -790,6 +941,11 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 
 	if (!n->active)
 		return 0;
+	/* The tasks write, slurmstepd reads. */
+	if (n->verdict_rfd >= 0) {
+		close(n->verdict_rfd);
+		n->verdict_rfd = -1;
+	}
 	if (!n->error[0] && !n->plan && n->topo)
 		compute_plan(n, sp);
 	if (n->error[0]) {
@@ -833,7 +989,93 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 	if (task_env(p, sp, local, global, rp, bindnote) < 0)
 		return -1;
 	mode = check_mode(p);
-	return mode == DDP_CHECK_OFF ? 0 : run_check(p, sp, mode, local);
+	return mode == DDP_CHECK_OFF ? 0
+				     : run_check(p, sp, mode, local, global);
+}
+
+/* What remote_exit records from the node's first task. */
+struct record {
+	const struct ddp_plugin *p;
+	size_t written, foreign;
+};
+
+static void
+record_verdict(void *arg, const struct ddp_verdict *line)
+{
+	struct record *r = arg;
+	const struct ddp_node *n = &r->p->node;
+	struct ddp_verdict v = *line;
+	char err[DDP_ERR_LEN];
+
+	/* The task was told to send its own node's lines only. */
+	if (strcmp(v.node, n->host) != 0) {
+		r->foreign++;
+		return;
+	}
+	v.time = (long long)time(NULL);
+	v.uid = (unsigned long)n->uid;
+	if (ddp_fmt(v.job, sizeof(v.job), "%u", n->jobid) < 0 ||
+	    ddp_fmt(v.step, sizeof(v.step), "%u", n->stepid) < 0)
+		return;
+	if (ddp_verdict_append(r->p->conf.state_dir, &v, err, sizeof(err)) <
+	    0) {
+		ddp_error("--ddp-check: %s: the verdict is not recorded: %s",
+			  n->host, err);
+		return;
+	}
+	r->written++;
+}
+
+/*
+ * Root: the findings the node's first task sent about this node, each
+ * appended to <state_dir>/verdicts with the job, step, user and time that
+ * Slurm gave. The lines come from a process of the job's user: they are
+ * read bounded, parsed strictly, and bad ones skipped with one log line.
+ */
+static void
+record_verdicts(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+	struct ddp_requeue_nodes *nodes = NULL;
+	struct record r = {p, 0, 0};
+	char *buf = NULL;
+	size_t len = 0;
+	ssize_t got;
+
+	if (n->verdict_wfd >= 0)
+		close(n->verdict_wfd);
+	n->verdict_wfd = -1;
+	if (n->verdict_rfd < 0)
+		return;
+	buf = malloc(VERDICT_TEXT_MAX);
+	nodes = malloc(sizeof(*nodes));
+	if (!buf || !nodes)
+		goto out;
+	while (len < VERDICT_TEXT_MAX) {
+		got = read(n->verdict_rfd, buf + len, VERDICT_TEXT_MAX - len);
+		if (got > 0)
+			len += (size_t)got;
+		else if (got < 0 && errno == EINTR)
+			continue;
+		else
+			break;
+	}
+	if (!len)
+		goto out;
+	ddp_requeue_scan(buf, len, nodes, record_verdict, &r);
+	if (nodes->bad || r.foreign)
+		ddp_info("--ddp-check: %s: %zu verdict line%s skipped (%s)",
+			 n->host, nodes->bad + r.foreign,
+			 nodes->bad + r.foreign == 1 ? "" : "s",
+			 nodes->bad ? nodes->bad_why : "another node's");
+	if (r.written)
+		ddp_verbose("--ddp-check: %s: %zu verdict%s recorded", n->host,
+			    r.written, r.written == 1 ? "" : "s");
+out:
+	close(n->verdict_rfd);
+	n->verdict_rfd = -1;
+	free(buf);
+	free(nodes);
 }
 
 void
@@ -842,6 +1084,7 @@ remote_exit(struct ddp_plugin *p)
 	struct ddp_node *n = &p->node;
 	char err[DDP_ERR_LEN];
 
+	record_verdicts(p);
 	ddp_port_key_wipe(&n->port_key);
 	if (n->step_key_name[0] &&
 	    ddp_step_key_remove(p->conf.state_dir, n->step_key_name, err,

@@ -17,12 +17,25 @@
  *   init failure      26.05 declares slurm_spank_init_failure_mode, a
  *                     plugin's say in what a failing slurm_spank_init
  *                     does; the plugin leaves it to Slurm's default.
+ *   job ids in calls  26.05 names a job by slurm_step_id_t in
+ *                     slurm_load_job and slurm_requeue (its plain-id
+ *                     wrappers only under SLURM_BACKWARD_COMPAT) and in
+ *                     job_desc_msg_t (step_id, no job_id field):
+ *                     ddp_slurm_load_job, ddp_slurm_requeue,
+ *                     DDP_SLURM_JOB_DESC_SET_ID.
+ *   expedited requeue 25.11 added sbatch --requeue=expedite, the job flag
+ *                     EXPEDITED_REQUEUE in job_info_t.bitflags:
+ *                     DDP_SLURM_HAVE_EXPEDITED_REQUEUE.
  *
  * Unchanged on all three for what the plugin uses: the spank_item values
  * and their argument types, spank_option, spank_context, spank_getenv,
  * spank_setenv, spank_remote, the slurm_info/verbose/debug/error logging
  * calls, slurm_spank_log, and the slurm_hostlist_* symbols exported by
- * the loading programs (srun, sbatch, salloc, slurmstepd); in srun,
+ * the loading programs (srun, sbatch, salloc, slurmstepd); in a task,
+ * before exec (--ddp-check=requeue), slurm_load_job, slurm_requeue with
+ * JOB_REQUEUE_HOLD, slurm_init_job_desc_msg, slurm_update_job (exc_nodes,
+ * priority), slurm_free_job_info_msg and slurm_strerror, with the
+ * job_info_t fields batch_flag, requeue, restart_cnt and exc_nodes; in srun,
  * slurm_load_partitions, slurm_load_node and
  * slurm_populate_node_partitions, with the partition_info_t
  * fields name, flags (PART_FLAG_DEFAULT) and job_defaults_str and the
@@ -57,6 +70,39 @@ typedef hostlist_t ddp_slurm_hostlist;
 #define DDP_SLURM_SRUN_CPUS_PER_TASK_ENV "SLURM_CPUS_PER_TASK"
 #else
 #define DDP_SLURM_SRUN_CPUS_PER_TASK_ENV "SRUN_CPUS_PER_TASK"
+#endif
+
+/* slurm_load_job and slurm_requeue of one job by its id; and the job a
+ * job_desc_msg_t updates. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+static inline slurm_step_id_t
+ddp_slurm_job(uint32_t job_id)
+{
+	slurm_step_id_t id = SLURM_STEP_ID_INITIALIZER;
+
+	id.job_id = job_id;
+	return id;
+}
+#define ddp_slurm_load_job(resp, id, flags) \
+	slurm_load_job((resp), ddp_slurm_job(id), (flags))
+#define ddp_slurm_requeue(id, flags) slurm_requeue(ddp_slurm_job(id), (flags))
+#define DDP_SLURM_JOB_DESC_SET_ID(desc, id)                  \
+	do {                                                 \
+		(desc)->step_id = SLURM_STEP_ID_INITIALIZER; \
+		(desc)->step_id.job_id = (id);               \
+	} while (0)
+#else
+#define ddp_slurm_load_job(resp, id, flags) \
+	slurm_load_job((resp), (id), (flags))
+#define ddp_slurm_requeue(id, flags) slurm_requeue((id), (flags))
+#define DDP_SLURM_JOB_DESC_SET_ID(desc, id) ((desc)->job_id = (id))
+#endif
+
+/* 1 where a job can carry sbatch --requeue=expedite (EXPEDITED_REQUEUE). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+#define DDP_SLURM_HAVE_EXPEDITED_REQUEUE 1
+#else
+#define DDP_SLURM_HAVE_EXPEDITED_REQUEUE 0
 #endif
 
 #endif

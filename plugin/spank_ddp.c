@@ -26,7 +26,10 @@ EXPORT extern const unsigned int plugin_version;
 SPANK_PLUGIN(ddp, 1)
 
 /* The one instance: SPANK loads the plugin once per process. */
-static struct ddp_plugin plugin = {.opts = {.bind = -1, .check = -1}};
+static struct ddp_plugin plugin = {
+	.opts = {.bind = -1, .check = -1},
+	.node = {.verdict_rfd = -1, .verdict_wfd = -1},
+};
 
 static int opt_cb(int val, const char *optarg, int remote);
 
