@@ -25,6 +25,7 @@
 #include "hostlist.h"
 #include "nodectl.h"
 #include "port.h"
+#include "verdict.h"
 
 #define NFT_TIMEOUT_S 30
 #define SLURM_TIMEOUT_S 30
@@ -84,8 +85,43 @@ usage(FILE *f)
 		"chooses for the step\n"
 		"                         (reads port_key: root; the same on "
 		"every node)\n"
+		"  health [--node NAME] [--drain]\n"
+		"                         apply the drain rule to the node's "
+		"ddp-check verdicts;\n"
+		"                         exit 1 when a drain is due; --drain "
+		"drains it (health check)\n"
+		"  verdicts [--node NAME|--all] [--since SECONDS]\n"
+		"                         show the node's recent ddp-check "
+		"verdicts\n"
 		"CONF defaults to $DDP_CONF, else %s.\n",
 		DDP_CONF_DEFAULT);
+}
+
+/* Drains node with reason, through scontrol. Returns 0 or -1 with err. */
+static int
+scontrol_drain(const struct ddp_conf *conf, const char *node,
+	       const char *reason, char *err, size_t errlen)
+{
+	char nodearg[128], reasonarg[300];
+	char *argv[6];
+
+	if (!nc_valid_nodename(node) ||
+	    ddp_fmt(nodearg, sizeof(nodearg), "NodeName=%s", node) < 0 ||
+	    ddp_fmt(reasonarg, sizeof(reasonarg), "Reason=%s", reason) < 0)
+		return ddp_errf(err, errlen,
+				"cannot drain '%.64s': bad node "
+				"name or reason",
+				node);
+	argv[0] = (char *)conf->scontrol_path;
+	argv[1] = "update";
+	argv[2] = nodearg;
+	argv[3] = "State=DRAIN";
+	argv[4] = reasonarg;
+	argv[5] = NULL;
+	return nc_run(argv, slurm_env, NULL, NULL, SLURM_TIMEOUT_S, err,
+		      errlen) != 0
+		       ? -1
+		       : 0;
 }
 
 /* Sets the drain reason; a drain is how Slurm learns why, not a bare
@@ -93,8 +129,7 @@ usage(FILE *f)
 static void
 drain(const struct ddp_conf *conf, const char *node, const char *why)
 {
-	char reason[160], nodearg[128], reasonarg[200], err[NC_ERR_LEN];
-	char *argv[6];
+	char reason[160], err[NC_ERR_LEN];
 	size_t i;
 
 	ddp_fmt(reason, sizeof(reason), "ddp: %s", why);
@@ -102,18 +137,7 @@ drain(const struct ddp_conf *conf, const char *node, const char *why)
 		if ((unsigned char)reason[i] < 0x20 || reason[i] == 0x7f)
 			reason[i] = '?';
 	ddp_error("draining %s: %s", node ? node : "(unknown node)", reason);
-	if (!node || !nc_valid_nodename(node) ||
-	    ddp_fmt(nodearg, sizeof(nodearg), "NodeName=%s", node) < 0 ||
-	    ddp_fmt(reasonarg, sizeof(reasonarg), "Reason=%s", reason) < 0)
-		return;
-	argv[0] = (char *)conf->scontrol_path;
-	argv[1] = "update";
-	argv[2] = nodearg;
-	argv[3] = "State=DRAIN";
-	argv[4] = reasonarg;
-	argv[5] = NULL;
-	if (nc_run(argv, slurm_env, NULL, NULL, SLURM_TIMEOUT_S, err,
-		   sizeof(err)) != 0)
+	if (node && scontrol_drain(conf, node, reason, err, sizeof(err)) < 0)
 		ddp_error("scontrol update: %s", err);
 }
 
@@ -1081,6 +1105,236 @@ cmd_port(const struct ddp_conf *conf, int argc, char **argv)
 	return EX_OK;
 }
 
+/* The drain rule of ddp.conf. */
+static struct ddp_drain_rule
+drain_rule(const struct ddp_conf *conf)
+{
+	struct ddp_drain_rule rule = {conf->check_drain_jobs,
+				      conf->check_drain_users,
+				      conf->check_drain_window};
+
+	return rule;
+}
+
+/* Slurm's state of node (scontrol show node -o): 1 when it drains
+ * already, 0 when not, -1 when unknown; state gets the state's text. */
+static int
+slurm_node_draining(const struct ddp_conf *conf, const char *node, char *state,
+		    size_t len)
+{
+	char *argv[] = {(char *)conf->scontrol_path,
+			"show",
+			"node",
+			"-o",
+			(char *)node,
+			NULL};
+	struct nc_buf out = {0};
+	char err[NC_ERR_LEN];
+	int rv = -1;
+
+	if (nc_run(argv, slurm_env, NULL, &out, SLURM_TIMEOUT_S, err,
+		   sizeof(err)) != 0) {
+		ddp_error("scontrol show node %s: %s", node, err);
+		goto out;
+	}
+	rv = nc_node_draining(out.s ? out.s : "", state, len);
+	if (rv < 0)
+		ddp_error("scontrol show node %s: no State field in '%.80s'",
+			  node, out.s ? out.s : "");
+out:
+	nc_buf_free(&out);
+	return rv;
+}
+
+/*
+ * The health check: applies the drain rule (check_drain_jobs distinct jobs
+ * of check_drain_users distinct users within check_drain_window) to this
+ * node's verdict records and prints one line saying what it found and did.
+ * Without --drain: exit 1 when a drain is due (NHC drains), else 0. With
+ * --drain: drains through scontrol unless Slurm already drains the node,
+ * and exits 0 (a HealthCheckProgram that fails blocks slurmd's start);
+ * failures are logged and exit 1.
+ */
+static int
+cmd_health(const struct ddp_conf *conf, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"node", required_argument, NULL, 'n'},
+		{"drain", no_argument, NULL, 'd'},
+		{NULL, 0, NULL, 0},
+	};
+	const struct ddp_drain_rule rule = drain_rule(conf);
+	struct ddp_verdict_list list = {0};
+	struct ddp_drain_tally t;
+	char node[128], reason[256], state[64], err[NC_ERR_LEN];
+	const char *given = NULL;
+	long long now = (long long)time(NULL);
+	int c, do_drain = 0, draining, rv = EX_USAGE;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (c == 'n') {
+			given = optarg;
+		} else if (c == 'd') {
+			do_drain = 1;
+		} else {
+			usage(stderr);
+			goto out;
+		}
+	}
+	if (optind != argc || reconcile_node(given, node, sizeof(node)) < 0)
+		goto out;
+	rv = EX_NODE;
+	if (ddp_verdict_read(conf->state_dir, node, now - rule.window, &list,
+			     err, sizeof(err)) < 0) {
+		ddp_error("health: %s", err);
+		goto out;
+	}
+	if (list.skipped)
+		ddp_error("health: %s/%s: %zu malformed lines skipped",
+			  conf->state_dir, DDP_VERDICT_FILE, list.skipped);
+	ddp_drain_evaluate(&list, node, &rule, now, &t);
+	if (!t.drain) {
+		printf("%s: ok: %u job%s of %u user%s named it within %llds "
+		       "(drained at %u jobs of %u users)\n",
+		       node, t.jobs, t.jobs == 1 ? "" : "s", t.users,
+		       t.users == 1 ? "" : "s", rule.window, rule.jobs,
+		       rule.users);
+		rv = EX_OK;
+		goto out;
+	}
+	if (ddp_drain_reason(&t, rule.window, reason, sizeof(reason)) < 0) {
+		ddp_error("health: %s: the drain reason does not fit", node);
+		goto out;
+	}
+	if (!do_drain) {
+		printf("%s: drain: %s\n", node, reason);
+		goto out; /* EX_NODE: the caller (NHC) drains */
+	}
+	draining = slurm_node_draining(conf, node, state, sizeof(state));
+	if (draining < 0)
+		goto out;
+	if (draining) {
+		printf("%s: already drained (%s), not drained again: %s\n",
+		       node, state, reason);
+		rv = EX_OK;
+		goto out;
+	}
+	if (scontrol_drain(conf, node, reason, err, sizeof(err)) < 0) {
+		ddp_error("health: scontrol update: %s", err);
+		goto out;
+	}
+	printf("%s: drained: %s\n", node, reason);
+	if (use_syslog)
+		syslog(LOG_WARNING, "drained %s: %s", node, reason);
+	rv = EX_OK;
+out:
+	fflush(stdout);
+	ddp_verdict_list_free(&list);
+	return rv;
+}
+
+/* The user name of uid, or its number. */
+static void
+user_name(unsigned long uid, char *buf, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[1024];
+
+	if (getpwuid_r((uid_t)uid, &pw, tmp, sizeof(tmp), &res) == 0 && res &&
+	    ddp_fmt(buf, len, "%s", res->pw_name) == 0)
+		return;
+	ddp_fmt(buf, len, "%lu", uid);
+}
+
+/* The node's (or every node's) verdicts of the last --since seconds
+ * (check_drain_window by default), oldest first, and what the drain rule
+ * makes of them. */
+static int
+cmd_verdicts(const struct ddp_conf *conf, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"node", required_argument, NULL, 'n'},
+		{"all", no_argument, NULL, 'a'},
+		{"since", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	struct ddp_drain_rule rule = drain_rule(conf);
+	struct ddp_verdict_list list = {0};
+	struct ddp_drain_tally t;
+	char node[128], err[NC_ERR_LEN], when[32], what[DDP_VERDICT_LINE_MAX];
+	char user[64];
+	const char *given = NULL;
+	long long now = (long long)time(NULL);
+	long since = (long)rule.window;
+	int c, all = 0, rv = EX_USAGE;
+	size_t i;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (c == 'n') {
+			given = optarg;
+		} else if (c == 'a') {
+			all = 1;
+		} else if (c == 's' &&
+			   ddp_parse_long(optarg, 1, 100L * 365 * 86400,
+					  &since) == 0) {
+			continue;
+		} else {
+			if (c == 's')
+				ddp_error("verdicts: --since %.40s: expected "
+					  "whole seconds, 1-3153600000",
+					  optarg);
+			usage(stderr);
+			goto out;
+		}
+	}
+	if (optind != argc || (all && given) ||
+	    (!all && reconcile_node(given, node, sizeof(node)) < 0))
+		goto out;
+	rv = EX_NODE;
+	if (ddp_verdict_read(conf->state_dir, all ? NULL : node, now - since,
+			     &list, err, sizeof(err)) < 0) {
+		ddp_error("verdicts: %s", err);
+		goto out;
+	}
+	printf("%s: %zu verdict%s in the last %ld s (%s/%s)\n",
+	       all ? "all nodes" : node, list.n, list.n == 1 ? "" : "s", since,
+	       conf->state_dir, DDP_VERDICT_FILE);
+	for (i = 0; i < list.n; i++) {
+		const struct ddp_verdict *v = &list.v[i];
+		time_t tt = (time_t)v->time;
+		struct tm tm;
+
+		if (!localtime_r(&tt, &tm) ||
+		    !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
+			ddp_fmt(when, sizeof(when), "@%lld", v->time);
+		if (ddp_verdict_describe(v, what, sizeof(what)) < 0)
+			ddp_fmt(what, sizeof(what), "%s", v->check);
+		user_name(v->uid, user, sizeof(user));
+		printf("  %s  %s  job %s step %s  user %s  %s\n", when, v->node,
+		       v->job, v->step, user, what);
+	}
+	if (list.skipped)
+		printf("%zu malformed line%s skipped\n", list.skipped,
+		       list.skipped == 1 ? "" : "s");
+	if (!all) {
+		rule.window = since;
+		ddp_drain_evaluate(&list, node, &rule, now, &t);
+		printf("%u job%s of %u user%s: %s (the health check drains at "
+		       "%u jobs of %u users within %us)\n",
+		       t.jobs, t.jobs == 1 ? "" : "s", t.users,
+		       t.users == 1 ? "" : "s",
+		       t.drain ? "drain due" : "no drain",
+		       conf->check_drain_jobs, conf->check_drain_users,
+		       conf->check_drain_window);
+	}
+	rv = EX_OK;
+out:
+	ddp_verdict_list_free(&list);
+	return rv;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1108,7 +1362,8 @@ main(int argc, char **argv)
 	}
 	cmd = argv[optind];
 	umask(022);
-	use_syslog = strcmp(cmd, "show") != 0 && strcmp(cmd, "port") != 0;
+	use_syslog = strcmp(cmd, "show") != 0 && strcmp(cmd, "port") != 0 &&
+		     strcmp(cmd, "verdicts") != 0;
 	if (use_syslog)
 		openlog(strcmp(cmd, "epilog") == 0   ? "ddp-epilog"
 			: strcmp(cmd, "prolog") == 0 ? "ddp-prolog"
@@ -1143,6 +1398,10 @@ main(int argc, char **argv)
 		return cmd_show(&conf);
 	if (strcmp(cmd, "port") == 0)
 		return cmd_port(&conf, argc, argv);
+	if (strcmp(cmd, "health") == 0)
+		return cmd_health(&conf, argc, argv);
+	if (strcmp(cmd, "verdicts") == 0)
+		return cmd_verdicts(&conf, argc, argv);
 	usage(stderr);
 	return EX_USAGE;
 }

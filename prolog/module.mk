@@ -1,5 +1,5 @@
 # Prolog tooling: ddp-nodectl (the helper that makes every decision), the
-# thin Prolog/Epilog scripts, their unit tests, the ddp.conf, nft listing
+# thin Prolog/Epilog/HealthCheckProgram scripts and NHC check, their unit tests, the ddp.conf, nft listing
 # and mountinfo fuzzers and the install rule.
 PROLOG_CORE_SRC := prolog/nodectl_util.c prolog/nodectl_fw.c prolog/nodectl_fs.c
 PROLOG_CORE_OBJ := $(PROLOG_CORE_SRC:%.c=$(BUILD)/%.o)
@@ -43,16 +43,19 @@ FUZZERS += $(addprefix $(BUILD)/fuzz-,$(PROLOG_FUZZ))
 # $(LIBEXECDIR)) or at the installed $(SBINDIR).
 install-prolog: $(BUILD)/bin/ddp-nodectl
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBEXECDIR) \
-	    $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(MANDIR)/man8
+	    $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/nhc \
+	    $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BUILD)/bin/ddp-nodectl $(DESTDIR)$(SBINDIR)/ddp-nodectl
-	for s in ddp-prolog ddp-epilog; do \
+	for s in ddp-prolog ddp-epilog ddp-healthcheck; do \
 	    sed 's|@SBINDIR@|$(SBINDIR)|g' prolog/$$s >$(DESTDIR)$(LIBEXECDIR)/$$s.tmp && \
 	    chmod 0755 $(DESTDIR)$(LIBEXECDIR)/$$s.tmp && \
 	    mv -f $(DESTDIR)$(LIBEXECDIR)/$$s.tmp $(DESTDIR)$(LIBEXECDIR)/$$s || exit 1; \
 	done
+	sed 's|@SBINDIR@|$(SBINDIR)|g' prolog/ddp.nhc >$(DESTDIR)$(DATADIR)/nhc/ddp.nhc
+	chmod 0644 $(DESTDIR)$(DATADIR)/nhc/ddp.nhc
 	install -m 0644 examples/ddp.conf $(DESTDIR)$(DATADIR)/examples/ddp.conf
 	install -m 0644 doc/ddp-prolog.8 $(DESTDIR)$(MANDIR)/man8/ddp-prolog.8
-	for m in ddp-epilog ddp-nodectl; do \
+	for m in ddp-epilog ddp-healthcheck ddp-nodectl; do \
 	    echo '.so man8/ddp-prolog.8' >$(DESTDIR)$(MANDIR)/man8/$$m.8 || exit 1; \
 	done
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR)/slurmd.service.d

@@ -55,6 +55,15 @@ int nc_parse_id(const char *s, unsigned long *out);
 int nc_valid_nodename(const char *s);
 
 /*
+ * Reads the node's state from one line of `scontrol show node -o NAME`
+ * (the first " State=" field, before the free-text Reason) into state.
+ * Returns 1 when Slurm already drains the node (a DRAIN flag: DRAINING,
+ * DRAINED, IDLE+DRAIN, ...), 0 when not, -1 when the line has no State
+ * field or state is too small.
+ */
+int nc_node_draining(const char *show_node, char *state, size_t len);
+
+/*
  * Runs argv[0] (an absolute path) with argv, without a shell, in a clean
  * environment (PATH only, plus the variables in keep_env, a NULL-ended
  * list of names copied from ours). stdin_text (may be NULL) is written to

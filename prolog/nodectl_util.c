@@ -122,6 +122,27 @@ nc_valid_nodename(const char *s)
 	return 1;
 }
 
+int
+nc_node_draining(const char *show_node, char *state, size_t len)
+{
+	const char *p = show_node, *end;
+
+	/* "State=" at the start of a field; Reason= comes later and may hold
+	 * any text, so the first such field is the state. */
+	while ((p = strstr(p, "State=")) != NULL &&
+	       !(p == show_node || p[-1] == ' '))
+		p++;
+	if (!p)
+		return -1;
+	p += strlen("State=");
+	end = p + strcspn(p, " \n");
+	if (end == p || (size_t)(end - p) >= len)
+		return -1;
+	memcpy(state, p, (size_t)(end - p));
+	state[end - p] = '\0';
+	return strstr(state, "DRAIN") != NULL;
+}
+
 static double
 now_s(void)
 {

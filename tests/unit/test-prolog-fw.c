@@ -35,6 +35,7 @@ static void
 test_validation(void)
 {
 	unsigned long v = 0;
+	char state[32];
 
 	tap_ok(nc_parse_jobid("123", &v) == 0 && v == 123, "job id parses");
 	tap_ok(nc_parse_jobid("4294967294", &v) == 0, "largest job id");
@@ -53,6 +54,28 @@ test_validation(void)
 		       !nc_valid_nodename("a b") && !nc_valid_nodename("a/b") &&
 		       !nc_valid_nodename(""),
 	       "node-name rule");
+	tap_ok(nc_node_draining("NodeName=node2 Arch=x86_64 CoresPerSocket=1 "
+				"State=IDLE+DRAIN ThreadsPerCore=1 "
+				"Reason=ddp-check: gpu [root@2025-01-01]\n",
+				state, sizeof(state)) == 1 &&
+		       !strcmp(state, "IDLE+DRAIN"),
+	       "IDLE+DRAIN is a drained node");
+	tap_ok(nc_node_draining("NodeName=n State=MIXED+DRAIN Reason=x", state,
+				sizeof(state)) == 1 &&
+		       nc_node_draining("NodeName=n State=DRAINED", state,
+					sizeof(state)) == 1,
+	       "DRAINED and MIXED+DRAIN are drained");
+	tap_ok(nc_node_draining("NodeName=n State=IDLE Reason=x State=DRAIN",
+				state, sizeof(state)) == 0 &&
+		       !strcmp(state, "IDLE"),
+	       "an IDLE node is not drained, whatever its reason text says");
+	tap_ok(nc_node_draining("NodeName=n OldState=DRAIN State=ALLOCATED",
+				state, sizeof(state)) == 0 &&
+		       !strcmp(state, "ALLOCATED"),
+	       "only the State field counts");
+	tap_ok(nc_node_draining("Node n not found", state, sizeof(state)) < 0 &&
+		       nc_node_draining("State=IDLE+DRAIN", state, 4) < 0,
+	       "no State field, or no room for it, is an error");
 }
 
 static void
