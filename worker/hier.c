@@ -286,8 +286,18 @@ wk_hier_setup(struct wk_mesh *c, struct wk_hier **out)
 	st = node_map(c, h, &maxl);
 	if (st)
 		goto out;
-	if (c->algo == WK_ALGO_AUTO && (h->nodes < 2 || maxl < 2)) {
+	if (c->algo == WK_ALGO_AUTO &&
+	    (h->nodes < 2 || maxl < 2 || maxl > WK_HIER_LOCAL_MAX)) {
 		st = DDP_OK;
+		goto out;
+	}
+	if (maxl > WK_HIER_LOCAL_MAX) {
+		st = wk_err(DDP_ERR_INVALID,
+			    "DDP_TCP_ALGO=hier: a node has %d ranks, more "
+			    "than the %d the hierarchical allreduce serves "
+			    "(its ranks would all connect to each other); "
+			    "use DDP_TCP_ALGO=auto",
+			    maxl, WK_HIER_LOCAL_MAX);
 		goto out;
 	}
 	h->chunk = chunk_from_env();

@@ -83,6 +83,12 @@ wk_nodes_free(struct wk_nodes *n)
 	n->node = NULL;
 }
 
+int
+wk_nodes_hier(const struct wk_nodes *nodes)
+{
+	return nodes->maxlen > 1 && nodes->maxlen <= WK_HIER_LOCAL_MAX;
+}
+
 /* The partners of rank r in tcp.c's recursive doubling, folds included. */
 static void
 want_rd(int r, int size, uint8_t *want)
@@ -121,9 +127,9 @@ wk_peers_wanted(const struct wk_mesh *c, uint8_t *want)
 	if (wk_nodes_build(c, &nodes) < 0)
 		return -1;
 	g = &nodes.node[nodes.me];
-	for (k = 0; k < g->len; k++)
+	for (k = 0; k < g->len && wk_nodes_hier(&nodes); k++)
 		want[nodes.idx[g->start + k]] = 1;
-	if (nodes.n > 1 && nodes.lidx < nodes.minlen) {
+	if (nodes.n > 1 && wk_nodes_hier(&nodes) && nodes.lidx < nodes.minlen) {
 		int left = (nodes.me - 1 + nodes.n) % nodes.n;
 		int right = (nodes.me + 1) % nodes.n;
 

@@ -45,9 +45,25 @@ void wk_nodes_free(struct wk_nodes *n);
  * barrier, binomial broadcast from any root), recursive-doubling partners
  * with the fold of a world that is not a power of two, every rank of the
  * own node, and the neighbours in the ring of the own stripe across nodes
- * (hierarchical allreduce). The relation is symmetric: s wants rank
- * exactly when rank wants s. Returns how many are wanted, or -1.
+ * (hierarchical allreduce, only where wk_nodes_hier allows it). The
+ * relation is symmetric: s wants rank exactly when rank wants s. Returns
+ * how many are wanted, or -1.
  */
 int wk_peers_wanted(const struct wk_mesh *c, uint8_t *want);
+
+/*
+ * The most ranks one node may have for the hierarchical allreduce. Its
+ * ranks all connect to each other (a local rank's death is seen on its
+ * sockets while the others wait on shared memory), which costs a node
+ * L * (L - 1) / 2 connections and each rank L - 1 descriptors: fine for
+ * one rank per GPU or per core, not for hundreds of ranks sharing a node,
+ * which use the flat algorithms instead.
+ */
+#define WK_HIER_LOCAL_MAX 128
+
+/* Whether nodes allow the hierarchical allreduce (and so connect every
+ * node's ranks to each other): a node with several ranks, none with more
+ * than WK_HIER_LOCAL_MAX. */
+int wk_nodes_hier(const struct wk_nodes *nodes);
 
 #endif

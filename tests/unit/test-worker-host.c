@@ -125,5 +125,9 @@ main(void)
 	check_peers(37 * 3 + 1, 3, 24);
 	check_peers(1000, 7, 40);
 	check_peers(2, 1, 1);
+	/* Past WK_HIER_LOCAL_MAX ranks on a node, a node's ranks no longer
+	 * all connect: one node of 256, and 1,024 ranks on 3 nodes. */
+	check_peers(256, 256, 24);
+	check_peers(1024, 342, 32);
 	return tap_done();
 }
