@@ -169,6 +169,14 @@ tune_from_env(struct ddp_comm *comm)
 	v = getenv("DDP_TCP_SEGMENT");
 	if (v && ddp_parse_long(v, 64, 64L << 20, &n) == 0)
 		comm->mesh.seg_bytes = (size_t)n;
+	v = getenv("DDP_TCP_SPIN");
+	n = 50;
+	if (v && *v && ddp_parse_long(v, 0, 1000000, &n) < 0)
+		return wk_err(DDP_ERR_ENV,
+			      "DDP_TCP_SPIN='%.64s' is not a number of "
+			      "microseconds in [0, 1000000]",
+			      v);
+	comm->mesh.spin_s = (double)n * 1e-6;
 	v = getenv("DDP_NCCL_CHECK");
 	comm->check_calls = !(v && strcmp(v, "0") == 0);
 	/* DDP_HOSTNAME: ranks naming the same host share memory. */
@@ -368,6 +376,7 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 		st = rdv_connect_all(&comm->mesh, cfg);
 		if (st)
 			goto out;
+		tcp_limit_spin(&comm->mesh);
 	}
 	st = choose_backend(comm, cfg->backend);
 	if (!st && comm->backend == DDP_BACKEND_TCP)

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -459,6 +460,7 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 	struct want w[16];
 	enum ddp_status st = DDP_OK;
 	int i, nw, rc, pending;
+	double spin_end = 0, now;
 
 	/* The rendezvous connects only the peers peers.c names: a
 	 * collective that strays from them must fail, not wait. */
@@ -495,6 +497,19 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 		}
 		if (!pending)
 			return DDP_OK;
+		/* A peer on another core usually answers within microseconds,
+		 * while waking from poll costs tens of them (the idle core's
+		 * wake-up): try again first, for a bounded time, giving the
+		 * CPU to any other runnable task between tries. */
+		if (c->spin_s > 0) {
+			now = wk_now();
+			if (spin_end == 0)
+				spin_end = now + c->spin_s;
+			if (now < spin_end) {
+				sched_yield();
+				continue;
+			}
+		}
 		st = poll_wait(c, w, nw, deadline, &x[0].f);
 		if (st)
 			return st;
@@ -817,6 +832,22 @@ tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to, const void *sbuf,
 	if (from >= 0)
 		xop_init(&x[ns + nr++], from, t, t->unit, rbuf, rlen);
 	return ns + nr ? run_xops(c, x, ns, nr, deadline) : DDP_OK;
+}
+
+void
+tcp_limit_spin(struct wk_mesh *c)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int i, here = 0;
+
+	for (i = 0; i < c->size; i++)
+		here += strcmp(c->peers[i].host, c->myhost) == 0;
+	if (cpus >= 1 && here > cpus)
+		c->spin_s = 0;
+	wk_log(3,
+	       "rank %d: waits poll for %g us before sleeping (%d ranks "
+	       "on this host, %ld CPUs online)",
+	       c->rank, c->spin_s * 1e6, here, cpus);
 }
 
 void

@@ -57,6 +57,7 @@ struct wk_mesh {
 	int aborted;  /* tcp_send_abort ran: nothing is sent any more */
 	int in_grace; /* timed out; collecting STALL notices */
 	double grace_end;
+	double spin_s; /* how long a wait polls its sockets before sleeping */
 };
 
 /*
@@ -108,6 +109,14 @@ enum ddp_status tcp_check_peers(struct wk_mesh *c);
 /* The same with the call in progress: a peer's data of that call under
  * another header is a mismatch. */
 enum ddp_status tcp_watch(struct wk_mesh *c, const struct wk_frame *cur);
+/*
+ * A wait keeps trying its sockets for spin_s (yielding the CPU between
+ * tries) before it sleeps in poll. This turns that off when this host has
+ * more ranks (peers' host names) than online CPUs, where a spinning rank
+ * would take the CPU its peers need. Call after the rendezvous filled the
+ * peers' hosts.
+ */
+void tcp_limit_spin(struct wk_mesh *c);
 /* Resets the per-operation peer state (stall notices, early data). */
 void tcp_op_start(struct wk_mesh *c);
 /* Tells every peer this rank timed out waiting for rank `waiting`, so
