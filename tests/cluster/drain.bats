@@ -1,0 +1,172 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: BSD-3-Clause
+# The drain rule on the minicluster: the installed health check
+# (ddp-healthcheck, HealthCheckProgram) and NHC check read the node's
+# verdict record, written by ddp_verdict_append for real jobs of real
+# users, and drain the node through the real slurmctld only when jobs of
+# enough distinct users named it.
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
+
+setup_file() {
+	mc_up --nodes 4
+}
+
+setup() {
+	require_prolog
+	st=$(mc_state)
+	local target libexec
+	target=$(sed -n "s/^exec '\(.*\)' \"\$@\"$/\1/p" "$st/etc/prolog")
+	libexec=$(dirname "$target")
+	healthcheck=$libexec/ddp-healthcheck
+	helper=$libexec/../../sbin/ddp-nodectl
+	nhc=$libexec/../../share/slurm-ddp/nhc/ddp.nhc
+	record=$repo_root/build/tests/cluster/verdict-record
+	if [ ! -x "$healthcheck" ] || [ ! -f "$nhc" ]; then
+		echo "ddp-healthcheck or ddp.nhc not staged next to $target (run: make stage)" >&2
+		return 1
+	fi
+	[ -x "$record" ] || {
+		echo "$record not built (run: make all)" >&2
+		return 1
+	}
+	# A verdict record of this test's own, in the cluster's state folder
+	# (every node sees it), under a ddp.conf that names it.
+	vstate=$st/drain-test.$BATS_TEST_NUMBER
+	rm -rf "$vstate"
+	conf=$st/etc/ddp-drain.conf
+	{ grep -v '^state_dir' "$st/etc/ddp.conf"; echo "state_dir = $vstate"; } | put_conf "$conf"
+	now=$(date +%s)
+	ddptest_uid=$(id -u ddptest)
+}
+
+teardown() {
+	local state
+	state=$(mc_run -- scontrol show node -o node2 2>/dev/null | sed -n 's/.* State=\([^ ]*\).*/\1/p')
+	if [[ $state == *DRAIN* ]]; then
+		mc_run -- scontrol update NodeName=node2 State=RESUME || true
+	fi
+	rm -rf "$vstate"
+	rm -f "$st/etc/ddp-drain.conf"
+}
+
+# job_of USER: a real job of USER on node2 (done at once); prints its id.
+job_of() {
+	mc_run --user "$1" -- sbatch --parsable -w node2 -o /dev/null --wrap true
+}
+
+# verdict JOB UID [AGE]: node2's link-send finding of JOB, recorded AGE
+# seconds ago (0), as the plugin's root side records it.
+verdict() {
+	"$record" "$vstate" "$((now - ${3:-0}))" "$1" 0 "$2" \
+		"node=node2 check=link-send value=0.21 median=1.9 unit=gb-per-s"
+}
+
+# health: the installed health check inside node2, as slurmd runs it.
+health() {
+	mc_exec node2 -- env DDP_CONF="$conf" SLURM_CONF="$st/etc/slurm.conf" \
+		SLURMD_NODENAME=node2 "$healthcheck"
+}
+
+node2_state() {
+	mc_run -- scontrol show node -o node2 | sed -n 's/.* State=\([^ ]*\).*/\1/p'
+}
+
+node2_reason() {
+	mc_run -- scontrol show node -o node2 | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'
+}
+
+@test "one job naming node2 does not drain it" {
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	run health
+	show
+	[ "$status" -eq 0 ]
+	[ "$output" = "node2: ok: 1 job of 1 user named it within 86400s (drained at 3 jobs of 2 users)" ]
+	[[ $(node2_state) != *DRAIN* ]]
+}
+
+@test "three jobs of two users drain node2, with the measurement as the reason, once" {
+	local want="ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 3 jobs of 2 users in 24h"
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of root)" 0
+	run health
+	show
+	[ "$status" -eq 0 ]
+	[ "$output" = "node2: drained: $want" ]
+	[[ $(node2_state) == *DRAIN* ]]
+	[ "$(node2_reason)" = "$want" ]
+
+	# Not drained again, and an admin's reason is kept.
+	mc_run -- scontrol update NodeName=node2 State=DRAIN Reason="admin: cable swap"
+	run health
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == "node2: already drained ("*"DRAIN"*"), not drained again: $want" ]]
+	[ "$(node2_reason)" = "admin: cable swap" ]
+}
+
+@test "one user's forged verdicts of many jobs leave node2 up" {
+	local _
+	for _ in 1 2 3 4 5; do
+		verdict "$(job_of ddptest)" "$ddptest_uid"
+	done
+	run health
+	show
+	[ "$status" -eq 0 ]
+	[ "$output" = "node2: ok: 5 jobs of 1 user named it within 86400s (drained at 3 jobs of 2 users)" ]
+	[[ $(node2_state) != *DRAIN* ]]
+}
+
+@test "verdicts older than check_drain_window do not count" {
+	verdict "$(job_of ddptest)" "$ddptest_uid" 90000
+	verdict "$(job_of ddptest)" "$ddptest_uid" 90000
+	verdict "$(job_of root)" 0
+	run health
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == "node2: ok: 1 job of 1 user named it"* ]]
+	[[ $(node2_state) != *DRAIN* ]]
+}
+
+@test "ddp-nodectl verdicts shows the node's records with job, user and measurement" {
+	local job
+	job=$(job_of ddptest)
+	verdict "$job" "$ddptest_uid"
+	echo "not a record" >>"$vstate/verdicts"
+	run mc_exec node2 -- env DDP_CONF="$conf" SLURMD_NODENAME=node2 "$helper" verdicts
+	show
+	[ "$status" -eq 0 ]
+	[[ $output == "node2: 1 verdict in the last 86400 s ($vstate/verdicts)"* ]]
+	[[ $output == *"node2  job $job step 0  user ddptest  link-send 0.21 GB/s vs median 1.9 GB/s"* ]]
+	[[ $output == *"1 malformed line skipped"* ]]
+	[[ $output == *"1 job of 1 user: no drain"* ]]
+}
+
+# The NHC check function, run as NHC runs a check (its die and log
+# functions defined as NHC defines their contract: die records the
+# message that becomes the offline reason). NHC itself is not packaged
+# for Debian.
+nhc_check() {
+	mc_exec node2 -- env DDP_CONF="$conf" SLURMD_NODENAME=node2 NHC="$nhc" \
+		HELPER="$helper" bash -c '
+			die() { echo "die $1: $2"; return "$1"; }
+			log() { echo "log: $*"; }
+			source "$NHC"
+			check_ddp_verdicts -n node2 -p "$HELPER"
+			echo "rc $?"'
+}
+
+@test "the NHC check fails with the reason for three jobs of two users, passes for one user" {
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	run nhc_check
+	show
+	[ "$output" = "rc 0" ]
+	verdict "$(job_of root)" 0
+	run nhc_check
+	show
+	[ "$output" = "$(printf '%s\n' "die 1: ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 3 jobs of 2 users in 24h" "rc 1")" ]
+	# NHC, not the check, takes the node offline.
+	[[ $(node2_state) != *DRAIN* ]]
+}
