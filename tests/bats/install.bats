@@ -52,6 +52,12 @@ teardown_file() {
 	[ -x "$dest/opt/slurm-ddp/libexec/slurm-ddp/ddp-epilog" ]
 }
 
+@test "the health check and the NHC check name the installed ddp-nodectl" {
+	[ -x "$dest/opt/slurm-ddp/libexec/slurm-ddp/ddp-healthcheck" ]
+	grep -q 'helper="/opt/slurm-ddp/sbin/ddp-nodectl"' "$dest/opt/slurm-ddp/share/slurm-ddp/nhc/ddp.nhc"
+	grep -q '"/opt/slurm-ddp/sbin/ddp-nodectl"' "$dest/opt/slurm-ddp/libexec/slurm-ddp/ddp-healthcheck"
+}
+
 @test "man pages are installed" {
 	[ -f "$dest/opt/slurm-ddp/share/man/man8/spank-ddp.8" ]
 	[ -f "$dest/opt/slurm-ddp/share/man/man8/ddp-prolog.8" ]
