@@ -71,6 +71,10 @@ struct wk_backend_ops {
 					enum ddp_dtype dtype, int root,
 					void *stream);
 	enum ddp_status (*stream_wait)(void *st, void *stream);
+	/* Stops the backend's work at once after the communicator failed
+	 * on the control plane (a hang named there, a peer's abort): NCCL
+	 * aborts its communicator. NULL: nothing runs outside the mesh. */
+	void (*abort)(void *st);
 	void (*destroy)(void *st);
 };
 
@@ -89,12 +93,18 @@ struct wk_nccl_host {
 		__attribute__((format(printf, 2, 3)));
 	/* Non-blocking: a peer's death or abort seen on the TCP mesh. */
 	enum ddp_status (*check)(struct ddp_comm *comm);
+	/*
+	 * Non-blocking, for a wait that ends at deadline: check's watch,
+	 * plus the hang survey of the control plane (tcp.h), which names
+	 * the ranks that have not entered the call (DDP_ERR_TIMEOUT).
+	 */
+	enum ddp_status (*watch)(struct ddp_comm *comm, double deadline);
 };
 /* The version suffix changes with struct wk_backend_ops, so a stale
  * libddp-nccl.so is refused instead of misread. */
-#define WK_NCCL_ENTRY "ddp_nccl_backend_open_v4"
+#define WK_NCCL_ENTRY "ddp_nccl_backend_open_v5"
 /* Step 1: can this process use a GPU? DDP_OK or DDP_ERR_NO_GPU/BACKEND. */
-#define WK_NCCL_PROBE "ddp_nccl_backend_probe_v4"
+#define WK_NCCL_PROBE "ddp_nccl_backend_probe_v5"
 typedef enum ddp_status wk_nccl_probe_fn(const struct wk_nccl_host *host,
 					 int local_rank);
 typedef enum ddp_status wk_nccl_open_fn(const struct wk_nccl_host *host,

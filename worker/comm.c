@@ -246,11 +246,85 @@ host_check(struct ddp_comm *comm)
 	return tcp_check_peers(&comm->mesh);
 }
 
+/* host_check, plus the hang survey of a wait that ends at deadline. */
+static enum ddp_status
+host_watch(struct ddp_comm *comm, double deadline)
+{
+	return tcp_hang_watch(&comm->mesh, deadline);
+}
+
 static const struct wk_nccl_host nccl_host_proto = {
 	.broadcast = host_bcast,
 	.err = wk_err,
 	.check = host_check,
+	.watch = host_watch,
 };
+
+/*
+ * This rank's GPU as the node numbers it, for messages: the LOCAL_RANK-th
+ * entry of CUDA_VISIBLE_DEVICES (the one entry when there is one), or -1
+ * when that is not a GPU number (unset, a UUID).
+ */
+static int
+own_gpu(int local_rank)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES"), *p;
+	char entry[32];
+	size_t len;
+	long gpu;
+	int i, n = 1;
+
+	if (!v || !*v)
+		return -1;
+	for (p = v; *p; p++)
+		n += *p == ',';
+	if (n == 1)
+		local_rank = 0;
+	for (p = v, i = 0; i < local_rank && p; i++) {
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return -1;
+	len = strcspn(p, ",");
+	if (ddp_fmt(entry, sizeof(entry), "%.*s", (int)len, p) < 0 ||
+	    ddp_parse_long(entry, 0, 65535, &gpu) < 0)
+		return -1;
+	return (int)gpu;
+}
+
+/*
+ * Every rank's process id (hang messages, tcp.h) and GPU (straggler
+ * lines, grad.c), in one allreduce (max) of the control plane in which
+ * each rank fills its own slots.
+ */
+static enum ddp_status
+exchange_ids(struct ddp_comm *comm)
+{
+	size_t n = (size_t)comm->mesh.size, r = (size_t)comm->mesh.rank, i;
+	enum ddp_status st = DDP_OK;
+	double *ids = calloc(2 * n, sizeof(*ids));
+
+	comm->mesh.pids = calloc(n, sizeof(*comm->mesh.pids));
+	comm->gpus = calloc(n, sizeof(*comm->gpus));
+	if (!ids || !comm->mesh.pids || !comm->gpus) {
+		st = wk_err(DDP_ERR_NOMEM, "ddp_comm_init: out of memory");
+		goto out;
+	}
+	ids[2 * r] = (double)getpid();
+	ids[2 * r + 1] = (double)own_gpu(comm->local_rank) + 1;
+	if (n > 1)
+		st = tcp_allreduce(&comm->mesh, ids, ids, 2 * n, DDP_FLOAT64,
+				   DDP_MAX);
+	for (i = 0; i < n && !st; i++) {
+		comm->mesh.pids[i] = (int32_t)ids[2 * i];
+		comm->gpus[i] = (int)ids[2 * i + 1] - 1;
+	}
+out:
+	free(ids);
+	return st;
+}
 
 /*
  * Picks the data-plane backend. All ranks agree: each probes its own GPU,
@@ -267,6 +341,9 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 	float ok;
 	void *h = NULL;
 
+	st = exchange_ids(comm);
+	if (st)
+		return st;
 	comm->backend = DDP_BACKEND_TCP;
 	comm->bops = &wk_host_ops;
 	comm->bstate = &comm->host;
@@ -417,6 +494,7 @@ ddp_comm_destroy(struct ddp_comm *comm)
 		return;
 	if (comm->bops)
 		comm->bops->destroy(comm->bstate);
+	free(comm->gpus);
 	if (comm->bdl)
 		dlclose(comm->bdl);
 	wk_host_fini(&comm->host);
@@ -466,6 +544,8 @@ wk_comm_fail(struct ddp_comm *comm, enum ddp_status st)
 		ddp_fmt(comm->fail_msg, sizeof(comm->fail_msg), "%s",
 			wk_errbuf());
 		tcp_send_abort(&comm->mesh, comm->fail_msg);
+		if (comm->bops && comm->bops->abort)
+			comm->bops->abort(comm->bstate);
 	}
 	return st;
 }
@@ -507,8 +587,15 @@ agree(struct ddp_comm *comm, enum wk_coll coll, enum ddp_dtype dtype, int op,
 	struct wk_frame call;
 
 	/* The TCP backend's frames carry the header already. */
-	if (!comm->check_calls || !comm->bops->agree_first)
+	if (!comm->bops->agree_first)
 		return DDP_OK;
+	/* Unchecked calls are numbered all the same, so that a hang on
+	 * the data plane names the call (tcp_hang_watch). */
+	if (!comm->check_calls) {
+		tcp_call_begin(&comm->mesh, &call, coll, dtype, (enum ddp_op)op,
+			       count, (uint32_t)root << 8 | WK_ALGO_NCCL);
+		return DDP_OK;
+	}
 	memset(&call, 0, sizeof(call));
 	call.coll = (uint8_t)coll;
 	call.dtype = (uint8_t)dtype;

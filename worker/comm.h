@@ -51,6 +51,7 @@ struct ddp_comm {
 	struct wk_host host; /* the host backend, over mesh */
 	void *bdl;	     /* dlopen handle of libddp-nccl.so, or NULL */
 	int check_calls; /* agree on every data-plane call (DDP_NCCL_CHECK) */
+	int *gpus;	 /* size entries: each rank's GPU number, or -1 */
 };
 
 /*

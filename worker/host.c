@@ -178,5 +178,6 @@ const struct wk_backend_ops wk_host_ops = {
 	.allreduce_on = h_allreduce_on,
 	.broadcast_on = h_broadcast_on,
 	.stream_wait = h_stream_wait,
+	.abort = NULL,
 	.destroy = h_destroy,
 };

@@ -172,11 +172,11 @@ out:
 	return DDP_OK;
 }
 
-EXPORT enum ddp_status ddp_nccl_backend_probe_v4(const struct wk_nccl_host *h,
+EXPORT enum ddp_status ddp_nccl_backend_probe_v5(const struct wk_nccl_host *h,
 						 int local_rank);
 
 EXPORT enum ddp_status
-ddp_nccl_backend_probe_v4(const struct wk_nccl_host *h, int local_rank)
+ddp_nccl_backend_probe_v5(const struct wk_nccl_host *h, int local_rank)
 {
 	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
 	enum ddp_status st;
@@ -270,7 +270,8 @@ wait_stream(struct nstate *s, cudaStream_t stream, const char *what)
 			st = peer_error(s, what, ae, deadline);
 			goto fail;
 		}
-		st = s->host.check(s->host.comm);
+		/* Also names a rank that never entered the call (a hang). */
+		st = s->host.watch(s->host.comm, deadline);
 		if (st)
 			goto fail;
 		now = now_s();
@@ -592,6 +593,18 @@ n_copy(void *stp, void *dst, const void *src, size_t bytes,
 	return wait_stream(s, s->stream, "cudaMemcpyAsync");
 }
 
+/* The control plane failed the communicator: stop NCCL's work too. */
+static void
+n_abort(void *stp)
+{
+	struct nstate *s = stp;
+
+	if (s->comm)
+		nc.CommAbort(s->comm);
+	s->comm = NULL;
+	s->failed = 1;
+}
+
 static void
 n_destroy(void *stp)
 {
@@ -620,16 +633,17 @@ static const struct wk_backend_ops nccl_ops = {
 	.allreduce_on = n_allreduce_on,
 	.broadcast_on = n_broadcast_on,
 	.stream_wait = n_stream_wait,
+	.abort = n_abort,
 	.destroy = n_destroy,
 };
 
 EXPORT enum ddp_status
-ddp_nccl_backend_open_v4(const struct wk_nccl_host *h, int rank, int size,
+ddp_nccl_backend_open_v5(const struct wk_nccl_host *h, int rank, int size,
 			 int local_rank, double timeout_s,
 			 const struct wk_backend_ops **ops, void **state);
 
 EXPORT enum ddp_status
-ddp_nccl_backend_open_v4(const struct wk_nccl_host *h, int rank, int size,
+ddp_nccl_backend_open_v5(const struct wk_nccl_host *h, int rank, int size,
 			 int local_rank, double timeout_s,
 			 const struct wk_backend_ops **ops, void **state)
 {

@@ -169,6 +169,8 @@ rdv_encode_open(struct wk_buf *b, const struct rdv_open *o)
 	buf_str16(b, o->job, sizeof(o->job) - 1);
 	buf_str16(b, o->step, sizeof(o->step) - 1);
 	buf_put(b, o->nonce, RDV_NONCE_LEN);
+	buf_u32(b, o->flags);
+	buf_u32(b, o->relay);
 	return msg_end(b, off);
 }
 
@@ -178,6 +180,7 @@ rdv_encode_proof(struct wk_buf *b, const struct rdv_proof *p)
 	size_t off = msg_begin(b, RDV_PROOF);
 	size_t cl = strnlen(p->cred, sizeof(p->cred) - 1);
 
+	buf_u32(b, p->rank);
 	buf_put(b, p->nonce, RDV_NONCE_LEN);
 	buf_u32(b, (uint32_t)cl);
 	buf_put(b, p->cred, cl);
@@ -252,6 +255,21 @@ rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN])
 	size_t off = msg_begin(b, RDV_WELCOME);
 
 	buf_put(b, token, WK_TOKEN_LEN);
+	return msg_end(b, off);
+}
+
+int
+rdv_encode_relay(struct wk_buf *b, uint32_t n,
+		 const struct rdv_relay_entry *ents)
+{
+	size_t off = msg_begin(b, RDV_RELAY);
+	uint32_t i;
+
+	buf_u32(b, n);
+	for (i = 0; i < n; i++) {
+		buf_u32(b, ents[i].rank);
+		buf_u16(b, ents[i].data_port);
+	}
 	return msg_end(b, off);
 }
 
@@ -420,11 +438,19 @@ rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o, char *err,
 	t = rd_take(&r, RDV_NONCE_LEN);
 	if (t)
 		memcpy(o->nonce, t, RDV_NONCE_LEN);
+	o->flags = rd_u32(&r);
+	o->relay = rd_u32(&r);
 	if (rd_done(&r, "open", err, errlen) < 0)
 		return -1;
 	if (o->world < 1 || o->world > WK_MAX_WORLD || o->rank >= o->world) {
 		ddp_fmt(err, errlen, "open claims rank %u of world size %u",
 			o->rank, o->world);
+		return -1;
+	}
+	if ((o->flags & ~RDV_OPEN_LEADER) != 0 || o->relay >= o->world) {
+		ddp_fmt(err, errlen,
+			"open with flags %#x relays %u of %u ranks", o->flags,
+			o->relay, o->world);
 		return -1;
 	}
 	return 0;
@@ -439,6 +465,7 @@ rdv_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p, char *err,
 	size_t n;
 
 	memset(p, 0, sizeof(*p));
+	p->rank = rd_u32(&r);
 	t = rd_take(&r, RDV_NONCE_LEN);
 	if (t)
 		memcpy(p->nonce, t, RDV_NONCE_LEN);
@@ -540,6 +567,25 @@ rdv_parse_welcome(const uint8_t *body, size_t len, uint8_t token[WK_TOKEN_LEN],
 	if (t)
 		memcpy(token, t, WK_TOKEN_LEN);
 	return rd_done(&r, "welcome", err, errlen);
+}
+
+int
+rdv_parse_relay(const uint8_t *body, size_t len, uint32_t n,
+		struct rdv_relay_entry *ents, char *err, size_t errlen)
+{
+	struct rd r = {body, len, 0, 0};
+	uint32_t i, got = rd_u32(&r);
+
+	if (!r.bad && got != n) {
+		ddp_fmt(err, errlen, "relay of %u ranks, the open said %u", got,
+			n);
+		return -1;
+	}
+	for (i = 0; i < n && !r.bad; i++) {
+		ents[i].rank = rd_u32(&r);
+		ents[i].data_port = rd_u16(&r);
+	}
+	return rd_done(&r, "relay", err, errlen);
 }
 
 static void

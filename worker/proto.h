@@ -26,9 +26,10 @@
 #define RDV_HDR_LEN 12
 #define RDV_MAGIC 0x52504444u /* "DDPR" little endian */
 /* 3: both sides' nonces in every credential, the mesh token in the
- * welcome, the join connection closed after it and the roster handed
- * down a tree of ranks (2: one nonce, the roster from rank 0 to every
- * rank; 1: the rank's credential first, unbound). */
+ * welcome, the join connection closed after it, the roster handed down a
+ * tree of ranks and the joins of a node's ranks relayed by its leader
+ * (2: one nonce, the roster from rank 0 to every rank; 1: the rank's
+ * credential first, unbound). */
 #define RDV_VERSION 3
 /* Largest world the wire formats carry. */
 #define WK_MAX_WORLD 65536
@@ -38,6 +39,10 @@
 /* Ranks a rank hands the roster to: rank r's children are
  * RDV_FANOUT * r + 1 .. RDV_FANOUT * r + RDV_FANOUT. */
 #define RDV_FANOUT 8
+/* An open's flags: the rank is its node's leader (LOCAL_RANK 0), which
+ * relays its node's joins and gets the roster down the tree, not on its
+ * join connection. */
+#define RDV_OPEN_LEADER 1u
 
 /*
  * The rendezvous, one short connection per rank to rank 0:
@@ -59,6 +64,17 @@
  * then ROSTER. Then each
  * rank sends PEER to the data listener of each lower rank its
  * collectives use (peers.h); rank 0's is MASTER_PORT.
+ *
+ * With LOCAL_RANK and LOCAL_WORLD_SIZE known, a node's other ranks join
+ * its leader (LOCAL_RANK 0) instead, over a Unix socket of the node, with
+ * the same four messages: the leader's PROOF (credential kind "leader",
+ * its rank in the message) first, then the member's HELLO (kind
+ * "member"), both bound to the leader's socket, the member's process and
+ * both nonces. The leader holds its verified members, joins rank 0 with
+ * OPEN (relay: how many) .. HELLO, then RELAY (each member's rank and
+ * data port) in the same authenticated connection, and hands rank 0's
+ * WELCOME on to its members; members that come later go in another such
+ * session of the leader.
  */
 enum rdv_type {
 	RDV_HELLO = 1,	 /* rank -> rank 0: who I am + munge credential */
@@ -68,8 +84,9 @@ enum rdv_type {
 	RDV_PEER = 5,	 /* rank -> lower rank's data listener: rank+token */
 	RDV_OPEN = 6,	 /* rank -> rank 0, first: the rank it claims */
 	RDV_PROOF = 7,	 /* rank 0 -> rank: nonce + rank 0's credential */
+	RDV_RELAY = 8,	 /* leader -> rank 0, after its hello: its members */
 };
-#define RDV_TYPE_MAX RDV_PROOF
+#define RDV_TYPE_MAX RDV_RELAY
 
 struct rdv_open {
 	uint32_t rank;
@@ -77,9 +94,13 @@ struct rdv_open {
 	char job[DDP_ID_MAX];
 	char step[DDP_ID_MAX];
 	uint8_t nonce[RDV_NONCE_LEN]; /* the rank's, fresh per connection */
+	uint32_t flags;		      /* RDV_OPEN_LEADER */
+	uint32_t
+		relay; /* members whose joins a RELAY carries after the hello */
 };
 
 struct rdv_proof {
+	uint32_t rank; /* the prover's: 0, or the node leader's */
 	uint8_t nonce[RDV_NONCE_LEN];
 	char cred[WK_MAX_CRED]; /* NUL-terminated munge credential */
 };
@@ -96,6 +117,12 @@ struct rdv_roster_entry {
 	uint16_t port;
 	char addr[WK_ADDR_LEN];
 	char host[DDP_HOST_MAX];
+};
+
+/* A member a leader verified, in its RELAY. */
+struct rdv_relay_entry {
+	uint32_t rank;
+	uint16_t data_port;
 };
 
 struct rdv_peer_hello {
@@ -128,6 +155,8 @@ int rdv_encode_roster(struct wk_buf *b, uint32_t world,
 		      const struct rdv_roster_entry *ents);
 int rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
 int rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN]);
+int rdv_encode_relay(struct wk_buf *b, uint32_t n,
+		     const struct rdv_relay_entry *ents);
 
 /*
  * Checks a 12-byte message header: returns 0 with *type and *body_len, or
@@ -154,6 +183,9 @@ int rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 		   char *err, size_t errlen);
 int rdv_parse_welcome(const uint8_t *body, size_t len,
 		      uint8_t token[WK_TOKEN_LEN], char *err, size_t errlen);
+/* Exactly n entries, into ents (room for n). */
+int rdv_parse_relay(const uint8_t *body, size_t len, uint32_t n,
+		    struct rdv_relay_entry *ents, char *err, size_t errlen);
 
 /*
  * What a credential binds the connection to: the rank's socket address

@@ -4,8 +4,16 @@
  * is rank 0 of the job with munge before any rank says more than which
  * rank it claims; every rank then proves its uid, job and step the same
  * way, bound to both sides' nonces and to the connection, gets the mesh
- * token in the welcome and closes the connection. Once every rank has
- * joined, the roster goes down a tree of ranks (RDV_FANOUT children
+ * token in the welcome and closes the connection. With LOCAL_RANK and
+ * LOCAL_WORLD_SIZE known, a node's ranks make that join with their node
+ * leader (LOCAL_RANK 0) on the node's abstract Unix socket instead, the
+ * leader proving itself first and taking only its own user's processes;
+ * the leader relays its verified members to rank 0 inside its own
+ * authenticated join, so that rank 0 verifies one credential per node
+ * (and its own node's ranks), not one per rank. A member whose leader
+ * does not answer, or is not its leader, joins rank 0 directly; one whose
+ * leader dies holding its join fails at once, naming it. Once every rank
+ * has joined, the roster goes down a tree of ranks (RDV_FANOUT children
  * each), each hop opened with the token; then each rank connects only the
  * peers its collectives use (peers.h), authenticated with the token and
  * accepted only from the address their rank joined from. No rank holds
@@ -20,13 +28,17 @@
  * ranks that connect again while what answers on MASTER_PORT has not
  * proven it is rank 0 (a squatter, or another job whose port collides).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -35,6 +47,7 @@
 #include "proto.h"
 #include "peers.h"
 #include "rdv.h"
+#include "sha256.h"
 #include "status.h"
 
 #define MAX_PENDING 256
@@ -54,27 +67,53 @@
 /* How long a rank waits for each reply of rank 0 before it connects
  * again (rank 0 answers an open or a hello at once). */
 #define REPLY_WAIT_S 10.0
+/* How long a rank other than its node's leader tries the node's join
+ * socket before it joins rank 0 directly (a leader not started yet, one
+ * that could not take the socket, or ranks of one node in separate
+ * network namespaces). */
+#define LEADER_WAIT_S 5.0
+/* How long a node leader waits for its members before it joins rank 0
+ * with those it holds; members that come later go in another session,
+ * LATE_BATCH_S after the first of them. */
+#define BATCH_WAIT_S 1.0
+#define LATE_BATCH_S 0.2
+
+/* What a pending connection is (accept_new). */
+enum pend_kind {
+	PK_JOIN,   /* rank 0's MASTER_PORT while ranks join */
+	PK_MEMBER, /* a node's join socket: a member joins its leader */
+	PK_PEER,   /* a data listener (rank 0's MASTER_PORT after joins) */
+};
 
 /* What a listener waits for (accept_ranks). */
 enum wait_for {
-	WAIT_JOINS,  /* rank 0: every rank joined */
-	WAIT_ROSTER, /* a data listener: the roster from the parent */
-	WAIT_PEERS,  /* a data listener: the wanted higher ranks connected */
+	WAIT_JOINS,   /* rank 0: every rank joined */
+	WAIT_ROSTER,  /* a data listener: the roster from the parent */
+	WAIT_PEERS,   /* a data listener: the wanted higher ranks connected */
+	WAIT_MEMBERS, /* a node leader: its members, until the batch ends */
 };
 
 struct pend {
 	int fd;
-	int stage; /* rank 0: 0 open expected, 1 proof sent, hello expected */
-	uint32_t rank; /* claimed in the open */
-	uint32_t src;  /* hash of addr, to count connections per source */
-	uint64_t seq;  /* arrival order */
+	enum pend_kind kind;
+	/* PK_JOIN and PK_MEMBER: 0 open expected, 1 proof sent, hello
+	 * expected, 2 joined (a child of rank 0 waiting for the roster, or a
+	 * member its leader holds), 3 a leader's relay expected */
+	int stage;
+	uint32_t rank;	    /* claimed in the open */
+	uint32_t flags;	    /* the open's */
+	uint32_t relay;	    /* the open's: members the leader relays */
+	uint16_t data_port; /* a held member's */
+	int pid;	    /* a member's process, as the kernel names it */
+	uint32_t src;	    /* hash of addr, to count connections per source */
+	uint64_t seq;	    /* arrival order */
 	uint8_t nonce[RDV_NONCE_LEN];
 	char bind[WK_ADDR_LEN + 48]; /* rdv_conn_binding of the connection */
 	uint8_t *buf;
 	size_t have;
 	size_t need;
 	double deadline;
-	char from[WK_ADDR_LEN + 8]; /* ADDR:PORT */
+	char from[WK_ADDR_LEN + 48]; /* ADDR:PORT, or the member's process */
 	char addr[WK_ADDR_LEN];
 };
 
@@ -85,7 +124,7 @@ struct refusals {
 	unsigned long total;
 	double since; /* the last line about refusals */
 	double next;
-	char last_from[WK_ADDR_LEN + 8];
+	char last_from[WK_ADDR_LEN + 48];
 	char last_why[256];
 };
 
@@ -95,6 +134,28 @@ struct rdv {
 	struct wk_auth auth;
 	int lfd; /* master listener (rank 0) or data listener (others) */
 	int lport;
+	/* The node's join socket (a leader's), or -1. */
+	int ufd;
+	/* LOCAL_RANK and LOCAL_WORLD_SIZE, local_size 0 when unknown:
+	 * then every rank joins rank 0 directly. */
+	int local_rank;
+	int local_size;
+	int leader;		    /* this rank relays its node's joins */
+	struct sockaddr_un node_sa; /* the node's join socket (abstract) */
+	socklen_t node_salen;
+	char node_tag[2 * 16 + 1]; /* its name, in the members' binding */
+	/* Rank 0: its address as its ranks reach it, for the members that
+	 * joined it over the node's socket. */
+	char self_addr[WK_ADDR_LEN];
+	int self_addr_seen;
+	/* A leader: members relayed so far, and when to relay those held. */
+	int relayed;
+	int joined_once; /* this rank joined rank 0 (a leader's later
+			  * sessions must bring the same token) */
+	double batch_end;
+	double deadline_all;	      /* the rendezvous' */
+	enum wait_for what;	      /* of the current accept_ranks */
+	uint8_t told[RDV_FANOUT + 1]; /* rank 0: children given the roster */
 	int local_only;	 /* DDP_AUTH=none on loopback: refuse other hosts */
 	int port_waited; /* rank 0 found MASTER_PORT held at first */
 	uint8_t token[WK_TOKEN_LEN];
@@ -114,7 +175,9 @@ struct rdv {
 	 * (peers.h), the only ones it connects; NULL before, when rank 0
 	 * waits for every rank. */
 	uint8_t *want;
-	uint8_t *joined; /* rank 0, while ranks join: who has */
+	/* Rank 0, while ranks join: who has; a leader: its members that it
+	 * holds or relayed. */
+	uint8_t *joined;
 	/* A rank other than 0 while it waits for the roster: 0 waiting, 1
 	 * received, -1 rank 0 gave up (why in gave_up). */
 	int roster;
@@ -333,11 +396,27 @@ pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 	return -1;
 }
 
-/* 0 when an open's claim fits this job and a rank still missing; else -1
- * and why. */
+/* A member p of this leader's node holds (stage 2) for rank, or -1. */
 static int
-open_claim_ok(const struct rdv *r, const struct rdv_open *o, char *why,
-	      size_t whylen)
+held_slot(const struct rdv *r, uint32_t rank)
+{
+	int i;
+
+	for (i = 0; i < r->npend; i++)
+		if (r->pend[i].kind == PK_MEMBER && r->pend[i].stage == 2 &&
+		    r->pend[i].rank == rank)
+			return i;
+	return -1;
+}
+
+/*
+ * 0 when an open's claim fits this job and a rank still missing (at rank
+ * 0: a rank that has not joined, or a leader relaying more of its node;
+ * at a leader: a member it has not held or relayed); else -1 and why.
+ */
+static int
+open_claim_ok(const struct rdv *r, enum pend_kind kind,
+	      const struct rdv_open *o, char *why, size_t whylen)
 {
 	const struct wk_mesh *c = r->mesh;
 
@@ -356,12 +435,40 @@ open_claim_ok(const struct rdv *r, const struct rdv_open *o, char *why,
 			o->rank, o->world, c->size);
 		return -1;
 	}
-	if (o->rank == 0 || r->joined[o->rank]) {
-		ddp_fmt(why, whylen, "rank %u %s", o->rank,
-			o->rank ? "already joined" : "is this process");
+	if (o->rank == 0 || (int)o->rank == c->rank) {
+		ddp_fmt(why, whylen, "rank %u is %s", o->rank,
+			(int)o->rank == c->rank ? "this process" : "rank 0");
+		return -1;
+	}
+	if (kind == PK_MEMBER && (o->flags || o->relay)) {
+		ddp_fmt(why, whylen,
+			"rank %u opens as a node leader on a member's socket",
+			o->rank);
+		return -1;
+	}
+	if (kind == PK_JOIN && r->joined[o->rank] &&
+	    (o->relay && (o->flags & RDV_OPEN_LEADER)))
+		return 0; /* a leader's next session */
+	if (r->joined[o->rank] || held_slot(r, o->rank) >= 0) {
+		ddp_fmt(why, whylen, "rank %u already joined", o->rank);
 		return -1;
 	}
 	return 0;
+}
+
+/* A member's address in its credential's binding: the node's join
+ * socket, the member's process (as the kernel names it to the leader)
+ * and the leader's rank. */
+static int
+member_binding(const struct rdv *r, int pid, int leader, const uint8_t *nonce,
+	       char *out, size_t outlen)
+{
+	char addr[WK_ADDR_LEN + 48];
+
+	if (ddp_fmt(addr, sizeof(addr), "unix:@%s pid=%d leader=%d",
+		    r->node_tag, pid, leader) < 0)
+		return -1;
+	return rdv_conn_binding(out, outlen, addr, nonce);
 }
 
 /*
@@ -380,7 +487,7 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 
 	if (rdv_parse_open(body, blen, &o, why, sizeof(why)) < 0)
 		goto refuse;
-	if (open_claim_ok(r, &o, why, sizeof(why)) < 0)
+	if (open_claim_ok(r, p->kind, &o, why, sizeof(why)) < 0)
 		goto refuse;
 	pr = calloc(1, sizeof(*pr));
 	if (!pr || getrandom(p->nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
@@ -389,15 +496,21 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto refuse;
 	}
 	memcpy(pr->nonce, p->nonce, RDV_NONCE_LEN);
-	if (rdv_conn_binding(p->bind, sizeof(p->bind), p->from, o.nonce) < 0) {
+	pr->rank = (uint32_t)r->mesh->rank;
+	if ((p->kind == PK_MEMBER
+		     ? member_binding(r, p->pid, r->mesh->rank, o.nonce,
+				      p->bind, sizeof(p->bind))
+		     : rdv_conn_binding(p->bind, sizeof(p->bind), p->from,
+					o.nonce)) < 0) {
 		ddp_fmt(why, sizeof(why), "address %s too long", p->from);
 		goto refuse;
 	}
-	if (auth_encode(&r->auth, "rank0", (int)o.rank, p->nonce, p->bind,
-			pr->cred, sizeof(pr->cred)) != DDP_OK) {
+	if (auth_encode(&r->auth, p->kind == PK_MEMBER ? "leader" : "rank0",
+			(int)o.rank, p->nonce, p->bind, pr->cred,
+			sizeof(pr->cred)) != DDP_OK) {
 		/* Our own munge failed: not the peer's fault. */
-		ddp_fmt(why, sizeof(why), "rank 0 cannot authenticate: %s",
-			wk_errbuf());
+		ddp_fmt(why, sizeof(why), "rank %d cannot authenticate: %s",
+			r->mesh->rank, wk_errbuf());
 		wk_log(0, "%s", why);
 		goto refuse;
 	}
@@ -407,6 +520,8 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto out;
 	p->stage = 1;
 	p->rank = o.rank;
+	p->flags = o.flags;
+	p->relay = o.relay;
 	p->have = 0;
 	p->need = RDV_HDR_LEN;
 	goto out;
@@ -417,16 +532,74 @@ out:
 	wk_buf_free(&b);
 }
 
-/* A hello after rank 0's proof: the rank's credential for that proof. */
+/* Records a rank that joined: its host, address and data port. */
+static void
+note_joined(struct rdv *r, uint32_t rank, const char *host, const char *addr,
+	    uint16_t port)
+{
+	struct wk_peer *peer = &r->mesh->peers[rank];
+
+	ddp_fmt(peer->host, DDP_HOST_MAX, "%s", host);
+	ddp_fmt(peer->addr, WK_ADDR_LEN, "%s", addr);
+	peer->port = port;
+	r->joined[rank] = 1;
+	wk_log(3, "rank %d: rank %u joined from %s (%s)", r->mesh->rank, rank,
+	       addr[0] ? addr : "this node", host);
+}
+
+/* The welcome (the mesh token) to pending connection i; 0 or -1
+ * (dropped). */
+static int
+send_welcome(struct rdv *r, int i)
+{
+	struct wk_buf b = {0};
+	int rc;
+
+	if (rdv_encode_welcome(&b, r->token) < 0)
+		b.bad = 1;
+	rc = pend_send(r, i, &b, "welcome");
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	return rc;
+}
+
+/*
+ * Connection i joined (rank 0: its welcome sent): a child of rank 0 that
+ * is not a node leader keeps it for the roster (stage 2: never evicted
+ * first, its close means the rank died); the others get the roster down
+ * the tree.
+ */
+static void
+pend_joined(struct rdv *r, int i)
+{
+	struct pend *p = &r->pend[i];
+
+	if (p->kind == PK_JOIN && p->rank <= RDV_FANOUT &&
+	    !(p->flags & RDV_OPEN_LEADER)) {
+		p->stage = 2;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		p->deadline = r->deadline_all + 5;
+	} else {
+		pend_drop(r, i, NULL, 0, 0);
+	}
+}
+
+/*
+ * A hello after this rank's proof: the rank's credential for that proof
+ * ("hello" at rank 0's port, "member" on the node's socket). At rank 0 a
+ * rank joins; a leader's hello announcing members is followed by its
+ * relay; a member at another leader is held until rank 0 welcomes it.
+ */
 static void
 pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
 	struct wk_mesh *c = r->mesh;
 	struct pend *p = &r->pend[i];
 	struct rdv_hello *h = NULL;
-	struct wk_buf b = {0};
 	char why[1200];
-	uint32_t rank;
+	int member = p->kind == PK_MEMBER;
 
 	h = malloc(sizeof(*h));
 	if (!h) {
@@ -442,43 +615,94 @@ pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 			h->rank, h->world, p->rank, c->size);
 		goto refuse;
 	}
-	if (r->joined[h->rank]) {
-		ddp_fmt(why, sizeof(why), "rank %u already joined", h->rank);
+	if (auth_verify(&r->auth, h->cred, member ? "member" : "hello",
+			(int)h->rank, p->nonce, p->bind, why, sizeof(why)) < 0)
+		goto refuse;
+	if (member && strcmp(h->host, c->myhost) != 0) {
+		ddp_fmt(why, sizeof(why),
+			"rank %u on the join socket of node %s says its host "
+			"is %s",
+			h->rank, c->myhost, h->host);
 		goto refuse;
 	}
-	if (auth_verify(&r->auth, h->cred, "hello", (int)h->rank, p->nonce,
-			p->bind, why, sizeof(why)) < 0)
-		goto refuse;
-	if (rdv_encode_welcome(&b, r->token) < 0)
-		b.bad = 1;
-	if (pend_send(r, i, &b, "welcome") < 0)
-		goto out;
-	rank = h->rank;
-	ddp_fmt(c->peers[rank].host, DDP_HOST_MAX, "%s", h->host);
-	ddp_fmt(c->peers[rank].addr, WK_ADDR_LEN, "%s", p->addr);
-	c->peers[rank].port = h->data_port;
-	r->joined[rank] = 1;
-	if (rank <= RDV_FANOUT) {
-		/* A child of rank 0: the roster comes on this connection,
-		 * once every rank has joined (stage 2: never evicted first,
-		 * its close means the rank died). */
+	if (member && c->rank != 0) {
+		/* Held until rank 0 welcomes the leader's relay. */
 		p->stage = 2;
-		p->rank = rank;
+		p->data_port = h->data_port;
 		p->have = 0;
 		p->need = RDV_HDR_LEN;
-		p->deadline = r->wait_end;
-	} else {
-		/* The roster comes down the tree, not on this connection. */
-		pend_drop(r, i, NULL, 0, 0);
+		p->deadline = r->deadline_all + 5;
+		if (r->batch_end == 0)
+			r->batch_end = wk_now() + LATE_BATCH_S;
+		goto out;
 	}
-	wk_log(3, "rank 0: rank %u joined from %s (%s)", rank,
-	       c->peers[rank].addr, c->peers[rank].host);
+	if (!r->joined[h->rank])
+		note_joined(r, h->rank, h->host, member ? "" : p->addr,
+			    h->data_port);
+	if (p->relay) {
+		/* The leader's members come next, in this session. */
+		p->stage = 3;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		goto out;
+	}
+	if (send_welcome(r, i) == 0)
+		pend_joined(r, i);
 	goto out;
 refuse:
 	pend_refuse(r, i, why);
 out:
-	wk_buf_free(&b);
 	free(h);
+}
+
+/*
+ * Rank 0: a leader's relay, in the session its hello just authenticated:
+ * each member's rank and data port (the leader verified its credential
+ * on the node's socket; the member's host and address are the
+ * leader's). All of them or none.
+ */
+static void
+pend_relay(struct rdv *r, int i, const uint8_t *body, size_t blen)
+{
+	struct wk_mesh *c = r->mesh;
+	struct pend *p = &r->pend[i];
+	struct rdv_relay_entry *e;
+	char why[512];
+	uint32_t k, m;
+
+	e = calloc(p->relay, sizeof(*e));
+	if (!e) {
+		pend_refuse(r, i, "out of memory");
+		return;
+	}
+	if (rdv_parse_relay(body, blen, p->relay, e, why, sizeof(why)) < 0)
+		goto refuse;
+	for (k = 0; k < p->relay; k++) {
+		for (m = 0; m < k && e[m].rank != e[k].rank; m++)
+			;
+		if (e[k].rank == 0 || e[k].rank == p->rank ||
+		    (int)e[k].rank >= c->size || r->joined[e[k].rank] ||
+		    m < k) {
+			ddp_fmt(why, sizeof(why),
+				"node leader rank %u (%s) relays rank %u, "
+				"which %s",
+				p->rank, c->peers[p->rank].host, e[k].rank,
+				(int)e[k].rank >= c->size ? "is not in the job"
+				: e[k].rank == p->rank	  ? "is the leader"
+							  : "already joined");
+			goto refuse;
+		}
+	}
+	for (k = 0; k < p->relay; k++)
+		note_joined(r, e[k].rank, c->peers[p->rank].host, p->addr,
+			    e[k].data_port);
+	if (send_welcome(r, i) == 0)
+		pend_drop(r, i, NULL, 0, 0);
+	free(e);
+	return;
+refuse:
+	pend_refuse(r, i, why);
+	free(e);
 }
 
 /* Rank r's parent in the tree the roster goes down. */
@@ -633,7 +857,7 @@ send_roster(struct rdv *r, int i)
  * dropped.
  */
 static int
-pend_header(struct rdv *r, int i, int peer_mode)
+pend_header(struct rdv *r, int i)
 {
 	struct pend *p = &r->pend[i];
 	uint16_t type, want, ver;
@@ -647,10 +871,15 @@ pend_header(struct rdv *r, int i, int peer_mode)
 		pend_drop(r, i, why, 1, ver != RDV_VERSION ? ver : 0);
 		return -1;
 	}
-	want = p->stage == 2 ? 0
-	       : peer_mode   ? (p->stage ? RDV_ROSTER : RDV_PEER)
-			     : (p->stage ? RDV_HELLO : RDV_OPEN);
-	if (type != want && !(peer_mode && p->stage && type == RDV_REFUSE)) {
+	if (p->kind == PK_PEER)
+		want = p->stage ? RDV_ROSTER : RDV_PEER;
+	else
+		want = p->stage == 0   ? RDV_OPEN
+		       : p->stage == 1 ? RDV_HELLO
+		       : p->stage == 3 ? RDV_RELAY
+				       : 0;
+	if (type != want &&
+	    !(p->kind == PK_PEER && p->stage && type == RDV_REFUSE)) {
 		ddp_fmt(why, sizeof(why),
 			"unexpected message type %u (expected %u)", type, want);
 		pend_refuse(r, i, why);
@@ -672,7 +901,7 @@ pend_header(struct rdv *r, int i, int peer_mode)
  * into it then).
  */
 static void
-pend_read(struct rdv *r, int i, int peer_mode)
+pend_read(struct rdv *r, int i)
 {
 	struct pend *p = &r->pend[i];
 	const uint8_t *body;
@@ -685,6 +914,17 @@ pend_read(struct rdv *r, int i, int peer_mode)
 	for (;;) {
 		n = recv(p->fd, p->buf + p->have, p->need - p->have,
 			 MSG_DONTWAIT);
+		if (n == 0 && p->stage == 2 && p->kind == PK_MEMBER) {
+			/* A member held for the relay is gone: rank 0 names
+			 * it missing if it does not come back. */
+			wk_log(0,
+			       "rank %d: rank %u closed its join connection "
+			       "before rank 0's welcome (it died or was "
+			       "killed)",
+			       r->mesh->rank, p->rank);
+			pend_drop(r, i, NULL, 0, 0);
+			return;
+		}
 		if (n == 0 && p->stage == 2) {
 			/* A child of rank 0 that joined and asked for the
 			 * roster is gone: it died, which no wait mends. */
@@ -714,7 +954,7 @@ pend_read(struct rdv *r, int i, int peer_mode)
 		if (p->have < p->need)
 			continue;
 		if (p->need == RDV_HDR_LEN) {
-			if (pend_header(r, i, peer_mode) < 0)
+			if (pend_header(r, i) < 0)
 				return;
 			if (p->need > RDV_HDR_LEN)
 				continue;
@@ -723,14 +963,16 @@ pend_read(struct rdv *r, int i, int peer_mode)
 		body = p->buf + RDV_HDR_LEN;
 		blen = p->need - RDV_HDR_LEN;
 		type = (uint16_t)(p->buf[6] | p->buf[7] << 8);
-		if (peer_mode && stage == 0)
+		if (p->kind == PK_PEER && stage == 0)
 			pend_peer(r, i, body, blen);
-		else if (peer_mode)
+		else if (p->kind == PK_PEER)
 			pend_roster(r, i, type, body, blen);
 		else if (stage == 0)
 			pend_open(r, i, body, blen);
-		else
+		else if (stage == 1)
 			pend_hello(r, i, body, blen);
+		else
+			pend_relay(r, i, body, blen);
 		if (i >= r->npend || r->pend[i].fd != fd ||
 		    r->pend[i].stage == stage)
 			return;
@@ -806,7 +1048,7 @@ pend_victim(const struct rdv *r, uint32_t src)
  * open may be waiting, which saves it), then evicts one.
  */
 static void
-pend_make_room(struct rdv *r, uint32_t src, int peer_mode)
+pend_make_room(struct rdv *r, uint32_t src)
 {
 	int tries, v, n;
 
@@ -817,7 +1059,7 @@ pend_make_room(struct rdv *r, uint32_t src, int peer_mode)
 		if (r->pend[v].stage > 0 || tries == 3)
 			break;
 		n = r->npend;
-		pend_read(r, v, peer_mode);
+		pend_read(r, v);
 		if (r->npend < n)
 			continue; /* dropped or joined: maybe room now */
 		if (r->pend[v].stage == 0)
@@ -842,34 +1084,79 @@ resource_error(const struct rdv *r, int err, const char *doing)
 }
 
 /*
- * Accepts up to ACCEPT_BATCH waiting connections into the pending table.
- * DDP_OK, or an error at once when this process is out of descriptors or
- * memory: the kernel keeps the connection queued, so waiting would spin
- * until the timeout and blame the ranks it never read.
+ * Who is at the other end of connection fd from a node's join socket:
+ * the kernel's word for its process and user. 0, or -1 and why (another
+ * user: this job's ranks are all its user's).
+ */
+static int
+member_peer(int fd, int *pid, char *from, size_t fromlen, char *why,
+	    size_t whylen)
+{
+	struct ucred uc;
+	socklen_t ul = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) < 0) {
+		ddp_fmt(from, fromlen, "the node's join socket");
+		ddp_fmt(why, whylen, "SO_PEERCRED: %s", strerror(errno));
+		return -1;
+	}
+	*pid = (int)uc.pid;
+	ddp_fmt(from, fromlen, "pid %d (uid %u) on the node's join socket",
+		(int)uc.pid, (unsigned)uc.uid);
+	if (uc.uid != geteuid()) {
+		ddp_fmt(why, whylen, "uid %u is not this job's user (uid %u)",
+			(unsigned)uc.uid, (unsigned)geteuid());
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Accepts up to ACCEPT_BATCH waiting connections of listener lfd into
+ * the pending table as kind. DDP_OK, or an error at once when this
+ * process is out of descriptors or memory: the kernel keeps the
+ * connection queued, so waiting would spin until the timeout and blame
+ * the ranks it never read.
  */
 static enum ddp_status
-accept_new(struct rdv *r, int peer_mode)
+accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 {
 	struct sockaddr_storage ss;
 	struct pend *p;
 	socklen_t sl;
-	char addr[WK_ADDR_LEN], from[WK_ADDR_LEN + 8];
-	int fd, port, k;
+	char addr[WK_ADDR_LEN], from[WK_ADDR_LEN + 48], why[128];
+	int fd, port, k, pid = 0;
 	uint32_t src;
 
 	for (k = 0; k < ACCEPT_BATCH; k++) {
 		sl = sizeof(ss);
-		fd = accept4(r->lfd, (struct sockaddr *)&ss, &sl,
+		fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0 && net_out_of_resources(errno))
-			return resource_error(r, errno,
-					      peer_mode ? "accepting a peer"
-							: "accepting a rank");
+			return resource_error(
+				r, errno,
+				kind == PK_PEER	    ? "accepting a peer"
+				: kind == PK_MEMBER ? "accepting a rank of "
+						      "this node"
+						    : "accepting a rank");
 		if (fd < 0)
 			return DDP_OK;
-		net_sa_format(&ss, addr, sizeof(addr), &port);
-		ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
-		if (r->local_only && !net_sa_loopback((struct sockaddr *)&ss)) {
+		if (kind == PK_MEMBER) {
+			addr[0] = '\0';
+			if (member_peer(fd, &pid, from, sizeof(from), why,
+					sizeof(why)) < 0) {
+				refuse_log(r, from, why);
+				close(fd);
+				continue;
+			}
+			src = src_hash(from);
+		} else {
+			net_sa_format(&ss, addr, sizeof(addr), &port);
+			ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
+			src = src_hash(addr);
+		}
+		if (kind != PK_MEMBER && r->local_only &&
+		    !net_sa_loopback((struct sockaddr *)&ss)) {
 			refuse_log(r, from,
 				   "not from this host (DDP_AUTH=none with a "
 				   "loopback MASTER_ADDR accepts only local "
@@ -877,8 +1164,14 @@ accept_new(struct rdv *r, int peer_mode)
 			close(fd);
 			continue;
 		}
-		src = src_hash(addr);
-		pend_make_room(r, src, peer_mode);
+		if (kind == PK_JOIN && !r->self_addr_seen) {
+			/* How this job's ranks reach rank 0: the address
+			 * of its node's members in the roster. */
+			net_sock_addr(fd, 1, r->self_addr, sizeof(r->self_addr),
+				      &port);
+			r->self_addr_seen = 1;
+		}
+		pend_make_room(r, src);
 		if (r->npend == r->pend_max) {
 			refuse_log(r, from,
 				   "too many pending connections from this "
@@ -886,18 +1179,21 @@ accept_new(struct rdv *r, int peer_mode)
 			close(fd);
 			continue;
 		}
-		net_no_delay(fd);
+		if (kind != PK_MEMBER)
+			net_no_delay(fd);
 		p = &r->pend[r->npend];
 		memset(p, 0, sizeof(*p));
 		p->fd = fd;
+		p->kind = kind;
+		p->pid = pid;
 		p->src = src;
 		p->seq = ++r->seq;
 		p->need = RDV_HDR_LEN;
 		p->buf = malloc(RDV_HDR_LEN);
 		/* A rank's peer hello may be late on a busy host, and the
 		 * rank does not connect again: it has until the wait ends. */
-		p->deadline =
-			peer_mode ? r->wait_end : wk_now() + HELLO_GRACE_S;
+		p->deadline = kind == PK_PEER ? r->wait_end
+					      : wk_now() + HELLO_GRACE_S;
 		ddp_fmt(p->addr, sizeof(p->addr), "%s", addr);
 		ddp_fmt(p->from, sizeof(p->from), "%s", from);
 		r->npend++;
@@ -943,9 +1239,14 @@ accept_timeout(struct rdv *r, int from, enum wait_for what, int missing)
 		"munge); they were started with another "
 		"MASTER_ADDR/MASTER_PORT (srun --ddp: every node needs the "
 		"same port_key; `ddp-nodectl port JOB STEP` on each "
-		"compares them); or the firewall drops TCP port %d",
+		"compares them); %sor the firewall drops TCP port %d",
 		c->timeout_s, r->lport, c->size - from - missing + 1, c->size,
-		miss, r->lport);
+		miss,
+		r->local_size ? "their node's leader (LOCAL_RANK 0), which "
+				"relays the joins of its node, failed or "
+				"cannot reach rank 0 (its output says why); "
+			      : "",
+		r->lport);
 }
 
 /* Drops the pending connections past their deadline, silently: a slow
@@ -963,23 +1264,50 @@ pend_expire(struct rdv *r, double now)
 	}
 }
 
+/* The members this leader holds for its next relay. */
+static int
+held_count(const struct rdv *r)
+{
+	int i, n = 0;
+
+	for (i = 0; i < r->npend; i++)
+		n += r->pend[i].kind == PK_MEMBER && r->pend[i].stage == 2;
+	return n;
+}
+
+/* A leader's members are all held or relayed, or as many are held as
+ * its pending table should keep. */
+static int
+members_complete(const struct rdv *r, int held)
+{
+	return held + r->relayed >= r->local_size - 1 ||
+	       held >= r->pend_max / 2;
+}
+
+static enum ddp_status leader_flush(struct rdv *r, double deadline);
+
 /*
- * One wait on the listener and every pending connection until deadline,
- * the next pending deadline or the next refusal summary, then handles
- * what came: reads first, then new connections.
+ * One wait on the listeners and every pending connection until deadline,
+ * the next pending deadline, a leader's next relay or the next refusal
+ * summary, then handles what came: reads first, then new connections.
  */
 static enum ddp_status
-accept_poll(struct rdv *r, int peer_mode, double now, double deadline)
+accept_poll(struct rdv *r, double now, double deadline)
 {
-	struct pollfd pfd[MAX_PENDING + 1];
+	struct pollfd pfd[MAX_PENDING + 2];
+	enum ddp_status st = DDP_OK;
 	double wake = deadline;
 	int i, n;
 
 	if (r->ref.quiet && r->ref.next < wake)
 		wake = r->ref.next;
+	if (r->leader && r->batch_end > 0 && r->batch_end < wake)
+		wake = r->batch_end;
 	pfd[0].fd = r->lfd;
-	pfd[0].events = POLLIN;
-	n = 1;
+	pfd[1].fd = r->ufd; /* ignored by poll when -1 */
+	pfd[0].events = pfd[1].events = POLLIN;
+	pfd[0].revents = pfd[1].revents = 0;
+	n = 2;
 	for (i = 0; i < r->npend; i++) {
 		pfd[n].fd = r->pend[i].fd;
 		pfd[n].events = POLLIN;
@@ -993,35 +1321,56 @@ accept_poll(struct rdv *r, int peer_mode, double now, double deadline)
 		return wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
 	/* Walk pending slots backwards: handling one may move the last slot
 	 * into its place. */
-	for (i = n - 1; i >= 1; i--) {
-		if (i - 1 < r->npend && pfd[i].revents &&
-		    r->pend[i - 1].fd == pfd[i].fd)
-			pend_read(r, i - 1, peer_mode);
+	for (i = n - 1; i >= 2; i--) {
+		if (i - 2 < r->npend && pfd[i].revents &&
+		    r->pend[i - 2].fd == pfd[i].fd)
+			pend_read(r, i - 2);
 	}
 	if (pfd[0].revents & POLLIN)
-		return accept_new(r, peer_mode);
-	return DDP_OK;
+		st = accept_new(r, r->lfd,
+				r->what == WAIT_JOINS ? PK_JOIN : PK_PEER);
+	if (!st && r->ufd >= 0 && (pfd[1].revents & POLLIN))
+		st = accept_new(r, r->ufd, PK_MEMBER);
+	return st;
 }
 
 /*
  * Accepts connections until every rank in [from, size) has joined (rank
- * 0: opens and hellos with credentials), until the roster came (a data
- * listener before it) or until every wanted rank in [from, size) is
- * connected (data listeners: peer hellos with the job token). Bad ones
- * are refused and logged; waiting goes on.
+ * 0: opens and hellos with credentials, directly, relayed by node
+ * leaders or on its node's join socket), until the roster came (a data
+ * listener before it; a leader relays its late members meanwhile), until
+ * every wanted rank in [from, size) is connected (data listeners: peer
+ * hellos with the job token) or, for a leader, until its members are
+ * held or deadline (not an error then). Bad ones are refused and logged;
+ * waiting goes on.
  */
 static enum ddp_status
 accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
 	enum ddp_status st = DDP_OK;
-	int peer_mode = what != WAIT_JOINS, i, missing;
+	int i, missing, held;
 	double now;
 
 	r->wait_end = deadline;
+	r->what = what;
 	for (;;) {
-		missing = 0;
-		for (i = from; i < c->size && what != WAIT_ROSTER; i++)
+		now = wk_now();
+		held = r->leader ? held_count(r) : 0;
+		if (what == WAIT_MEMBERS &&
+		    (members_complete(r, held) || now >= deadline))
+			break;
+		if (what == WAIT_ROSTER && held > 0 && r->roster == 0 &&
+		    (now >= r->batch_end || members_complete(r, held))) {
+			st = leader_flush(r, r->deadline_all);
+			if (st)
+				break;
+			continue;
+		}
+		missing = what == WAIT_MEMBERS;
+		for (i = from;
+		     i < c->size && what != WAIT_ROSTER && what != WAIT_MEMBERS;
+		     i++)
 			missing += what == WAIT_PEERS
 					   ? c->peers[i].fd < 0 && wanted(r, i)
 					   : !r->joined[i];
@@ -1038,14 +1387,13 @@ accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 				r->lost, c->peers[r->lost].host);
 			break;
 		}
-		now = wk_now();
 		if (now >= deadline) {
 			st = accept_timeout(r, from, what, missing);
 			break;
 		}
 		pend_expire(r, now);
 		refuse_flush(r, 0);
-		st = accept_poll(r, peer_mode, now, deadline);
+		st = accept_poll(r, now, deadline);
 		if (st)
 			break;
 	}
@@ -1099,6 +1447,36 @@ listen_master(struct rdv *r, double deadline)
 		"--ddp-port=N picks another port; ExclusiveUser=YES keeps "
 		"other users off a job's nodes",
 		port, r->mesh->timeout_s, port);
+}
+
+/*
+ * A node leader's join socket, where its node's other ranks join. Taken
+ * by another process: logged, and they join rank 0 directly (they find
+ * the process there is not their leader).
+ */
+static enum ddp_status
+node_listen(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	int fd;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 && net_out_of_resources(errno))
+		return resource_error(r, errno, "the node's join socket");
+	if (fd >= 0 &&
+	    bind(fd, (struct sockaddr *)&r->node_sa, r->node_salen) == 0 &&
+	    listen(fd, SOMAXCONN) == 0) {
+		r->ufd = fd;
+		return DDP_OK;
+	}
+	wk_log(0,
+	       "rank %d (node leader on %s): cannot take the node's join "
+	       "socket (@%s): %s%s; this node's ranks join rank 0 directly",
+	       c->rank, c->myhost, r->node_sa.sun_path + 1, strerror(errno),
+	       errno == EADDRINUSE ? " (another process holds it)" : "");
+	if (fd >= 0)
+		close(fd);
+	return DDP_OK;
 }
 
 /*
@@ -1166,11 +1544,14 @@ push_roster(struct rdv *r, double deadline)
 			    c->rank);
 		goto out;
 	}
-	/* Rank 0's children get the roster on their join connection. */
-	for (k = 1; k <= RDV_FANOUT && !st && c->rank > 0; k++) {
+	/* Rank 0's children that joined it directly, leaders aside, got
+	 * the roster on their join connection. */
+	for (k = 1; k <= RDV_FANOUT && !st; k++) {
 		child = (long)RDV_FANOUT * c->rank + k;
 		if (child >= c->size)
 			break;
+		if (c->rank == 0 && r->told[child])
+			continue;
 		st = dial_peer(r, (int)child, r->ents[child].addr,
 			       r->ents[child].port, &b, deadline,
 			       "hand the roster to", &fd);
@@ -1215,6 +1596,9 @@ master_refuse_joined(struct rdv *r)
 	for (i = 1; i < c->size && wk_now() < budget; i++) {
 		if (!r->joined[i] || (i <= RDV_FANOUT && told[i]))
 			continue;
+		if (!c->peers[i].addr[0]) /* joined on this node's socket */
+			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
+				r->self_addr);
 		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
 		fd = net_connect_once(c->peers[i].addr, c->peers[i].port, until,
 				      why, sizeof(why));
@@ -1265,22 +1649,26 @@ master_side(struct rdv *r, double deadline)
 	int i;
 
 	st = listen_master(r, deadline);
+	if (!st && r->local_size && r->local_rank == 0)
+		st = node_listen(r);
 	if (st)
 		return st;
 	if (getrandom(r->token, sizeof(r->token), 0) !=
 	    (ssize_t)sizeof(r->token))
 		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
-	r->joined = calloc((size_t)c->size, 1);
-	if (!r->joined)
-		return wk_err(DDP_ERR_NOMEM, "rank 0: out of memory");
 	r->joined[0] = 1;
 	st = accept_ranks(r, 1, WAIT_JOINS, deadline);
 	if (st) {
 		master_refuse_joined(r);
 		return st;
 	}
+	net_close(&r->ufd);
 	r->roster = 1;
 	for (i = 0; i < c->size; i++) {
+		if (i &&
+		    !c->peers[i].addr[0]) /* joined on this node's socket */
+			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
+				r->self_addr);
 		r->ents[i].port = (uint16_t)(i ? c->peers[i].port : r->lport);
 		ddp_fmt(r->ents[i].addr, sizeof(r->ents[i].addr), "%s",
 			i ? c->peers[i].addr : "");
@@ -1290,9 +1678,13 @@ master_side(struct rdv *r, double deadline)
 	/* Rank 0's children get the roster on their join connections; the
 	 * other pending connections stay, read from now on as the mesh's
 	 * (anything of the joins is refused there). */
-	for (i = r->npend - 1; i >= 0; i--)
-		if (r->pend[i].stage == 2 && send_roster(r, i) == 0)
+	for (i = r->npend - 1; i >= 0; i--) {
+		if (r->pend[i].kind == PK_JOIN && r->pend[i].stage == 2 &&
+		    send_roster(r, i) == 0) {
+			r->told[r->pend[i].rank] = 1;
 			pend_drop(r, i, NULL, 0, 0);
+		}
+	}
 	deadline = wk_now() + c->timeout_s;
 	st = keep_wanted(r);
 	if (!st)
@@ -1359,7 +1751,8 @@ join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
 /* Join, phase 1: the open, naming the rank this process claims to be,
  * with a fresh nonce of its own. */
 static enum ddp_status
-join_send_open(struct rdv *r, int fd, double wait, uint8_t *nonce, int *retry)
+join_send_open(struct rdv *r, int fd, double wait, uint32_t relay,
+	       uint8_t *nonce, int *retry)
 {
 	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
@@ -1371,6 +1764,8 @@ join_send_open(struct rdv *r, int fd, double wait, uint8_t *nonce, int *retry)
 	o.world = (uint32_t)c->size;
 	ddp_fmt(o.job, sizeof(o.job), "%s", r->cfg->job_id);
 	ddp_fmt(o.step, sizeof(o.step), "%s", r->cfg->step_id);
+	o.flags = r->leader ? RDV_OPEN_LEADER : 0;
+	o.relay = relay;
 	if (getrandom(o.nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_SYSTEM, "rank %d: getrandom: %s", c->rank,
@@ -1432,7 +1827,9 @@ join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
  */
 static enum ddp_status
 join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
-		const char *bind, int *retry)
+		const char *kind, const char *bind,
+		const struct rdv_relay_entry *relay, uint32_t nrelay,
+		int *retry)
 {
 	struct wk_mesh *c = r->mesh;
 	struct rdv_hello *h;
@@ -1448,11 +1845,12 @@ join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
 	h->world = (uint32_t)c->size;
 	h->data_port = (uint16_t)r->lport;
 	ddp_fmt(h->host, sizeof(h->host), "%s", c->myhost);
-	st = auth_encode(&r->auth, "hello", c->rank, pr->nonce, bind, h->cred,
+	st = auth_encode(&r->auth, kind, c->rank, pr->nonce, bind, h->cred,
 			 sizeof(h->cred));
 	if (st) {
 		*retry = 0;
-	} else if (rdv_encode_hello(&b, h) < 0) {
+	} else if (rdv_encode_hello(&b, h) < 0 ||
+		   (nrelay && rdv_encode_relay(&b, nrelay, relay) < 0)) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: hello too large", c->rank);
 	} else if (net_send_all(fd, b.p, b.len, wait) < 0) {
@@ -1471,11 +1869,23 @@ static enum ddp_status
 join_take_welcome(struct rdv *r, uint16_t type, const uint8_t *body,
 		  uint32_t blen)
 {
+	uint8_t token[WK_TOKEN_LEN];
 	char why[256];
+	int again = r->relayed > 0 || r->joined_once;
 
 	if (type == RDV_WELCOME &&
-	    rdv_parse_welcome(body, blen, r->token, why, sizeof(why)) == 0)
+	    rdv_parse_welcome(body, blen, token, why, sizeof(why)) == 0) {
+		if (again && memcmp(token, r->token, WK_TOKEN_LEN) != 0) {
+			explicit_bzero(token, sizeof(token));
+			return wk_err(DDP_ERR_RENDEZVOUS,
+				      "rank %d: rank 0 welcomed this node's "
+				      "ranks with another job token",
+				      r->mesh->rank);
+		}
+		memcpy(r->token, token, WK_TOKEN_LEN);
+		explicit_bzero(token, sizeof(token));
 		return DDP_OK;
+	}
 	if (type != RDV_WELCOME)
 		ddp_fmt(why, sizeof(why), "message type %u", type);
 	return wk_err(DDP_ERR_RENDEZVOUS,
@@ -1492,7 +1902,8 @@ join_take_welcome(struct rdv *r, uint16_t type, const uint8_t *body,
  * ddp_last_error().
  */
 static enum ddp_status
-join_once(struct rdv *r, int fd, double deadline, int *retry)
+join_once(struct rdv *r, int fd, double deadline,
+	  const struct rdv_relay_entry *relay, uint32_t nrelay, int *retry)
 {
 	struct rdv_proof *pr = NULL;
 	char myaddr[WK_ADDR_LEN + 8], bind[WK_ADDR_LEN + 48];
@@ -1506,7 +1917,7 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
 						  : deadline;
 	rank_addr(fd, 1, myaddr, sizeof(myaddr));
-	st = join_send_open(r, fd, wait, nonce, retry);
+	st = join_send_open(r, fd, wait, nrelay, nonce, retry);
 	if (!st && rdv_conn_binding(bind, sizeof(bind), myaddr, nonce) < 0) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_INVALID, "rank %d: address %s too long",
@@ -1518,7 +1929,8 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 	if (!st)
 		st = join_check_proof(r, type, body, blen, bind, &pr, retry);
 	if (!st)
-		st = join_send_hello(r, fd, wait, pr, bind, retry);
+		st = join_send_hello(r, fd, wait, pr, "hello", bind, relay,
+				     nrelay, retry);
 	free(body);
 	body = NULL;
 	if (!st)
@@ -1535,12 +1947,15 @@ join_once(struct rdv *r, int fd, double deadline, int *retry)
 
 /*
  * Connects to rank 0 and joins, connecting again (with back-off) while
- * what answers is not rank 0 or drops the connection, until deadline.
- * *out: the joined connection for a child of rank 0 (the roster comes on
- * it), else -1 (closed: the roster comes down the tree).
+ * what answers is not rank 0 or drops the connection, until deadline; a
+ * leader relays its held members (relay, nrelay) in the same session.
+ * *out: the joined connection for a child of rank 0 that is no leader
+ * (the roster comes on it), else -1 (closed: the roster comes down the
+ * tree).
  */
 static enum ddp_status
-join_master(struct rdv *r, double deadline, int *out)
+join_master(struct rdv *r, double deadline, const struct rdv_relay_entry *relay,
+	    uint32_t nrelay, int *out)
 {
 	struct wk_mesh *c = r->mesh;
 	const struct ddp_config *cfg = r->cfg;
@@ -1573,12 +1988,12 @@ join_master(struct rdv *r, double deadline, int *out)
 				c->rank, cfg->master_addr, cfg->master_port,
 				c->timeout_s, why, cfg->master_port);
 		attempts++;
-		st = join_once(r, fd, deadline, &retry);
+		st = join_once(r, fd, deadline, relay, nrelay, &retry);
 		if (!st) {
 			if (attempts > 1)
 				wk_log(0, "rank %d joined rank 0 at attempt %d",
 				       c->rank, attempts);
-			if (c->rank > RDV_FANOUT)
+			if (c->rank > RDV_FANOUT || r->leader)
 				net_close(&fd);
 			*out = fd;
 			return DDP_OK;
@@ -1596,6 +2011,205 @@ join_master(struct rdv *r, double deadline, int *out)
 			return wk_err(last, "%s (until the timeout, %g s)",
 				      lasterr, c->timeout_s);
 	}
+}
+
+/*
+ * A leader: its held members relayed to rank 0 in one session (its own
+ * join the first time), then welcomed with the token rank 0 gave it.
+ */
+static enum ddp_status
+leader_flush(struct rdv *r, double deadline)
+{
+	struct rdv_relay_entry *e;
+	enum ddp_status st;
+	int i, n = 0, fd = -1;
+
+	e = calloc((size_t)r->npend + 1, sizeof(*e));
+	if (!e)
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory",
+			      r->mesh->rank);
+	for (i = 0; i < r->npend; i++) {
+		if (r->pend[i].kind != PK_MEMBER || r->pend[i].stage != 2)
+			continue;
+		e[n].rank = r->pend[i].rank;
+		e[n].data_port = r->pend[i].data_port;
+		n++;
+	}
+	st = join_master(r, deadline, e, (uint32_t)n, &fd);
+	net_close(&fd);
+	r->batch_end = 0;
+	if (!st) {
+		r->joined_once = 1;
+		for (i = r->npend - 1; i >= 0; i--) {
+			if (r->pend[i].kind != PK_MEMBER ||
+			    r->pend[i].stage != 2)
+				continue;
+			r->joined[r->pend[i].rank] = 1;
+			r->relayed++;
+			if (send_welcome(r, i) == 0)
+				pend_drop(r, i, NULL, 0, 0);
+		}
+		wk_log(3, "rank %d: relayed %d ranks of node %s (%d in all)",
+		       r->mesh->rank, n, r->mesh->myhost, r->relayed);
+	}
+	free(e);
+	return st;
+}
+
+/* A leader that fails tells the members it holds why (they are the
+ * job's: their credentials verified). */
+static void
+refuse_held(struct rdv *r, const char *why)
+{
+	struct wk_buf b = {0};
+	int i;
+
+	if (rdv_encode_text(&b, RDV_REFUSE, why) == 0)
+		for (i = 0; i < r->npend; i++)
+			if (r->pend[i].kind == PK_MEMBER &&
+			    r->pend[i].stage == 2)
+				(void)net_send_all(r->pend[i].fd, b.p, b.len,
+						   wk_now() + 0.5);
+	wk_buf_free(&b);
+}
+
+/* Connects to the node's join socket until until; fd, or -1 (nobody
+ * listens there, or too many open files: then errno). */
+static int
+dial_node(struct rdv *r, double until)
+{
+	double delay = 0.02;
+	int fd;
+
+	for (;;) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -1;
+		if (connect(fd, (struct sockaddr *)&r->node_sa,
+			    r->node_salen) == 0)
+			return fd;
+		close(fd);
+		if ((errno != ECONNREFUSED && errno != ENOENT &&
+		     errno != EAGAIN) ||
+		    net_back_off(&delay, until) < 0)
+			return -1;
+	}
+}
+
+/*
+ * A member's join through its node's leader, on the node's join socket:
+ * the same open, proof, hello and welcome as with rank 0, the leader's
+ * proof first. *joined is set when the welcome came. DDP_OK with
+ * *joined clear means "join rank 0 directly" (no leader answered within
+ * LEADER_WAIT_S, or what answers is another user's or did not prove it
+ * is this node's leader: logged); an error means the leader took this
+ * rank's join and then failed (died, refused, timed out): it names the
+ * leader.
+ */
+static enum ddp_status
+join_leader(struct rdv *r, double deadline, int *joined)
+{
+	struct wk_mesh *c = r->mesh;
+	struct rdv_proof *pr = NULL;
+	struct ucred uc;
+	socklen_t ul = sizeof(uc);
+	uint8_t *body = NULL, nonce[RDV_NONCE_LEN];
+	char bind[WK_ADDR_LEN + 48], why[1200], text[1024];
+	enum ddp_status st = DDP_OK;
+	uint16_t type = 0;
+	uint32_t blen = 0;
+	int fd, other, retry, leader = -1;
+	double wait;
+
+	*joined = 0;
+	wait = wk_now() + LEADER_WAIT_S < deadline ? wk_now() + LEADER_WAIT_S
+						   : deadline;
+	fd = dial_node(r, wait);
+	if (fd < 0 && net_out_of_resources(errno))
+		return resource_error(r, errno,
+				      "connecting to its node leader");
+	if (fd < 0) {
+		wk_log(0,
+		       "rank %d: no node leader (LOCAL_RANK 0) answered on "
+		       "%s's join socket within %g s; joining rank 0 directly",
+		       c->rank, c->myhost, LEADER_WAIT_S);
+		return DDP_OK;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) < 0 ||
+	    uc.uid != geteuid()) {
+		ddp_fmt(why, sizeof(why),
+			"it is held by uid %d, not this job's",
+			ul == sizeof(uc) ? (int)uc.uid : -1);
+		goto fallback;
+	}
+	st = join_send_open(r, fd, wait, 0, nonce, &retry);
+	if (!st)
+		st = recv_msg(fd, wait, "waiting for the node leader's proof",
+			      &type, &body, &blen, &other);
+	if (st) {
+		ddp_fmt(why, sizeof(why), "%s", wk_errbuf());
+		st = DDP_OK;
+		goto fallback;
+	}
+	pr = malloc(sizeof(*pr));
+	if (!pr) {
+		st = wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+		goto out;
+	}
+	ddp_fmt(why, sizeof(why), "message type %u first", type);
+	if (type != RDV_PROOF ||
+	    rdv_parse_proof(body, blen, pr, why, sizeof(why)) < 0)
+		goto fallback;
+	leader = (int)pr->rank;
+	if (leader < 0 || leader >= c->size || leader == c->rank) {
+		ddp_fmt(why, sizeof(why), "it claims to be rank %d", leader);
+		goto fallback;
+	}
+	if (member_binding(r, (int)getpid(), leader, nonce, bind,
+			   sizeof(bind)) < 0 ||
+	    auth_verify(&r->auth, pr->cred, "leader", c->rank, pr->nonce, bind,
+			why, sizeof(why)) < 0)
+		goto fallback;
+	free(body);
+	body = NULL;
+	st = join_send_hello(r, fd, wait, pr, "member", bind, NULL, 0, &retry);
+	if (!st)
+		st = recv_msg(fd, deadline, "waiting for the welcome", &type,
+			      &body, &blen, &other);
+	if (st == DDP_ERR_TIMEOUT)
+		st = wk_err(DDP_ERR_TIMEOUT,
+			    "rank %d timed out after %g s waiting for its node "
+			    "leader, rank %d on %s, to relay its join to rank "
+			    "0: rank %d may be stuck, or cannot reach rank 0 "
+			    "(its output says why)",
+			    c->rank, c->timeout_s, leader, c->myhost, leader);
+	else if (st)
+		st = wk_err(DDP_ERR_PEER,
+			    "rank %d: its node leader, rank %d on %s, closed "
+			    "the join connection before rank 0 welcomed this "
+			    "rank: rank %d died or was killed",
+			    c->rank, leader, c->myhost, leader);
+	else if (type == RDV_REFUSE) {
+		refuse_text(body, blen, text, sizeof(text));
+		st = wk_err(DDP_ERR_RENDEZVOUS,
+			    "rank %d: its node leader, rank %d on %s, did "
+			    "not relay its join: %s",
+			    c->rank, leader, c->myhost, text);
+	} else {
+		st = join_take_welcome(r, type, body, blen);
+		*joined = !st;
+	}
+	goto out;
+fallback:
+	wk_log(0,
+	       "rank %d: the process on %s's join socket did not prove it is "
+	       "this node's leader (%s); joining rank 0 directly",
+	       c->rank, c->myhost, why);
+out:
+	free(body);
+	free(pr);
+	net_close(&fd);
+	return st;
 }
 
 /*
@@ -1682,7 +2296,7 @@ worker_side(struct rdv *r, double deadline)
 {
 	struct wk_mesh *c = r->mesh;
 	enum ddp_status st;
-	int fd = -1;
+	int fd = -1, joined = 0;
 
 	r->lfd = net_listen(0, &r->lport);
 	if (r->lfd < 0 && net_out_of_resources(errno))
@@ -1690,14 +2304,32 @@ worker_side(struct rdv *r, double deadline)
 	if (r->lfd < 0)
 		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
 			      c->rank, strerror(errno));
-	st = join_master(r, deadline, &fd);
-	if (st)
-		return st;
+	if (r->leader) {
+		st = node_listen(r);
+		if (!st)
+			st = accept_ranks(r, c->rank + 1, WAIT_MEMBERS,
+					  wk_now() + BATCH_WAIT_S);
+		if (!st)
+			st = leader_flush(r, deadline);
+	} else if (r->local_size) {
+		st = join_leader(r, deadline, &joined);
+		if (!st && !joined)
+			st = join_master(r, deadline, NULL, 0, &fd);
+	} else {
+		st = join_master(r, deadline, NULL, 0, &fd);
+	}
 	/* Rank 0 sends the roster once every rank has joined, so this
 	 * waits up to rank 0's timeout and a little more. */
-	st = fd >= 0 ? join_roster(r, fd, deadline + 5)
-		     : accept_ranks(r, c->rank + 1, WAIT_ROSTER, deadline + 5);
+	if (!st)
+		st = fd >= 0 ? join_roster(r, fd, deadline + 5)
+			     : accept_ranks(r, c->rank + 1, WAIT_ROSTER,
+					    deadline + 5);
 	net_close(&fd);
+	if (r->leader && (st || r->roster < 0))
+		refuse_held(r, st ? wk_errbuf() : r->gave_up);
+	net_close(&r->ufd);
+	if (st)
+		return st;
 	if (!st && r->roster > 0) {
 		deadline = wk_now() + c->timeout_s;
 		st = keep_wanted(r);
@@ -1746,6 +2378,97 @@ auth_none_policy(struct rdv *r, const struct ddp_config *cfg)
 	return DDP_OK;
 }
 
+int
+rdv_node_socket(const struct ddp_config *cfg, int world, const char *host,
+		char *name, size_t namelen)
+{
+	unsigned char h[DDP_SHA256_LEN];
+	char id[1024], tag[2 * 16 + 1];
+	int k;
+
+	if (ddp_fmt(id, sizeof(id),
+		    "slurm-ddp rdv %d uid=%u job=%s step=%s master=%s:%d "
+		    "world=%d host=%s",
+		    RDV_VERSION, (unsigned)geteuid(), cfg->job_id, cfg->step_id,
+		    cfg->master_addr, cfg->master_port, world, host) < 0)
+		return -1;
+	ddp_sha256(id, strlen(id), h);
+	for (k = 0; k < 16; k++)
+		ddp_fmt(tag + 2 * k, 3, "%02x", h[k]);
+	return ddp_fmt(name, namelen, "slurm-ddp/%s", tag);
+}
+
+/* A whole number in [lo, hi] from the environment, or -1 when unset or
+ * not one. */
+static long
+env_in(const char *name, long lo, long hi)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return -1;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < lo || n > hi)
+		return -1;
+	return n;
+}
+
+/*
+ * The node's join socket, with LOCAL_RANK and LOCAL_WORLD_SIZE set:
+ * an abstract Unix socket named for this user, job, step, rendezvous and
+ * host, so that only this node's ranks of this job find it (a node's
+ * network namespace holds its abstract sockets). Without them (or with
+ * one rank per node), every rank joins rank 0 directly.
+ */
+static void
+node_setup(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	char name[64];
+	long lr = env_in("LOCAL_RANK", 0, c->size - 1);
+	long ls = env_in("LOCAL_WORLD_SIZE", 2, c->size);
+
+	if (lr < 0 || ls < 0 || lr >= ls ||
+	    rdv_node_socket(r->cfg, c->size, c->myhost, name, sizeof(name)) < 0)
+		return;
+	r->local_rank = (int)lr;
+	r->local_size = (int)ls;
+	r->leader = lr == 0 && c->rank != 0;
+	ddp_fmt(r->node_tag, sizeof(r->node_tag), "%s",
+		name + strlen("slurm-ddp/"));
+	r->node_sa.sun_family = AF_UNIX;
+	memcpy(r->node_sa.sun_path + 1, name, strlen(name));
+	r->node_salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				    strlen(name));
+}
+
+/* Rank 0's numeric address for MASTER_ADDR, until a rank's connection
+ * shows how ranks reach it. */
+static void
+self_addr_guess(struct rdv *r)
+{
+	struct addrinfo hints, *ai = NULL;
+	struct sockaddr_storage ss;
+	char port[16];
+	int p;
+
+	ddp_fmt(r->self_addr, sizeof(r->self_addr), "%s", r->cfg->master_addr);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	ddp_fmt(port, sizeof(port), "%d", r->cfg->master_port);
+	if (getaddrinfo(r->cfg->master_addr, port, &hints, &ai) != 0 || !ai)
+		return;
+	memset(&ss, 0, sizeof(ss));
+	if (ai->ai_addrlen <= sizeof(ss)) {
+		memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+		net_sa_format(&ss, r->self_addr, sizeof(r->self_addr), &p);
+	}
+	freeaddrinfo(ai);
+}
+
 enum ddp_status
 rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 {
@@ -1761,7 +2484,9 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	r->mesh = m;
 	r->cfg = cfg;
 	r->lfd = -1;
+	r->ufd = -1;
 	r->lost = -1;
+	r->deadline_all = deadline;
 	r->ents = calloc((size_t)m->size, sizeof(*r->ents));
 	if (!r->ents) {
 		free(r);
@@ -1781,6 +2506,16 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 		st = auth_none_policy(r, cfg);
 	if (st)
 		goto out;
+	node_setup(r);
+	if (r->leader || m->rank == 0) {
+		r->joined = calloc((size_t)m->size, 1);
+		if (!r->joined) {
+			st = wk_err(DDP_ERR_NOMEM, "rendezvous: out of memory");
+			goto out;
+		}
+	}
+	if (m->rank == 0)
+		self_addr_guess(r);
 	st = m->rank == 0 ? master_side(r, deadline) : worker_side(r, deadline);
 	if (st)
 		goto out;
@@ -1793,6 +2528,7 @@ out:
 	while (r->npend > 0)
 		pend_drop(r, r->npend - 1, NULL, 0, 0);
 	net_close(&r->lfd);
+	net_close(&r->ufd);
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
 	free(r->want);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libddp's rendezvous (rdv.c, protocol 3): rank 0 proves itself with munge
- * before any rank says more than which rank it claims, every rank proves
- * itself bound to both sides' nonces and to its connection, the roster
- * goes down a tree of ranks, then each rank connects the peers its
+ * libddp's rendezvous (rdv.c, protocol 3): rank 0 (or a rank's node
+ * leader, which relays its node's joins to rank 0) proves itself with
+ * munge before any rank says more than which rank it claims, every rank
+ * proves itself bound to both sides' nonces and to its connection, the
+ * roster goes down a tree of ranks, then each rank connects the peers its
  * collectives use (peers.h), authenticated with a token rank 0 handed
  * out. The wire formats are in proto.h, the credentials in auth.h, the
  * sockets in net.h; the result is a connected sparse TCP mesh (tcp.h).
@@ -30,5 +31,14 @@
  */
 enum ddp_status rdv_connect_all(struct wk_mesh *m,
 				const struct ddp_config *cfg);
+
+/*
+ * The name of the abstract Unix socket where the ranks of one node of a
+ * job join its leader (LOCAL_RANK 0), for cfg's user, job, step and
+ * MASTER_ADDR/PORT, a world of world ranks and host, into name (without
+ * the leading NUL). 0, or -1 when it does not fit. Thread-safe.
+ */
+int rdv_node_socket(const struct ddp_config *cfg, int world, const char *host,
+		    char *name, size_t namelen);
 
 #endif

@@ -21,6 +21,9 @@
 #include "tcp.h"
 
 #define ABORT_MSG_MAX 1000
+/* A STALL notice's flags (its unit): a verdict, "rank aux has not entered
+ * call seq", rather than "this rank is in call seq, waiting for aux". */
+#define STALL_ABSENT 1u
 
 /* One frame to send or receive: header + payload. */
 struct xop {
@@ -62,11 +65,89 @@ lost_peer(struct wk_mesh *c, int p, const struct wk_frame *f, const char *how)
 		      p, c->peers[p].host, d, c->rank, c->myhost, how);
 }
 
+/* How long a hang survey's steps wait for the other ranks' notices. */
+static double
+grace(const struct wk_mesh *c)
+{
+	return c->timeout_s / 4 < 0.5 ? c->timeout_s / 4 : 0.5;
+}
+
+int
+tcp_hang_verdict(const struct wk_mesh *c, int waiting, int *out, int max)
+{
+	int i, n = 0;
+
+	if (!c->cur.seq)
+		return 0;
+	for (i = 0; i < c->size; i++) {
+		if (i == c->rank || c->peers[i].fd < 0 || c->peers[i].bye ||
+		    (waiting >= 0 && i != waiting) ||
+		    c->peers[i].in_seq >= c->cur.seq)
+			continue;
+		if (n < max)
+			out[n] = i;
+		n++;
+	}
+	return n < max ? n : max;
+}
+
+int
+tcp_hang_absent(const struct wk_mesh *c, int *out, int max)
+{
+	int i, n = 0;
+
+	for (i = 0; i < c->size && n < max; i++)
+		if (c->cur.seq && c->peers[i].absent_seq == c->cur.seq)
+			out[n++] = i;
+	return n;
+}
+
+/*
+ * The hang's error, once a verdict named ranks that have not entered the
+ * call in progress: logged here, since every waiting rank must say it,
+ * and returned. DDP_OK when no verdict named anyone.
+ */
+static enum ddp_status
+hang_error(struct wk_mesh *c)
+{
+	char d[160], who[768], still[32];
+	int absent[8], n, i, a;
+	size_t len = 0;
+
+	n = tcp_hang_absent(c, absent, 8);
+	if (!n)
+		return DDP_OK;
+	describe(&c->cur, d, sizeof(d));
+	who[0] = '\0';
+	for (i = 0; i < n; i++) {
+		a = absent[i];
+		still[0] = '\0';
+		if (c->peers[a].in_seq && c->peers[a].in_seq < c->cur.seq)
+			(void)ddp_fmt(still, sizeof(still), ", still in #%u",
+				      c->peers[a].in_seq);
+		/* A cut list still names the first ranks. */
+		(void)ddp_fmt(who + len, sizeof(who) - len,
+			      "%srank %d (%s, pid %d%s)", i ? ", " : "", a,
+			      c->peers[a].host, c->pids ? (int)c->pids[a] : 0,
+			      still);
+		len += strlen(who + len);
+	}
+	wk_err(DDP_ERR_TIMEOUT,
+	       "hang: rank %d (%s, pid %d) is in %s, which %s %s not entered "
+	       "(alive but not calling: a skipped call or a stuck data "
+	       "loader?); the communicator is aborted (DDP_TIMEOUT=%g)",
+	       c->rank, c->myhost, (int)getpid(), d, who,
+	       n > 1 ? "have" : "has", c->timeout_s);
+	wk_log(0, "%s", wk_errbuf());
+	return DDP_ERR_TIMEOUT;
+}
+
 /* A peer sent ABORT (header in f): read its reason, return the error. */
 static enum ddp_status
 peer_aborted(struct wk_mesh *c, int p, const struct wk_frame *f)
 {
 	char msg[ABORT_MSG_MAX + 1];
+	enum ddp_status st;
 
 	if (f->len > ABORT_MSG_MAX ||
 	    net_recv_all(c->peers[p].fd, msg, f->len, wk_now() + 1.0) != 0)
@@ -75,6 +156,11 @@ peer_aborted(struct wk_mesh *c, int p, const struct wk_frame *f)
 			      "received)",
 			      p, c->peers[p].host);
 	msg[f->len] = '\0';
+	/* A rank that failed on a hang first: name the hang as this rank
+	 * sees it, so that every waiting rank says it. */
+	st = c->told ? hang_error(c) : DDP_OK;
+	if (st)
+		return st;
 	return wk_err(DDP_ERR_PEER, "rank %d (%s) aborted: %s", p,
 		      c->peers[p].host, msg);
 }
@@ -140,36 +226,137 @@ check_frame(struct wk_mesh *c, int p, const struct wk_frame *want,
 	return DDP_OK;
 }
 
+/* One notice to every peer that can take one but `skip`. */
+static void
+send_notice(struct wk_mesh *c, const struct wk_frame *f, int skip)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	int i;
+
+	if (c->aborted)
+		return;
+	wk_frame_encode(hdr, f);
+	for (i = 0; i < c->size; i++)
+		if (i != c->rank && i != skip && c->peers[i].fd >= 0 &&
+		    !c->peers[i].bye && !c->peers[i].send_mid &&
+		    send(c->peers[i].fd, hdr, sizeof(hdr),
+			 MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hdr))
+			c->peers[i].send_mid = 1; /* framing lost: no more */
+}
+
+/* A STALL notice about the call in progress. */
+static void
+stall_frame(const struct wk_mesh *c, struct wk_frame *f, int rank,
+	    uint32_t flags)
+{
+	memset(f, 0, sizeof(*f));
+	f->type = WK_F_STALL;
+	f->coll = c->cur.coll;
+	f->seq = c->cur.seq;
+	f->unit = flags;
+	f->aux = rank >= 0 ? (uint32_t)rank : UINT32_MAX;
+}
+
+/*
+ * Tells every peer the call this rank is in and whom it waits for
+ * (-1: it does not know), which asks the ranks inside a call to say the
+ * same; the verdict is due a grace later.
+ */
+static void
+send_stall(struct wk_mesh *c, int waiting)
+{
+	struct wk_frame f;
+
+	stall_frame(c, &f, waiting, 0);
+	send_notice(c, &f, -1);
+	wk_log(3, "rank %d: in call #%u, waiting for rank %d: asked", c->rank,
+	       c->cur.seq, waiting);
+	if (!c->in_grace) {
+		c->in_grace = 1;
+		c->grace_end = wk_now() + grace(c);
+	}
+}
+
+/* Sends this rank's verdict: the ranks it finds have not entered. */
+static void
+tell(struct wk_mesh *c)
+{
+	struct wk_frame f;
+	int absent[64], n, i;
+
+	c->told = 1;
+	n = tcp_hang_verdict(c, c->waiting, absent, 64);
+	wk_log(3, "rank %d: call #%u: verdict names %d ranks", c->rank,
+	       c->cur.seq, n);
+	for (i = 0; i < n; i++) {
+		c->peers[absent[i]].absent_seq = c->cur.seq;
+		stall_frame(c, &f, absent[i], STALL_ABSENT);
+		send_notice(c, &f, -1);
+	}
+}
+
 /* Records a STALL notice in hdr; returns 1 when it was one. */
 static int
 note_stall(struct wk_mesh *c, int p, const uint8_t *hdr)
 {
 	struct wk_frame f;
+	int a;
 
 	if (wk_frame_decode(hdr, &f) < 0 || f.type != WK_F_STALL)
 		return 0;
-	c->peers[p].waits_for = f.aux < (uint32_t)c->size ? (int)f.aux : -1;
+	wk_log(3, "rank %d in call #%u: rank %d says %s %d in call #%u",
+	       c->rank, c->cur.seq, p,
+	       f.unit & STALL_ABSENT ? "absent:" : "waiting for", (int)f.aux,
+	       f.seq);
+	if (f.unit & STALL_ABSENT) {
+		a = f.aux < (uint32_t)c->size ? (int)f.aux : -1;
+		/* Each verdict is passed on once: it must reach the ranks
+		 * that are not connected to the silent rank. */
+		if (a >= 0 && f.seq && c->peers[a].absent_seq != f.seq) {
+			c->peers[a].absent_seq = f.seq;
+			send_notice(c, &f, p);
+		}
+		return 1;
+	}
+	c->peers[p].in_seq = f.seq;
+	if (f.seq == c->cur.seq)
+		c->peers[p].waits_for =
+			f.aux < (uint32_t)c->size ? (int)f.aux : -1;
+	/* Inside a call, answer the first notice of this call or a later
+	 * one: its sender learns that this rank has entered. */
+	if (c->cur.seq && f.seq >= c->cur.seq && !c->in_grace)
+		send_stall(c, c->waiting);
 	return 1;
 }
 
-/* Tells every peer this rank timed out waiting for rank `waiting`. */
-static void
-send_stall(struct wk_mesh *c, int waiting)
+/*
+ * The hang survey's clock for a wait that ends at deadline (tcp.h): ask
+ * 2 graces before it, tell a grace after asking, and a grace later fail
+ * if a verdict named anyone; at the deadline, whatever is left at once
+ * (a late wake-up must not skip the verdict). DDP_OK with *wake, the
+ * next time to look.
+ */
+static enum ddp_status
+survey(struct wk_mesh *c, double deadline, double *wake)
 {
-	uint8_t hdr[WK_FRAME_LEN];
-	struct wk_frame f;
-	int i;
+	double g = grace(c), now = wk_now();
+	enum ddp_status st;
 
-	memset(&f, 0, sizeof(f));
-	f.type = WK_F_STALL;
-	f.aux = (uint32_t)waiting;
-	wk_frame_encode(hdr, &f);
-	for (i = 0; i < c->size; i++)
-		if (i != c->rank && c->peers[i].fd >= 0 && !c->peers[i].bye &&
-		    !c->peers[i].send_mid &&
-		    send(c->peers[i].fd, hdr, sizeof(hdr),
-			 MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hdr))
-			c->peers[i].send_mid = 1; /* framing lost: no more */
+	if (!c->in_grace && now >= deadline - 2 * g)
+		send_stall(c, c->waiting);
+	if (c->in_grace && !c->told && (now >= c->grace_end || now >= deadline))
+		tell(c);
+	if (c->told && (now >= c->grace_end + g || now >= deadline)) {
+		st = hang_error(c);
+		if (st)
+			return st;
+	}
+	*wake = !c->in_grace ? deadline - 2 * g
+		: !c->told   ? c->grace_end
+			     : c->grace_end + g;
+	if (*wake <= now)
+		*wake = deadline;
+	return DDP_OK;
 }
 
 /*
@@ -388,7 +575,7 @@ poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 	int *who;
 	int i, j, n = 0, rc, used;
 	enum ddp_status st = DDP_OK;
-	double left;
+	double left, wake, now;
 
 	pfd = calloc((size_t)(nw + c->size), sizeof(*pfd));
 	who = calloc((size_t)(nw + c->size), sizeof(*who));
@@ -405,42 +592,32 @@ poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 		if (i == c->rank || c->peers[i].fd < 0 || c->peers[i].bye ||
 		    c->peers[i].early)
 			continue;
+		/* A peer this rank only sends to is still read for its
+		 * notices (idle_event leaves its data queued). */
 		used = 0;
 		for (j = 0; j < nw; j++)
-			used |= w[j].peer == i;
+			used |= w[j].peer == i && (w[j].events & POLLIN);
 		if (used)
 			continue;
 		pfd[n].fd = c->peers[i].fd;
 		pfd[n].events = POLLIN | POLLRDHUP;
 		who[n++] = -1 - i;
 	}
-	if (c->in_grace)
-		deadline = c->grace_end;
-	left = deadline - wk_now();
-	if (left <= 0) {
-		rc = 0;
-	} else {
-		rc = poll(pfd, (nfds_t)n, (int)(left * 1000) + 1);
-		if (rc < 0 && errno == EINTR)
-			goto out;
-		if (rc < 0) {
-			st = wk_err(DDP_ERR_SYSTEM, "poll: %s",
-				    strerror(errno));
-			goto out;
-		}
-	}
-	if (rc == 0 && wk_now() >= deadline) {
-		if (!c->in_grace) {
-			/* Announce the stall, then give the other ranks'
-			 * notices a moment to arrive. */
-			c->in_grace = 1;
-			c->grace_end = wk_now() + (c->timeout_s / 4 < 0.5
-							   ? c->timeout_s / 4
-							   : 0.5);
-			send_stall(c, w[0].peer);
-			goto out;
-		}
+	c->waiting = w[0].peer;
+	st = survey(c, deadline, &wake);
+	if (st)
+		goto out;
+	now = wk_now();
+	if (now >= deadline) {
 		st = timeout_error(c, w[0].peer, w[0].events, cur);
+		goto out;
+	}
+	left = (wake < deadline ? wake : deadline) - now;
+	rc = poll(pfd, (nfds_t)n, (int)(left * 1000) + 1);
+	if (rc < 0 && errno == EINTR)
+		goto out;
+	if (rc < 0) {
+		st = wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
 		goto out;
 	}
 	for (i = nw; i < n && !st; i++)
@@ -539,6 +716,8 @@ op_start(struct wk_mesh *c)
 	int i;
 
 	c->in_grace = 0;
+	c->told = 0;
+	c->waiting = -1;
 	for (i = 0; i < c->size; i++) {
 		c->peers[i].early = 0;
 		c->peers[i].waits_for = -1;
@@ -893,6 +1072,7 @@ tcp_call_begin(struct wk_mesh *c, struct wk_frame *t, int coll,
 	t->count = count;
 	t->aux = aux;
 	op_start(c);
+	c->cur = *t;
 }
 
 enum ddp_status
@@ -961,6 +1141,7 @@ tcp_broadcast(struct wk_mesh *c, void *buf, size_t count, enum ddp_dtype dtype,
 	t.count = count;
 	t.aux = ((uint32_t)root << 8) | (uint32_t)algo;
 	op_start(c);
+	c->cur = t;
 	if (algo == WK_ALGO_CHAIN) {
 		stream_setup(&s, c, buf, count, dtype, 0, 0);
 		s.left = vr > 0 ? (c->rank - 1 + P) % P : -1;
@@ -1004,6 +1185,7 @@ tcp_agree(struct wk_mesh *c, const struct wk_frame *call)
 	t.unit = 0;
 	t.len = 0;
 	op_start(c);
+	c->cur = t;
 	/* Dissemination: log2(P) rounds of empty frames. Every rank compares
 	 * the header of rank - 1 with its own in the first round, so any
 	 * difference is seen, and reported naming both calls. */
@@ -1035,6 +1217,19 @@ tcp_check_peers(struct wk_mesh *c)
 
 	memset(&f, 0, sizeof(f));
 	return tcp_watch(c, &f);
+}
+
+enum ddp_status
+tcp_hang_watch(struct wk_mesh *c, double deadline)
+{
+	struct wk_frame none;
+	enum ddp_status st;
+	double wake;
+
+	memset(&none, 0, sizeof(none));
+	c->waiting = -1;
+	st = tcp_watch(c, &none);
+	return st ? st : survey(c, deadline, &wake);
 }
 
 enum ddp_status
@@ -1139,6 +1334,8 @@ tcp_mesh_fini(struct wk_mesh *c)
 		tcp_close_all(c);
 	free(c->peers);
 	free(c->scratch);
+	free(c->pids);
+	c->pids = NULL;
 	c->peers = NULL;
 	c->scratch = NULL;
 	c->scratch_len = 0;

@@ -40,6 +40,11 @@ struct wk_peer {
 	int early;     /* peer has unread data of a later step: stop peeking */
 	int send_mid;  /* a frame to this peer is partly sent */
 	int waits_for; /* from its STALL notice this operation, or -1 */
+	/* The call its last STALL notice said it is in (0: none): it has
+	 * entered every call up to that one. */
+	uint32_t in_seq;
+	/* A verdict said it has not entered this call (0: none). */
+	uint32_t absent_seq;
 };
 
 struct wk_mesh {
@@ -48,6 +53,10 @@ struct wk_mesh {
 	double timeout_s;
 	struct wk_peer *peers; /* size entries; peers[rank] is this rank */
 	uint32_t seq;	       /* collectives so far, in every frame */
+	struct wk_frame cur;   /* the call in progress: its seq and kind */
+	int waiting;	       /* the rank the wait in progress is for, or -1 */
+	int told;	       /* this call's verdict is sent */
+	int32_t *pids;	       /* size entries: each rank's process id, or 0 */
 	uint8_t *scratch;
 	size_t scratch_len;
 	int algo;	  /* enum wk_algo: auto, rd, ring or hier */
@@ -122,6 +131,37 @@ void tcp_op_start(struct wk_mesh *c);
 /* Tells every peer this rank timed out waiting for rank `waiting`, so
  * their timeout errors name that rank (STALL notice). */
 void tcp_stall(struct wk_mesh *c, int waiting);
+/*
+ * Naming a rank that is alive but never enters a call (a skipped call, a
+ * stuck data loader): a hang, not a death. A wait asks 2 graces before
+ * its deadline (grace: a quarter of the timeout, at most 0.5 s): a STALL
+ * notice with the call it is in and the rank it waits for, to every
+ * peer. A rank that reads one while inside a call answers once with its
+ * own, so every rank inside a call soon says so to its peers; a rank
+ * outside libddp says nothing. A grace after asking, each rank gives its
+ * verdict (tcp_hang_verdict) and sends it to every peer, which passes
+ * each new one on once, so it reaches the ranks not connected to the
+ * silent one. A grace later a rank that holds a verdict fails with
+ * DDP_ERR_TIMEOUT and logs which ranks have not entered which call, with
+ * host and pid (the pids come from pids[]); one that holds none waits on
+ * to its deadline.
+ */
+/*
+ * The ranks this rank's verdict names (at most max, into out): the rank
+ * it waits for, or every peer when it does not know whom (waiting < 0:
+ * the NCCL data plane), that said nothing of the call in progress or a
+ * later one. Pure: reads the peers' notices only.
+ */
+int tcp_hang_verdict(const struct wk_mesh *c, int waiting, int *out, int max);
+/* Every rank a verdict named for the call in progress (at most max). */
+int tcp_hang_absent(const struct wk_mesh *c, int *out, int max);
+/*
+ * The same for a wait outside the mesh that ends at deadline (the NCCL
+ * data plane): reads the notices, asks, tells and fails as above, with
+ * the rank waited for unknown. DDP_OK to wait on; else the hang's
+ * DDP_ERR_TIMEOUT or tcp_watch's errors.
+ */
+enum ddp_status tcp_hang_watch(struct wk_mesh *c, double deadline);
 /*
  * Ring allreduce of buf (count elements, op not AVG) among the n ranks
  * grp[] (this rank is grp[me]) with frames under t's header, within
