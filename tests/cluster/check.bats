@@ -13,21 +13,16 @@
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 
-# Links below this fraction of the typical one are slow (see setup_file).
+# Links below this fraction of the typical one are slow (check_conf_file).
 fraction=0.2
 
 setup_file() {
 	mc_up --nodes 3 --gpus-per-node 4
-	local conf
-	conf=$(mc_state)/etc/ddp.conf
-	cp "$conf" "$BATS_FILE_TMPDIR/ddp.conf.orig"
-	# The minicluster's nodes share two cores: healthy links here differ
-	# by 2x from run to run, a throttled one is 100x slower.
-	printf '%s\n' "check_min_fraction = $fraction" >>"$conf"
+	check_conf_file "$fraction"
 }
 
 teardown_file() {
-	put_conf "$(mc_state)/etc/ddp.conf" <"$BATS_FILE_TMPDIR/ddp.conf.orig"
+	check_conf_file_restore
 }
 
 setup() {
@@ -42,14 +37,9 @@ teardown() {
 	[ -z "${conf_saved:-}" ] || put_conf "$(mc_state)/etc/ddp.conf" <"$conf_saved"
 	conf_saved=
 	for node in node1 node2 node3; do
-		mc_exec "$node" -- tc qdisc del dev "$(iface "$node")" root 2>/dev/null || true
+		unthrottle "$node"
 		mc_exec "$node" -- nft delete table inet ddpcheck 2>/dev/null || true
 	done
-}
-
-# iface NODE: the node's interface on the cluster bridge (not lo).
-iface() {
-	mc_exec "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'
 }
 
 # block_job_ports NODE: drops new TCP connections from other hosts to the
@@ -122,7 +112,7 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 }
 
 @test "node2's link throttled to 50 Mbit/s with tbf: node2 is named as slow, the others are ok" {
-	mc_exec node2 -- tc qdisc add dev "$(iface node2)" root tbf rate 50mbit burst 32kbit latency 400ms
+	throttle node2
 	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction" --time-limit 20
 	show
 	[ "$status" -eq 1 ]
@@ -277,7 +267,7 @@ started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' |
 }
 
 @test "--ddp-check with node2 throttled: the step ends non-zero naming node2, the program never starts; warn starts it" {
-	mc_exec node2 -- tc qdisc add dev "$(iface node2)" root tbf rate 50mbit burst 32kbit latency 400ms
+	throttle node2
 	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp-check \
 		bash -c 'echo "rank $RANK: program started"'
 	show

@@ -50,3 +50,32 @@ put_conf() {
 	tmp=$(mktemp "$1.XXXXXX") || return 1
 	cat >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$1"
 }
+
+# iface NODE: the node's interface on the cluster bridge (not lo).
+iface() {
+	mc_exec "$1" -- ip -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); print $2; exit }'
+}
+
+# throttle NODE / unthrottle NODE: NODE's link limited to 50 Mbit/s with
+# tbf, about 100x slower than a healthy link of the minicluster, and back.
+throttle() {
+	mc_exec "$1" -- tc qdisc add dev "$(iface "$1")" root tbf rate 50mbit burst 32kbit latency 400ms
+}
+unthrottle() {
+	mc_exec "$1" -- tc qdisc del dev "$(iface "$1")" root 2>/dev/null || true
+}
+
+# check_conf_file FRACTION (setup_file) / check_conf_file_restore
+# (teardown_file): ddp.conf with check_min_fraction = FRACTION for the
+# file's tests, then as it was. The minicluster's nodes share two cores:
+# healthy links differ by 2x from run to run, a throttled one is 100x
+# slower.
+check_conf_file() {
+	local conf
+	conf=$(mc_state)/etc/ddp.conf
+	cp "$conf" "$BATS_FILE_TMPDIR/ddp.conf.orig"
+	printf '%s\n' "check_min_fraction = $1" >>"$conf"
+}
+check_conf_file_restore() {
+	put_conf "$(mc_state)/etc/ddp.conf" <"$BATS_FILE_TMPDIR/ddp.conf.orig"
+}
