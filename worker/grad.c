@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "ddp_util.h"
 #include "reduce.h"
+#include "straggler.h"
 
 struct gs_param {
 	void *param;
@@ -57,6 +58,8 @@ struct ddp_grad_sync {
 	int overlapped; /* launched before the last wait() */
 	enum ddp_status err;
 	char errmsg[WK_ERR_LEN];
+	double first_wait; /* this step's wait in the first bucket (s) */
+	struct wk_late late;
 };
 
 enum ddp_status
@@ -65,6 +68,7 @@ ddp_grad_sync_create(struct ddp_comm *comm,
 		     struct ddp_grad_sync **out)
 {
 	struct ddp_grad_sync *gs;
+	enum ddp_status st;
 
 	if (!comm || !out)
 		return wk_err(DDP_ERR_INVALID, "ddp_grad_sync_create: NULL");
@@ -72,6 +76,12 @@ ddp_grad_sync_create(struct ddp_comm *comm,
 	gs = calloc(1, sizeof(*gs));
 	if (!gs)
 		return wk_err(DDP_ERR_NOMEM, "ddp_grad_sync_create: no memory");
+	st = wk_late_init(&gs->late);
+	if (st) {
+		wk_late_free(&gs->late);
+		free(gs);
+		return st;
+	}
 	gs->comm = comm;
 	gs->opts.first_bucket_bytes = 1 << 20;
 	gs->opts.bucket_cap_bytes = 25 << 20;
@@ -212,6 +222,7 @@ comm_thread(void *arg)
 {
 	struct ddp_grad_sync *gs = arg;
 	enum ddp_status st;
+	double t0, waited = 0;
 	int i;
 
 	pthread_mutex_lock(&gs->m);
@@ -224,12 +235,19 @@ comm_thread(void *arg)
 		i = gs->next;
 		gs->launched++;
 		pthread_mutex_unlock(&gs->m);
+		t0 = wk_now();
 		st = reduce_bucket(gs, &gs->b[i]);
+		/* The first bucket's wait is this rank's arrival against the
+		 * others' (straggler.h). */
+		if (i == 0)
+			waited = wk_now() - t0;
 		/* A device backend only queued the bucket: the step is done
 		 * when the last one is. */
 		if (!st && i == gs->nb - 1)
 			st = wk_bucket_sync(gs->comm);
 		pthread_mutex_lock(&gs->m);
+		if (i == 0)
+			gs->first_wait = waited;
 		if (st) {
 			gs->err = st;
 			ddp_fmt(gs->errmsg, sizeof(gs->errmsg), "%s",
@@ -347,7 +365,7 @@ enum ddp_status
 ddp_grad_sync_wait(struct ddp_grad_sync *gs)
 {
 	enum ddp_status st = DDP_OK;
-	int i, missing = -1;
+	int i, missing = -1, report = 0;
 
 	if (!gs || !gs->started)
 		return wk_err(DDP_ERR_INVALID,
@@ -379,8 +397,13 @@ ddp_grad_sync_wait(struct ddp_grad_sync *gs)
 		gs->b[i].pending = gs->b[i].nparams;
 	gs->next = 0;
 	gs->launched = 0;
+	if (!st)
+		report = wk_late_step(&gs->late, gs->first_wait);
 out:
 	pthread_mutex_unlock(&gs->m);
+	/* Between steps the communicator is this thread's (ddp.h). */
+	if (report)
+		st = wk_late_report(&gs->late, gs->comm);
 	return st;
 }
 
@@ -446,6 +469,7 @@ ddp_grad_sync_destroy(struct ddp_grad_sync *gs)
 	free(gs->b);
 	free(gs->pieces);
 	free(gs->p);
+	wk_late_free(&gs->late);
 	pthread_mutex_destroy(&gs->m);
 	pthread_cond_destroy(&gs->work);
 	pthread_cond_destroy(&gs->done);

@@ -380,6 +380,13 @@ DDP_EXPORT enum ddp_status ddp_grad_sync_ready(struct ddp_grad_sync *gs,
  * gradient holds the average over all ranks. Fails with DDP_ERR_INVALID at
  * once (naming the index) if a gradient was not marked ready, instead of
  * waiting forever. Returns DDP_OK immediately in no-sync mode.
+ *
+ * Every DDP_STRAGGLER_EVERY synchronised steps (default 100, 0: never) it
+ * also compares how late each rank reached the step's first bucket, on
+ * the control plane, and rank 0 logs a warning for each rank late by more
+ * than DDP_STRAGGLER_MS in more than half of those steps (libddp(3)):
+ * every rank must see the same DDP_STRAGGLER_EVERY. ddp_grad_sync_create
+ * refuses malformed values with DDP_ERR_ENV.
  */
 DDP_EXPORT enum ddp_status ddp_grad_sync_wait(struct ddp_grad_sync *gs);
 
