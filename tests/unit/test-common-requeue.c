@@ -26,6 +26,8 @@ static void
 test_scan(void)
 {
 	struct ddp_requeue_nodes nodes;
+	static const char with_nul[] =
+		"node=n1 check=gpu value=- median=- unit=-\0node=n2";
 	char list[64], evil[1200];
 	int seen = 0;
 
@@ -69,8 +71,7 @@ test_scan(void)
 	ddp_requeue_scan(evil, sizeof(evil), &nodes, NULL, NULL);
 	tap_ok(nodes.n == 0 && nodes.bad == 1,
 	       "a 1200-byte line without a newline is one bad line");
-	ddp_requeue_scan("node=n1 check=gpu value=- median=- unit=-\0node=n2",
-			 52, &nodes, NULL, NULL);
+	ddp_requeue_scan(with_nul, sizeof(with_nul) - 1, &nodes, NULL, NULL);
 	tap_ok(nodes.n == 0 && nodes.bad == 1,
 	       "a NUL inside a line makes it bad");
 }

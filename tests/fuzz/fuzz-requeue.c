@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* libFuzzer target: what a task writes into slurmstepd's verdict pipe (any
+ * bytes, not NUL-terminated) goes through ddp_requeue_scan; every line it
+ * accepts names a node, describes and excludes within its buffers. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "requeue.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void
+check_line(void *arg, const struct ddp_verdict *v)
+{
+	char line[DDP_VERDICT_LINE_MAX + 64];
+
+	(void)arg;
+	if (!v->node[0] || !memchr(v->check, '\0', sizeof(v->check)) ||
+	    !memchr(v->unit, '\0', sizeof(v->unit)))
+		abort();
+	if (ddp_requeue_describe(v, line, sizeof(line)) == 0 &&
+	    strncmp(line, v->node, strlen(v->node)) != 0)
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct ddp_requeue_nodes nodes;
+	char list[4096], err[256];
+	size_t i;
+
+	ddp_requeue_scan((const char *)data, size, &nodes, check_line, NULL);
+	if (nodes.n > DDP_REQUEUE_MAX_NODES)
+		abort();
+	for (i = 0; i < nodes.n; i++)
+		if (!nodes.name[i][0])
+			abort();
+	ddp_requeue_node_list(&nodes, list, sizeof(list));
+	ddp_requeue_exclude("node[1-3]", &nodes, list, sizeof(list), err,
+			    sizeof(err));
+	return 0;
+}
