@@ -2306,7 +2306,7 @@ worker_side(struct rdv *r, double deadline)
 			      c->rank, strerror(errno));
 	if (r->leader) {
 		st = node_listen(r);
-		if (!st)
+		if (!st && r->ufd >= 0)
 			st = accept_ranks(r, c->rank + 1, WAIT_MEMBERS,
 					  wk_now() + BATCH_WAIT_S);
 		if (!st)
@@ -2404,14 +2404,9 @@ static long
 env_in(const char *name, long lo, long hi)
 {
 	const char *v = getenv(name);
-	char *end;
 	long n;
 
-	if (!v || !*v)
-		return -1;
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (errno || *end || n < lo || n > hi)
+	if (!v || !*v || ddp_parse_long(v, lo, hi, &n) < 0)
 		return -1;
 	return n;
 }
