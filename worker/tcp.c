@@ -629,6 +629,32 @@ out:
 	return st;
 }
 
+/*
+ * Polls the wanted sockets without sleeping until one is ready (1) or
+ * the spin ends (0). poll, not recv: recv takes the socket's lock, which
+ * the peer's send needs when it delivers into this socket (on loopback
+ * it does so from the peer's core).
+ */
+static int
+spin_wait(const struct wk_mesh *c, const struct want *w, int nw, double end)
+{
+	struct pollfd pfd[16];
+	int i;
+
+	for (i = 0; i < nw; i++) {
+		pfd[i].fd = c->peers[w[i].peer].fd;
+		pfd[i].events = w[i].events;
+		pfd[i].revents = 0;
+	}
+	for (;;) {
+		if (poll(pfd, (nfds_t)nw, 0) != 0)
+			return 1;
+		if (wk_now() >= end)
+			return 0;
+		sched_yield();
+	}
+}
+
 /* Runs a set of concurrent sends and receives to completion. */
 static enum ddp_status
 run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
@@ -637,7 +663,7 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 	struct want w[16];
 	enum ddp_status st = DDP_OK;
 	int i, nw, rc, pending;
-	double spin_end = 0, now;
+	double spin_end = 0;
 
 	/* The rendezvous connects only the peers peers.c names: a
 	 * collective that strays from them must fail, not wait. */
@@ -652,6 +678,12 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 	for (;;) {
 		pending = 0;
 		nw = 0;
+		/* Sends first: the peers wait for them, and a receive tried
+		 * before them would mostly find nothing yet. The waits list
+		 * receives first all the same: a timeout names w[0]. */
+		for (i = 0; i < nsend; i++)
+			if (send_progress(c, &x[i], &st) < 0)
+				return st;
 		for (i = nsend; i < nsend + nrecv; i++) {
 			rc = recv_progress(c, &x[i], &st);
 			if (rc < 0)
@@ -663,29 +695,26 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 			pending += rc == 0;
 		}
 		for (i = 0; i < nsend; i++) {
-			rc = send_progress(c, &x[i], &st);
-			if (rc < 0)
-				return st;
-			if (rc == 0 && nw < 16) {
+			if (x[i].done == WK_FRAME_LEN + x[i].len)
+				continue;
+			if (nw < 16) {
 				w[nw].peer = x[i].peer;
 				w[nw++].events = POLLOUT;
 			}
-			pending += rc == 0;
+			pending++;
 		}
 		if (!pending)
 			return DDP_OK;
 		/* A peer on another core usually answers within microseconds,
-		 * while waking from poll costs tens of them (the idle core's
-		 * wake-up): try again first, for a bounded time, giving the
-		 * CPU to any other runnable task between tries. */
-		if (c->spin_s > 0) {
-			now = wk_now();
+		 * while waking from a sleeping poll costs tens of them (the
+		 * idle core's wake-up): look again first, for a bounded
+		 * time, giving the CPU to any other runnable task between
+		 * looks. */
+		if (c->spin_s > 0 && nw > 0) {
 			if (spin_end == 0)
-				spin_end = now + c->spin_s;
-			if (now < spin_end) {
-				sched_yield();
+				spin_end = wk_now() + c->spin_s;
+			if (spin_wait(c, w, nw, spin_end))
 				continue;
-			}
 		}
 		st = poll_wait(c, w, nw, deadline, &x[0].f);
 		if (st)
