@@ -91,6 +91,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct rdv_roster_entry ents[64];
+	static struct rdv_relay_entry relay[64];
 	struct rdv_hello *h;
 	struct rdv_proof *pr;
 	struct rdv_open o;
@@ -146,6 +147,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case RDV_ROSTER:
 		(void)rdv_parse_roster(body, blen, 64, &world, token, ents, err,
 				       sizeof(err));
+		break;
+	case RDV_RELAY:
+		/* The count the open announced: the body's own, up to 64. */
+		(void)rdv_parse_relay(body, blen,
+				      blen >= 4 && body[0] <= 64 && !body[1] &&
+						      !body[2] && !body[3]
+					      ? body[0]
+					      : 64,
+				      relay, err, sizeof(err));
 		break;
 	case RDV_PEER:
 		(void)rdv_parse_peer(body, blen, &ph, err, sizeof(err));
