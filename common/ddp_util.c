@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int
 ddp_parse_long_prefix(const char *s, long min, long max, long *out,
@@ -75,4 +76,25 @@ ddp_errf(char *err, size_t errlen, const char *fmt, ...)
 	ddp_verrf(err, errlen, fmt, ap);
 	va_end(ap);
 	return -1;
+}
+
+int
+ddp_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }

@@ -49,4 +49,8 @@ int ddp_errf(char *err, size_t errlen, const char *fmt, ...)
 int ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 	__attribute__((format(printf, 3, 0)));
 
+/* Writes all len bytes of buf to fd, retrying short writes and EINTR.
+ * Returns 0, or -1 with errno set (a write that wrote nothing: EIO). */
+int ddp_write_all(int fd, const void *buf, size_t len);
+
 #endif

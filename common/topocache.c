@@ -316,23 +316,6 @@ drop_private_infos(hwloc_topology_t topo, hwloc_obj_t obj)
 		drop_private_infos(topo, child);
 }
 
-/* Writes all of buf to fd; 0 or -1. */
-static int
-write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int
 ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
 		     size_t errlen)
@@ -396,8 +379,8 @@ ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
 	made = 1;
 	/* No fsync: the key holds the boot id, so a file torn by a crash is
 	 * never read in the next boot; readers see the rename or nothing. */
-	if (fchmod(fd, 0644) < 0 || write_all(fd, xml, (size_t)len - 1) < 0 ||
-	    close(fd) < 0) {
+	if (fchmod(fd, 0644) < 0 ||
+	    ddp_write_all(fd, xml, (size_t)len - 1) < 0 || close(fd) < 0) {
 		fd = -1;
 		say(err, errlen, "%s/%s: %s", dir, tmp, strerror(errno));
 		goto out;

@@ -324,24 +324,6 @@ ddp_verdict_format_record(const struct ddp_verdict *v, char *buf, size_t len,
 	return 0;
 }
 
-/* Writes all of len bytes at buf to fd. */
-static int
-write_all(int fd, const char *buf, size_t len)
-{
-	ssize_t n;
-
-	while (len) {
-		n = write(fd, buf, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /*
  * Keeps only the newer half of the records of fd (locked, size bytes):
  * the bytes after the first newline past the middle. In place, so that
@@ -370,7 +352,7 @@ keep_newer_half(int fd, off_t size)
 	nl = memchr(buf, '\n', have);
 	nl = nl ? nl + 1 : buf + have;
 	if (ftruncate(fd, 0) < 0 ||
-	    write_all(fd, nl, (size_t)(buf + have - nl)) < 0)
+	    ddp_write_all(fd, nl, (size_t)(buf + have - nl)) < 0)
 		goto out;
 	rv = 0;
 out:
@@ -442,7 +424,7 @@ ddp_verdict_append(const char *state_dir, const struct ddp_verdict *v,
 			 path, strerror(errno));
 		goto out;
 	}
-	if (write_all(fd, record, strlen(record)) < 0) {
+	if (ddp_write_all(fd, record, strlen(record)) < 0) {
 		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
