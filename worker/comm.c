@@ -250,7 +250,7 @@ host_check(struct ddp_comm *comm)
 static enum ddp_status
 host_watch(struct ddp_comm *comm, double deadline)
 {
-	return tcp_hang_watch(&comm->mesh, deadline);
+	return tcp_hang_watch(&comm->mesh, NULL, -1, deadline);
 }
 
 static const struct wk_nccl_host nccl_host_proto = {

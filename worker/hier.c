@@ -389,14 +389,22 @@ ready(void *a)
 struct watcharg {
 	struct wk_mesh *c;
 	const struct wk_frame *t;
+	const struct waitarg *wait; /* whom the wait is for: its lag */
+	double deadline;
+	int hang; /* the survey named the ranks (its error is set) */
 };
 
+/* The mesh's peers, and the hang survey of the wait (tcp.h). */
 static enum ddp_status
 watch(void *a)
 {
 	struct watcharg *w = a;
+	enum ddp_status st;
 
-	return tcp_watch(w->c, w->t);
+	st = tcp_hang_watch(w->c, w->t, w->wait->h->locals[w->wait->lag],
+			    w->deadline);
+	w->hang = st == DDP_ERR_TIMEOUT;
+	return st;
 }
 
 static enum ddp_status
@@ -404,13 +412,13 @@ hwait(struct wk_mesh *c, struct wk_hier *h, int which, int n, uint64_t target,
       const struct wk_frame *t, double deadline)
 {
 	struct waitarg w = {h, which, n, target, 0};
-	struct watcharg wa = {c, t};
+	struct watcharg wa = {c, t, &w, deadline, 0};
 	enum ddp_status st;
 	char d[160];
 	int p;
 
 	st = wk_bell_wait(&h->hdr->bell, ready, &w, deadline, watch, &wa);
-	if (st != DDP_ERR_TIMEOUT)
+	if (st != DDP_ERR_TIMEOUT || wa.hang)
 		return st;
 	/* Say whom we wait for, and give the other ranks' timeouts a
 	 * moment to hear it (as the TCP engine does). */
@@ -420,7 +428,7 @@ hwait(struct wk_mesh *c, struct wk_hier *h, int which, int n, uint64_t target,
 		&h->hdr->bell, ready, &w,
 		wk_now() + (c->timeout_s / 4 < 0.5 ? c->timeout_s / 4 : 0.5),
 		watch, &wa);
-	if (st != DDP_ERR_TIMEOUT)
+	if (st != DDP_ERR_TIMEOUT || wa.hang)
 		return st;
 	wk_frame_describe(t, d, sizeof(d));
 	p = h->locals[w.lag];

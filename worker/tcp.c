@@ -1249,15 +1249,16 @@ tcp_check_peers(struct wk_mesh *c)
 }
 
 enum ddp_status
-tcp_hang_watch(struct wk_mesh *c, double deadline)
+tcp_hang_watch(struct wk_mesh *c, const struct wk_frame *cur, int waiting,
+	       double deadline)
 {
 	struct wk_frame none;
 	enum ddp_status st;
 	double wake;
 
 	memset(&none, 0, sizeof(none));
-	c->waiting = -1;
-	st = tcp_watch(c, &none);
+	c->waiting = waiting;
+	st = tcp_watch(c, cur ? cur : &none);
 	return st ? st : survey(c, deadline, &wake);
 }
 

@@ -156,12 +156,14 @@ int tcp_hang_verdict(const struct wk_mesh *c, int waiting, int *out, int max);
 /* Every rank a verdict named for the call in progress (at most max). */
 int tcp_hang_absent(const struct wk_mesh *c, int *out, int max);
 /*
- * The same for a wait outside the mesh that ends at deadline (the NCCL
- * data plane): reads the notices, asks, tells and fails as above, with
- * the rank waited for unknown. DDP_OK to wait on; else the hang's
+ * The same for a wait outside the mesh that ends at deadline (shared
+ * memory, the NCCL data plane): tcp_watch(c, cur) (cur NULL: no call to
+ * compare with), then asks, tells and fails as above for the rank
+ * waited for (-1: unknown). DDP_OK to wait on; else the hang's
  * DDP_ERR_TIMEOUT or tcp_watch's errors.
  */
-enum ddp_status tcp_hang_watch(struct wk_mesh *c, double deadline);
+enum ddp_status tcp_hang_watch(struct wk_mesh *c, const struct wk_frame *cur,
+			       int waiting, double deadline);
 /*
  * Ring allreduce of buf (count elements, op not AVG) among the n ranks
  * grp[] (this rank is grp[me]) with frames under t's header, within
