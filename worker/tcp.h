@@ -121,9 +121,9 @@ enum ddp_status tcp_watch(struct wk_mesh *c, const struct wk_frame *cur);
 /*
  * A wait keeps trying its sockets for spin_s (yielding the CPU between
  * tries) before it sleeps in poll. This turns that off when this host has
- * more ranks (peers' host names) than online CPUs, where a spinning rank
- * would take the CPU its peers need. Call after the rendezvous filled the
- * peers' hosts.
+ * more ranks (peers' host names) than CPUs (of this process's cpuset
+ * cgroup, else online), where a spinning rank would take the CPU its
+ * peers need. Call after the rendezvous filled the peers' hosts.
  */
 void tcp_limit_spin(struct wk_mesh *c);
 /* Resets the per-operation peer state (stall notices, early data). */
