@@ -527,6 +527,18 @@ ddp_comm_backend(const struct ddp_comm *comm)
 	return comm ? comm->backend : DDP_BACKEND_TCP;
 }
 
+enum ddp_status
+ddp_comm_set_timeout(struct ddp_comm *comm, double seconds)
+{
+	if (!comm || !(seconds > 0))
+		return wk_err(DDP_ERR_INVALID,
+			      "ddp_comm_set_timeout: %g s is not a timeout "
+			      "(use a number of seconds > 0)",
+			      seconds);
+	comm->mesh.timeout_s = seconds;
+	return DDP_OK;
+}
+
 const char *
 ddp_comm_host(const struct ddp_comm *comm, int r)
 {

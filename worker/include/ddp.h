@@ -196,6 +196,18 @@ DDP_EXPORT int ddp_comm_local_rank(const struct ddp_comm *comm);
 DDP_EXPORT enum ddp_backend ddp_comm_backend(const struct ddp_comm *comm);
 
 /*
+ * Sets how long each later wait of comm's control plane and host backend
+ * may take before it fails naming the rank waited for (what
+ * cfg->timeout_s set for the rendezvous). A caller whose rendezvous must
+ * outwait the launch of all ranks can then bound its own work more
+ * tightly. A device backend keeps the timeout it was created with. Not
+ * while another call on comm runs. Returns DDP_ERR_INVALID unless
+ * seconds > 0.
+ */
+DDP_EXPORT enum ddp_status ddp_comm_set_timeout(struct ddp_comm *comm,
+						double seconds);
+
+/*
  * Host name of rank r as it reported itself at the rendezvous (for
  * messages). The string belongs to comm and lives as long as it does.
  * Returns NULL for an out-of-range rank.
