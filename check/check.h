@@ -33,7 +33,8 @@ enum chk_gpu_mode {
 struct chk_opts {
 	enum chk_mode mode;
 	double min_fraction; /* links below this x the reference are slow */
-	long time_limit_s;   /* hard limit of the whole check */
+	long join_limit_s;   /* the rendezvous's limit: launch skew */
+	long time_limit_s;   /* hard limit of the check after the join */
 	enum chk_gpu_mode gpu;
 	long link_ms; /* each direction's stream */
 	int verbose;
@@ -152,16 +153,38 @@ int chk_ring_connect(struct chk_ring *r, int me, int ndir,
  * Streams on out[d] until the far receiver ends it, and receives on in[d]:
  * from the first byte for window_s seconds, then ends that stream. So
  * both directions are timed where the bytes arrive, whenever each sender
- * starts. *gbps: bytes received / the time from the first byte. A stream
- * that broke, or that brought nothing before deadline, leaves its errno
- * in *recv_err (ETIMEDOUT for the latter). Returns 0, or -1 then. Closes
- * both connections of d.
+ * starts. The receiver first sends one byte back on in[d], and the sender
+ * starts on it: a link's stream starts when both of its ends are done
+ * with their earlier streams, so calling it for each direction in turn
+ * times every node's links one direction at a time with no barrier over
+ * the ranks. *gbps: bytes received / the time from the first byte. A
+ * stream that broke, or that brought nothing before deadline, leaves its
+ * errno in *recv_err (ETIMEDOUT for the latter). Returns 0, or -1 then.
+ * Closes both connections of d.
  */
 int chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		    double *gbps, int *recv_err);
 
 /* Closes everything; safe to call twice. */
 void chk_ring_close(struct chk_ring *r);
+
+/*
+ * The node's hold: while its leader times the links, a node's other ranks
+ * wait blocked on a Unix socket rather than in libddp, whose waits wake
+ * to poll their peers, so the timings do not depend on how many ranks a
+ * node has. The leader opens it (an abstract name in the node's network
+ * namespace, derived from token and the node's index, so it can be
+ * neither guessed before nor read back into the token), the others join
+ * it, and closing it releases them all at once: the leader never accepts.
+ * chk_hold_open returns the listener, or -1 with err; chk_hold_join the
+ * joined socket, or -1 (then the rank waits in libddp as before);
+ * chk_hold_wait returns 0 once fd is released (or its leader died), -1 at
+ * deadline.
+ */
+int chk_hold_open(const uint8_t token[CHK_TOKEN_LEN], int node, char *err,
+		  size_t errlen);
+int chk_hold_join(const uint8_t token[CHK_TOKEN_LEN], int node);
+int chk_hold_wait(int fd, double deadline);
 
 /* CLOCK_MONOTONIC in seconds. */
 double chk_now(void);

@@ -76,7 +76,8 @@ struct check {
 	int world;
 	char host[CHK_HOST_MAX];
 	double t0;
-	double deadline;
+	double t_join;	 /* when this rank joined the rendezvous */
+	double deadline; /* of the check's work after the join */
 	/* The nodes in the order of their lowest rank, the same everywhere. */
 	struct chk_net net;
 	int *node_of;
@@ -94,14 +95,22 @@ struct check {
 
 /* ---- the hard time limit ---- */
 
+/*
+ * Two limits: the rendezvous has the join limit from the rank's start
+ * (the launch of every rank is not the nodes' fault, however long srun
+ * takes); from the moment the rank joined, the rest of the check has the
+ * time limit. So a rank ends within join limit + time limit of its start,
+ * whatever happens.
+ */
 static const char *phase = "starting";
 static struct {
 	int rank;
 	char host[CHK_HOST_MAX];
-	long limit;
 	int code;
-	struct timespec at;
+	long long at_ns;   /* CLOCK_MONOTONIC; moved by watchdog_arm */
+	const char *limit; /* "time limit of 20 s" */
 } wd;
+static char join_limit_text[64], time_limit_text[64];
 
 static void
 set_phase(const char *p)
@@ -109,19 +118,43 @@ set_phase(const char *p)
 	__atomic_store_n(&phase, p, __ATOMIC_RELAXED);
 }
 
+static long long
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Moves the limit: the watchdog ends the process at at (chk_now()'s
+ * clock), naming limit_text. */
+static void
+watchdog_arm(double at, const char *limit_text)
+{
+	__atomic_store_n(&wd.limit, limit_text, __ATOMIC_RELAXED);
+	__atomic_store_n(&wd.at_ns, (long long)(at * 1e9), __ATOMIC_RELEASE);
+}
+
 static void *
 watchdog(void *arg)
 {
+	struct timespec ts;
+	long long at;
 	char line[512];
 	int n;
 
 	(void)arg;
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wd.at, NULL))
-		;
+	/* The limit may move later while it sleeps: look again on waking. */
+	while ((at = __atomic_load_n(&wd.at_ns, __ATOMIC_ACQUIRE)) >
+	       mono_ns()) {
+		ts.tv_sec = (time_t)(at / 1000000000LL);
+		ts.tv_nsec = (long)(at % 1000000000LL);
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
 	n = snprintf(line, sizeof(line),
-		     "ddp-check: rank %d on %s: time limit of %ld s reached "
-		     "while %s\n",
-		     wd.rank, wd.host, wd.limit,
+		     "ddp-check: rank %d on %s: %s reached while %s\n", wd.rank,
+		     wd.host, __atomic_load_n(&wd.limit, __ATOMIC_RELAXED),
 		     __atomic_load_n(&phase, __ATOMIC_RELAXED));
 	if (n > 0)
 		(void)!write(STDERR_FILENO, line,
@@ -134,14 +167,15 @@ static int
 start_watchdog(struct check *ck)
 {
 	pthread_t t;
-	double at = ck->t0 + (double)ck->o.time_limit_s;
 
 	wd.rank = ck->rank;
 	ddp_fmt(wd.host, sizeof(wd.host), "%s", ck->host);
-	wd.limit = ck->o.time_limit_s;
 	wd.code = ck->o.mode == CHK_MODE_WARN ? 0 : 1;
-	wd.at.tv_sec = (time_t)at;
-	wd.at.tv_nsec = (long)((at - (double)wd.at.tv_sec) * 1e9);
+	ddp_fmt(join_limit_text, sizeof(join_limit_text), "join limit of %ld s",
+		ck->o.join_limit_s);
+	ddp_fmt(time_limit_text, sizeof(time_limit_text), "time limit of %ld s",
+		ck->o.time_limit_s);
+	watchdog_arm(ck->t0 + (double)ck->o.join_limit_s, join_limit_text);
 	if (pthread_create(&t, NULL, watchdog, NULL) != 0) {
 		fprintf(stderr, "ddp-check: cannot start the time limit's "
 				"thread\n");
@@ -151,7 +185,7 @@ start_watchdog(struct check *ck)
 	return 0;
 }
 
-/* libddp waits at most this long for a peer; the rendezvous twice. */
+/* After the join, libddp waits at most this long for a peer. */
 static double
 comm_timeout(const struct check *ck)
 {
@@ -160,10 +194,14 @@ comm_timeout(const struct check *ck)
 	return t < 1 ? 1 : t;
 }
 
+/* The rendezvous's timeout: libddp may take it twice (joining, then the
+ * roster), so the join ends within the join limit. */
 static double
-left(const struct check *ck)
+join_timeout(const struct check *ck)
 {
-	return ck->deadline - chk_now();
+	double t = (double)ck->o.join_limit_s / 2;
+
+	return t < 1 ? 1 : t;
 }
 
 /* ---- problems ---- */
@@ -289,9 +327,9 @@ links(struct check *ck)
 	struct chk_target to[2], from[2];
 	struct chk_ring ring;
 	uint8_t token[CHK_TOKEN_LEN];
-	double *v = NULL, wait, g;
+	double *v = NULL, wait, g, until;
 	char err[256];
-	int n = net->n, i, d, s, ok, e, rc = -1;
+	int n = net->n, i, d, s, ok, e, hold = -1, rc = -1;
 
 	chk_ring_init(&ring);
 	ring.refused = refused;
@@ -320,9 +358,16 @@ links(struct check *ck)
 			fprintf(stderr, "ddp-check: rank %d on %s: %s\n",
 				ck->rank, ck->host, err);
 		v[ck->me] = ring.lport;
+		hold = chk_hold_open(token, ck->me, err, sizeof(err));
+		if (hold < 0 && ck->o.verbose)
+			fprintf(stderr, "ddp-check: rank %d on %s: %s\n",
+				ck->rank, ck->host, err);
 	}
 	if (sum(ck, v, (size_t)n, "exchanging the link-test ports") < 0)
 		goto out;
+	/* The leader's hold is there once it gave its port. */
+	if (!ck->leader)
+		hold = chk_hold_join(token, ck->me);
 	for (i = 0; i < n; i++)
 		nd[i].port = (int)v[i];
 	memset(v, 0, (size_t)n * 4 * sizeof(*v));
@@ -372,34 +417,39 @@ links(struct check *ck)
 		goto out;
 	}
 	memset(v, 0, (size_t)n * 4 * sizeof(*v));
-	set_phase("warming up the links");
-	if (ddp_barrier(ck->comm) != DDP_OK) {
-		comm_failed(ck, "starting the link test");
-		goto out;
-	}
-	if (ck->leader)
-		chk_ring_stream(&ring, CHK_WARM, WARM_S, chk_now() + WARM_S + 2,
-				&g, &e);
-	for (d = 0; d < net->ndir; d++) {
-		set_phase(d == CHK_FWD ? "timing the links to the next node"
-				       : "timing the links to the previous "
-					 "node");
-		if (ddp_barrier(ck->comm) != DDP_OK) {
-			comm_failed(ck, "starting the link test");
-			goto out;
+	/* Each stream starts when both ends of its link are free (the
+	 * receiver's go-ahead), so the directions follow one another with no
+	 * barrier; every stream is over within its window and 2 s once both
+	 * ends are there. The other ranks wait on the node's hold meanwhile,
+	 * which the leader closes when its streams are done. */
+	until = chk_now() + (net->ndir + 1) * (net->window_s + 2) + WARM_S;
+	if (until > ck->deadline - 1)
+		until = ck->deadline - 1;
+	if (!ck->leader) {
+		set_phase("waiting for the node's link test");
+		if (hold >= 0)
+			chk_hold_wait(hold, until + 1);
+	} else {
+		set_phase("warming up the links");
+		chk_ring_stream(&ring, CHK_WARM, WARM_S, until, &g, &e);
+		for (d = 0; d < net->ndir; d++) {
+			set_phase(d == CHK_FWD
+					  ? "timing the links to the next node"
+					  : "timing the links to the previous "
+					    "node");
+			/* What arrives here was sent by from[d], in
+			 * direction d. */
+			s = d == CHK_FWD ? chk_prev(n, ck->me)
+					 : chk_next(n, ck->me);
+			chk_ring_stream(&ring, d, net->window_s, until, &g, &e);
+			v[s * 2 + d] = g;
+			v[2 * n + s * 2 + d] = e;
 		}
-		if (!ck->leader)
-			continue;
-		/* What arrives here was sent by from[d], in direction d. */
-		s = d == CHK_FWD ? chk_prev(n, ck->me) : chk_next(n, ck->me);
-		wait = net->window_s + 2;
-		if (wait > left(ck) - 1)
-			wait = left(ck) - 1;
-		chk_ring_stream(&ring, d, net->window_s, chk_now() + wait, &g,
-				&e);
-		v[s * 2 + d] = g;
-		v[2 * n + s * 2 + d] = e;
 	}
+	if (hold >= 0)
+		close(hold);
+	hold = -1;
+	set_phase("gathering the link speeds");
 	if (sum(ck, v, (size_t)n * 4, "gathering the link speeds") < 0)
 		goto out;
 	for (i = 0; i < n; i++) {
@@ -411,6 +461,8 @@ links(struct check *ck)
 	net->measured = 1;
 	rc = 0;
 out:
+	if (hold >= 0)
+		close(hold);
 	chk_ring_close(&ring);
 	free(v);
 	return rc;
@@ -420,25 +472,31 @@ out:
 
 /*
  * Short enough to take about 50 ms on the slowest measured link, so that
- * a throttled node does not spend the time limit here. The same size on
- * every rank: all of them know the link speeds.
+ * a throttled node does not spend the time limit here, and shared out
+ * over the most ranks a node has: they all move their buffer through the
+ * node's CPUs and link, so the node's work stays that of one rank with
+ * the largest buffer. The same size on every rank: all of them know the
+ * link speeds and the nodes.
  */
 static size_t
 allreduce_elems(const struct check *ck)
 {
 	const struct chk_net *net = &ck->net;
-	double slowest = -1, bytes;
+	double slowest = -1, bytes = (double)AR_MAX_ELEMS * 4;
 	size_t n = AR_MAX_ELEMS;
-	int i, d;
+	int i, d, most = 1;
 
+	for (i = 0; i < net->n; i++)
+		if (net->node[i].nranks > most)
+			most = net->node[i].nranks;
 	for (i = 0; net->measured && i < net->n; i++)
 		for (d = 0; d < net->ndir; d++)
 			if (net->node[i].gbps[d] >= 0 &&
 			    (slowest < 0 || net->node[i].gbps[d] < slowest))
 				slowest = net->node[i].gbps[d];
-	if (slowest < 0)
-		return n;
-	bytes = slowest * 1e9 * 0.05;
+	if (slowest >= 0 && slowest * 1e9 * 0.05 < bytes)
+		bytes = slowest * 1e9 * 0.05;
+	bytes /= most;
 	while (n > AR_MIN_ELEMS && (double)n * 4 > bytes)
 		n /= 2;
 	return n;
@@ -1042,9 +1100,15 @@ run(struct check *ck)
 
 	set_phase("joining the rendezvous");
 	cfg.backend = DDP_BACKEND_TCP;
-	cfg.timeout_s = comm_timeout(ck);
+	cfg.timeout_s = join_timeout(ck);
 	if (ddp_comm_init(&cfg, &ck->comm) != DDP_OK)
 		return comm_failed(ck, "rendezvous");
+	/* Joined: from here the check's own work has the time limit. */
+	ck->t_join = chk_now();
+	ck->deadline = ck->t_join + (double)ck->o.time_limit_s;
+	watchdog_arm(ck->deadline, time_limit_text);
+	if (ddp_comm_set_timeout(ck->comm, comm_timeout(ck)) != DDP_OK)
+		return comm_failed(ck, "setting the timeout");
 	if (find_nodes(ck) < 0 || links(ck) < 0 ||
 	    allreduce_all(ck, &ar_wrong) < 0)
 		return -1;
@@ -1094,7 +1158,7 @@ main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	ck.t0 = chk_now();
-	ck.deadline = ck.t0 + (double)ck.o.time_limit_s;
+	ck.deadline = ck.t0 + (double)ck.o.join_limit_s;
 	if (gethostname(ck.host, sizeof(ck.host) - 1) < 0)
 		ddp_fmt(ck.host, sizeof(ck.host), "unknown-host");
 	if (ddp_config_from_env(&ck.cfg) != DDP_OK) {

@@ -16,12 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "ddp_util.h"
+#include "sha256.h"
 
 /* token, node index (4 bytes, big endian), direction (1 byte) */
 #define HELLO_LEN (CHK_TOKEN_LEN + 5)
@@ -628,6 +631,9 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 	return rc;
 }
 
+/* The receiver's go-ahead, one byte back on the stream's connection. */
+#define GO_BYTE 'g'
+
 int
 chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		double *gbps, int *recv_err)
@@ -635,8 +641,8 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 	struct pollfd pfd[2];
 	double t_first = 0, now;
 	uint64_t bytes = 0;
-	uint8_t *buf = NULL;
-	int sending = 1, receiving = 1, n, is, ir, rc = -1;
+	uint8_t *buf = NULL, go = GO_BYTE;
+	int sending = 1, receiving = 1, told = 0, n, is, ir, rc = -1;
 	ssize_t k;
 
 	*gbps = 0;
@@ -646,12 +652,17 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		*recv_err = ENOMEM;
 		goto out;
 	}
+	/* This node is free to receive: its source may start. */
+	if (send(r->in[d], &go, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+		*recv_err = errno ? errno : EPROTO;
+		receiving = 0;
+	}
 	while ((sending || receiving) && (now = chk_now()) < deadline) {
 		n = 0;
 		is = ir = -1;
 		if (sending) {
 			pfd[n].fd = r->out[d];
-			pfd[n].events = POLLOUT;
+			pfd[n].events = told ? POLLOUT : POLLIN;
 			is = n++;
 		}
 		if (receiving) {
@@ -664,9 +675,18 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		    errno != EINTR)
 			break;
 		now = chk_now();
-		/* The receiver ends the stream (a reset), which is how the
-		 * sender learns that the far window is over. */
-		if (is >= 0 && pfd[is].revents) {
+		/* The sender waits for its receiver's go-ahead; the receiver
+		 * ends the stream (a reset), which is how the sender learns
+		 * that the far window is over. */
+		if (is >= 0 && pfd[is].revents && !told) {
+			k = recv(r->out[d], &go, 1, MSG_DONTWAIT);
+			if (k == 1)
+				told = 1;
+			else if (k == 0 ||
+				 (errno != EAGAIN && errno != EWOULDBLOCK &&
+				  errno != EINTR))
+				sending = 0;
+		} else if (is >= 0 && pfd[is].revents) {
 			k = send(r->out[d], buf, CHUNK,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
@@ -702,4 +722,85 @@ out:
 	abort_close(&r->in[d]);
 	free(buf);
 	return rc;
+}
+
+/* ---- the node's hold ---- */
+
+/* An abstract name no one can guess before the leader binds it, and that
+ * tells nothing of the token once /proc/net/unix shows it. */
+static socklen_t
+hold_addr(struct sockaddr_un *sa, const uint8_t token[CHK_TOKEN_LEN], int node)
+{
+	static const char tag[] = "ddp-check hold";
+	unsigned char h[DDP_SHA256_LEN];
+	uint8_t be[4] = {(uint8_t)((unsigned)node >> 24),
+			 (uint8_t)((unsigned)node >> 16),
+			 (uint8_t)((unsigned)node >> 8), (uint8_t)node};
+	struct ddp_sha256 st;
+	size_t k, len;
+
+	ddp_sha256_init(&st);
+	ddp_sha256_update(&st, tag, sizeof(tag));
+	ddp_sha256_update(&st, token, CHK_TOKEN_LEN);
+	ddp_sha256_update(&st, be, sizeof(be));
+	ddp_sha256_final(&st, h);
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	len = 1 + (size_t)snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1,
+				   "ddp-check-");
+	for (k = 0; k < 16 && len + 2 < sizeof(sa->sun_path); k++, len += 2)
+		snprintf(sa->sun_path + len, 3, "%02x", h[k]);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+}
+
+int
+chk_hold_open(const uint8_t token[CHK_TOKEN_LEN], int node, char *err,
+	      size_t errlen)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = hold_addr(&sa, token, node);
+	int fd;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sl) < 0 ||
+	    listen(fd, SOMAXCONN) < 0) {
+		ddp_fmt(err, errlen,
+			"cannot open the node's hold socket: %s (the node's "
+			"other ranks wait in libddp instead)",
+			strerror(errno));
+		xclose(&fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
+chk_hold_join(const uint8_t token[CHK_TOKEN_LEN], int node)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = hold_addr(&sa, token, node);
+	int fd;
+
+	/* Non-blocking: a full backlog is a refusal, not a wait. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sl) < 0)
+		xclose(&fd);
+	return fd;
+}
+
+int
+chk_hold_wait(int fd, double deadline)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	double now;
+	int n;
+
+	while ((now = chk_now()) < deadline) {
+		n = poll(&pfd, 1, (int)((deadline - now) * 1000) + 1);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+	return -1;
 }

@@ -23,17 +23,22 @@ chk_usage(FILE *f)
 	fprintf(f,
 		"usage: srun --ddp ddp-check [--mode fail|warn|off] "
 		"[--min-fraction F]\n"
-		"                  [--time-limit S] [--gpu auto|on|off] "
-		"[--link-ms MS] [--port N] [--verbose]\n"
-		"                  [--verdict-fd FD]\n"
+		"                  [--join-limit J] [--time-limit S] "
+		"[--gpu auto|on|off]\n"
+		"                  [--link-ms MS] [--port N] [--verbose] "
+		"[--verdict-fd FD]\n"
 		"  --mode MODE        fail (default): a problem ends every "
 		"rank with status 1;\n"
 		"                     warn: print it, status 0; off: do "
 		"nothing\n"
 		"  --min-fraction F   a link below F x the median link is "
 		"slow (default 0.5)\n"
-		"  --time-limit S     hard limit of the whole check in "
-		"seconds (default 60)\n"
+		"  --join-limit J     seconds the rendezvous waits for every "
+		"rank to start\n"
+		"                     and join (default 60)\n"
+		"  --time-limit S     hard limit of the check's work after "
+		"the join, in\n"
+		"                     seconds (default 60)\n"
 		"  --gpu MODE         auto (default): where the ranks have "
 		"GPUs, a CUDA driver\n"
 		"                     and libddp's NCCL backend; on: "
@@ -93,6 +98,7 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 		{"mode", required_argument, NULL, 'm'},
 		{"min-fraction", required_argument, NULL, 'f'},
 		{"time-limit", required_argument, NULL, 't'},
+		{"join-limit", required_argument, NULL, 'j'},
 		{"gpu", required_argument, NULL, 'g'},
 		{"link-ms", required_argument, NULL, 'l'},
 		{"port", required_argument, NULL, 'p'},
@@ -109,6 +115,7 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 	o->mode = CHK_MODE_FAIL;
 	o->min_fraction = 0.5;
 	o->time_limit_s = 60;
+	o->join_limit_s = 60;
 	o->gpu = CHK_GPU_AUTO;
 	o->link_ms = 200;
 	o->verdict_fd = -1;
@@ -142,6 +149,14 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 					       "use whole seconds from 1 to "
 					       "3600, e.g. 60");
 			o->time_limit_s = v;
+			break;
+		case 'j':
+			if (ddp_parse_long(optarg, 1, 3600, &v) < 0)
+				return bad_opt(err, errlen, "join-limit",
+					       optarg,
+					       "use whole seconds from 1 to "
+					       "3600, e.g. 60");
+			o->join_limit_s = v;
 			break;
 		case 'g':
 			if (strcmp(optarg, "auto") == 0)

@@ -42,6 +42,9 @@ test_options(void)
 		{"--time-limit 0", "--time-limit: invalid value '0' (use whole "
 				   "seconds from 1 to 3600"},
 		{"--time-limit 2.5", "invalid value '2.5'"},
+		{"--join-limit 0", "--join-limit: invalid value '0' (use whole "
+				   "seconds from 1 to 3600"},
+		{"--join-limit 3601", "--join-limit: invalid value '3601'"},
 		{"--gpu yes", "--gpu: invalid value 'yes' (use auto, on or "
 			      "off)"},
 		{"--link-ms 5", "--link-ms: invalid value '5'"},
@@ -61,19 +64,22 @@ test_options(void)
 
 	tap_ok(parse("", &o, err, sizeof(err)) == 0 &&
 		       o.mode == CHK_MODE_FAIL && o.min_fraction == 0.5 &&
-		       o.time_limit_s == 60 && o.gpu == CHK_GPU_AUTO &&
-		       o.link_ms == 200 && o.port == 0 && o.verdict_fd == -1,
-	       "defaults: fail, 0.5, 60 s, gpu auto, 200 ms, MASTER_PORT, "
+		       o.time_limit_s == 60 && o.join_limit_s == 60 &&
+		       o.gpu == CHK_GPU_AUTO && o.link_ms == 200 &&
+		       o.port == 0 && o.verdict_fd == -1,
+	       "defaults: fail, 0.5, 60 s, join 60 s, gpu auto, 200 ms, "
+	       "MASTER_PORT, "
 	       "no verdict descriptor");
 	tap_ok(parse("--verdict-fd 7", &o, err, sizeof(err)) == 0 &&
 		       o.verdict_fd == 7,
 	       "--verdict-fd 7");
 	tap_ok(parse("--mode=warn --min-fraction 0.25 --time-limit=9 --gpu "
-		     "off --link-ms 50 --verbose --port=29517",
+		     "off --link-ms 50 --verbose --port=29517 --join-limit 300",
 		     &o, err, sizeof(err)) == 0 &&
 		       o.mode == CHK_MODE_WARN && o.min_fraction == 0.25 &&
 		       o.time_limit_s == 9 && o.gpu == CHK_GPU_OFF &&
-		       o.link_ms == 50 && o.verbose && o.port == 29517,
+		       o.link_ms == 50 && o.verbose && o.port == 29517 &&
+		       o.join_limit_s == 300,
 	       "every option, with = and with a space");
 	tap_ok(parse("--mode off", &o, err, sizeof(err)) == 0 &&
 		       o.mode == CHK_MODE_OFF,
