@@ -384,6 +384,8 @@ static const struct conf_key keys[] = {
 	{"check_min_fraction", KEY_FRACTION, 0, 1,
 	 "a number in (0, 1] of at most 6 decimals, e.g. 0.5", "0.5",
 	 FIELD(check_min_fraction)},
+	{"check_join_limit", KEY_UINT, 1, 3600, "whole seconds, 1-3600", "60",
+	 FIELD(check_join_limit)},
 	{"check_time_limit", KEY_UINT, 1, 3600, "whole seconds, 1-3600", "20",
 	 FIELD(check_time_limit)},
 	{"check_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,

@@ -60,7 +60,9 @@
  *                    N[s|m|h|d] between 60s and 365d [86400]
  *   check_min_fraction links below this fraction of the typical link are
  *                    slow, in (0, 1] [0.5]
- *   check_time_limit seconds the whole check may take, 1-3600 [20]
+ *   check_join_limit seconds the check's rendezvous waits for every rank
+ *                    to start, 1-3600 [60]
+ *   check_time_limit seconds the check may take once joined, 1-3600 [20]
  *   check_path       absolute path of ddp-check [DDP_CHECK_PATH: BINDIR of
  *                    the build]
  *   topology_cache   the node's hwloc topology as XML, written by the
@@ -178,6 +180,7 @@ struct ddp_conf {
 	char nccl_socket_ifname[DDP_CONF_NCCL_LEN]; /* "" = leave unset */
 	enum ddp_check check;
 	double check_min_fraction; /* in (0, 1] */
+	unsigned check_join_limit; /* seconds */
 	unsigned check_time_limit; /* seconds */
 	char check_path[PATH_MAX];
 	unsigned check_requeue_max;    /* requeues per job, 0-100 */

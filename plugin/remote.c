@@ -11,7 +11,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -726,13 +728,35 @@ drain_verdicts(struct verdict_text *t)
 	t->fd = -1;
 }
 
-/* Waits for pid until deadline, then kills it, reading t meanwhile.
- * Returns its wait status, or -1 when waitpid fails. */
+/* A descriptor that turns readable when pid ends (Linux 5.3 and later),
+ * or -1 where the kernel or the build lacks pidfd_open. */
+static int
+pid_fd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void)pid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/*
+ * Waits for pid until deadline, then kills it, reading t meanwhile.
+ * Every task of a node waits so: each sleeps in poll until its check
+ * ends, writes findings or reaches the deadline, where a fixed tick would
+ * wake hundreds of tasks 50 times a second beside the link test. Without
+ * a pidfd it looks every 20 ms. Returns its wait status, or -1 when
+ * waitpid fails.
+ */
 static int
 wait_check(pid_t pid, double deadline, int *killed, struct verdict_text *t)
 {
 	const struct timespec tick = {0, 20 * 1000 * 1000};
-	int status = 0;
+	struct pollfd pfd[2];
+	int status = 0, pidfd = pid_fd(pid), n, ms;
+	double now;
 	pid_t r;
 
 	*killed = 0;
@@ -741,16 +765,32 @@ wait_check(pid_t pid, double deadline, int *killed, struct verdict_text *t)
 		r = waitpid(pid, &status, WNOHANG);
 		if (r == pid) {
 			drain_verdicts(t);
-			return status;
+			break;
 		}
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (!*killed && now_s() >= deadline) {
+		if (r < 0 && errno != EINTR) {
+			status = -1;
+			break;
+		}
+		now = now_s();
+		if (!*killed && now >= deadline) {
 			kill(pid, SIGKILL);
 			*killed = 1;
 		}
-		nanosleep(&tick, NULL);
+		if (pidfd < 0) {
+			nanosleep(&tick, NULL);
+			continue;
+		}
+		n = 0;
+		pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+		if (t->fd >= 0)
+			pfd[n++] =
+				(struct pollfd){.fd = t->fd, .events = POLLIN};
+		ms = *killed ? -1 : (int)((deadline - now) * 1000) + 1;
+		poll(pfd, (nfds_t)n, ms);
 	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return status;
 }
 
 /* A node's first task: hands slurmstepd the findings about its node. */
@@ -804,10 +844,10 @@ use_verdicts(const struct ddp_plugin *p, enum ddp_check mode, uint32_t local,
  * --ddp-check: runs ddp-check (one rendezvous of every rank, on the
  * step's check port, not MASTER_PORT) from this task, as its user, with
  * the task's environment as set so far (the job environment, not
- * slurmstepd's own), and waits for it. ddp-check ends itself at its time
- * limit; the kill 5 s later is the backstop for one that cannot. The same
- * on every Slurm version: 22.05 has no spank_prepend_task_argv, and a
- * wrapper would outlive nothing anyway.
+ * slurmstepd's own), and waits for it. ddp-check ends itself at its join
+ * and time limits; the kill 5 s after both is the backstop for one that
+ * cannot. The same on every Slurm version: 22.05 has no
+ * spank_prepend_task_argv, and a wrapper would outlive nothing anyway.
  * Returns 0 to start the program, or -1 (logged) to end the task.
  */
 static int
@@ -816,10 +856,15 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 {
 	const struct ddp_conf *conf = &p->conf;
 	const struct ddp_node *n = &p->node;
-	char frac[32], limit[32], port[32], vfd[32] = "", **env = NULL;
-	char *argv[] = {NULL, "--mode",	      NULL,  "--min-fraction",
-			frac, "--time-limit", limit, "--port",
-			port, "--verdict-fd", vfd,   NULL};
+	char frac[32], limit[32], join[32], port[32], vfd[32] = "";
+	char **env = NULL;
+	char *argv[] = {NULL,  "--mode",
+			NULL,  "--min-fraction",
+			frac,  "--join-limit",
+			join,  "--time-limit",
+			limit, "--port",
+			port,  "--verdict-fd",
+			vfd,   NULL};
 	struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
 	struct verdict_text *text = NULL;
 	sigset_t all;
@@ -828,6 +873,7 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 
 	if (ddp_fmt(frac, sizeof(frac), "%.6f", conf->check_min_fraction) < 0 ||
 	    ddp_fmt(limit, sizeof(limit), "%u", conf->check_time_limit) < 0 ||
+	    ddp_fmt(join, sizeof(join), "%u", conf->check_join_limit) < 0 ||
 	    ddp_fmt(port, sizeof(port), "%ld", n->check_port) < 0)
 		return -1;
 	if (n->check_port <= 0) {
@@ -853,7 +899,7 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 		ddp_info("--ddp-check: %s: the check's findings are not "
 			 "read: %s",
 			 n->host, text ? strerror(errno) : "out of memory");
-		argv[9] = NULL;
+		argv[11] = NULL;
 		if (pfd[0] >= 0)
 			close(pfd[0]);
 		if (pfd[1] >= 0)
@@ -888,8 +934,10 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 		sigaction(SIGCHLD, &old, NULL);
 		goto out;
 	}
-	status = wait_check(pid, now_s() + conf->check_time_limit + 5, &killed,
-			    text);
+	status = wait_check(pid,
+			    now_s() + conf->check_join_limit +
+				    conf->check_time_limit + 5,
+			    &killed, text);
 	sigaction(SIGCHLD, &old, NULL);
 	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		use_verdicts(p, mode, local, global, 0, text);
@@ -914,9 +962,11 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 		 WEXITSTATUS(status) == 127)
 		; /* the child said why */
 	else if (killed)
-		ddp_error("%s: --ddp-check: %s did not end within its time "
-			  "limit of %u s: killed, the program was not started",
-			  n->host, argv[0], conf->check_time_limit);
+		ddp_error("%s: --ddp-check: %s did not end within its join "
+			  "and time limits (%u + %u s): killed, the program "
+			  "was not started",
+			  n->host, argv[0], conf->check_join_limit,
+			  conf->check_time_limit);
 	else
 		ddp_error("%s: --ddp-check: %s ended abnormally (status %d): "
 			  "the program was not started",

@@ -89,8 +89,9 @@ test_defaults(void)
 	tap_ok(c.nccl_ib_hca[0] == '\0' && c.nccl_socket_ifname[0] == '\0',
 	       "no NCCL variable by default: NCCL chooses its NICs");
 	tap_ok(c.check == DDP_CHECK_OFF && c.check_min_fraction == 0.5 &&
-		       c.check_time_limit == 20,
-	       "default check off, min fraction 0.5, time limit 20 s");
+		       c.check_time_limit == 20 && c.check_join_limit == 60,
+	       "default check off, min fraction 0.5, time limit 20 s, join "
+	       "limit 60 s");
 	TAP_STREQ(c.check_path, DDP_CHECK_PATH, "default check_path (BINDIR)");
 	tap_ok(c.check_requeue_max == 2 && c.check_drain_jobs == 3 &&
 		       c.check_drain_users == 2 &&
@@ -213,6 +214,12 @@ test_check_keys(void)
 	refused("check_time_limit", "0", "1-3600");
 	refused("check_time_limit", "3601", "1-3600");
 	refused("check_time_limit", "20s", "whole seconds");
+	tap_ok(ddp_conf_set(&c, "check_join_limit", "600", err, sizeof(err)) ==
+			       0 &&
+		       c.check_join_limit == 600,
+	       "check_join_limit 600");
+	refused("check_join_limit", "0", "1-3600");
+	refused("check_join_limit", "3601", "1-3600");
 	tap_ok(ddp_conf_set(&c, "check_path", "/opt/ddp/bin/ddp-check", err,
 			    sizeof(err)) == 0 &&
 		       !strcmp(c.check_path, "/opt/ddp/bin/ddp-check"),
@@ -281,7 +288,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 26 && defaults_ok == nkeys,
+	tap_ok(nkeys == 27 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);
