@@ -1,0 +1,3 @@
+ceil1 = 1.0416
+ceil4 = 0
+have_launch = 0
