@@ -14,7 +14,21 @@
  * figure is the median step time (maximum over ranks) of the steps after the
  * warm-up.
  *
+ * -S BLOCKS measures instead what naming late ranks costs (libddp(3),
+ * "Late ranks"): two reducers on the same layers, one with the
+ * bookkeeping off (DDP_STRAGGLER_EVERY=0), one on (every 100 steps, the
+ * default), take turns for blocks of 100 overlapped steps, so that the
+ * host's drift hits both alike; each pair of blocks gives the ratio of
+ * their mean step times (on / off). Prints on rank 0:
+ *   layers,bytes_per_layer,world,pairs,off_ms,on_ms,ratio_median,
+ *   ratio_p95,ratio_min,ratio_max,last_off_ms,last_on_ms
+ * with off_ms and on_ms the medians of the blocks' mean step times, and
+ * last_*_ms the median of how much longer a block's last step (the one
+ * that reports, when on) took than the block's median step: the report
+ * measured directly, much less noisy than the ratio on a busy host.
+ *
  *   overlap [-l LAYERS] [-b BYTES_PER_LAYER] [-p PASSES] [-s STEPS]
+ *           [-S BLOCKS]
  */
 #include <ddp.h>
 #include <errno.h>
@@ -102,6 +116,113 @@ cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static double
+median_of(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * Mean step time (maximum over ranks) of `steps` (at most MAX_STEPS)
+ * overlapped steps, and how much longer than the block's median step its
+ * last step took: the step whose ddp_grad_sync_wait makes the report.
+ */
+static int
+block(struct net *n, struct ddp_grad_sync *gs, struct ddp_comm *comm, int steps,
+      double *mean, double *last_extra)
+{
+	double total = 0, t0, dt[MAX_STEPS], last;
+	int s;
+
+	for (s = 0; s < steps; s++) {
+		t0 = now_s();
+		if (step(n, gs, M_ON))
+			return -1;
+		dt[s] = now_s() - t0;
+		if (check(ddp_allreduce(comm, &dt[s], &dt[s], 1, DDP_FLOAT64,
+					DDP_MAX),
+			  "allreduce"))
+			return -1;
+		total += dt[s];
+	}
+	last = dt[steps - 1];
+	*mean = total / steps;
+	*last_extra = last - median_of(dt, steps);
+	return 0;
+}
+
+/* -S: the straggler bookkeeping's cost, off and on in turns. */
+static int
+straggler_cost(struct net *n, struct ddp_comm *comm,
+	       const struct ddp_grad_sync_opts *go, int pairs)
+{
+	enum { BLOCK = 100 };
+	struct ddp_grad_sync *gs[2] = {NULL, NULL};
+	double *ratio = calloc((size_t)pairs, sizeof(double));
+	double *ms[2] = {calloc((size_t)pairs, sizeof(double)),
+			 calloc((size_t)pairs, sizeof(double))};
+	double *extra[2] = {calloc((size_t)pairs, sizeof(double)),
+			    calloc((size_t)pairs, sizeof(double))};
+	double warm, junk;
+	int k, l, b, which, rc = -1;
+
+	if (!ratio || !ms[0] || !ms[1] || !extra[0] || !extra[1])
+		goto out;
+	for (k = 0; k < 2; k++) {
+		/* Read by ddp_grad_sync_create: 0 is off, 100 the default. */
+		if (setenv("DDP_STRAGGLER_EVERY", k ? "100" : "0", 1) < 0 ||
+		    check(ddp_grad_sync_create(comm, go, &gs[k]), "create"))
+			goto out;
+		for (l = 0; l < n->layers; l++)
+			if (ddp_grad_sync_add(gs[k], n->param[l], n->grad[l],
+					      n->count, DDP_FLOAT32) < 0) {
+				fprintf(stderr, "overlap: %s\n",
+					ddp_last_error());
+				goto out;
+			}
+		if (check(ddp_grad_sync_start(gs[k]), "start"))
+			goto out;
+	}
+	for (k = 0; k < 2; k++)
+		if (block(n, gs[k], comm, BLOCK, &warm, &junk))
+			goto out;
+	for (b = 0; b < pairs; b++) {
+		for (k = 0; k < 2; k++) {
+			which = b % 2 ? 1 - k : k;
+			if (block(n, gs[which], comm, BLOCK, &ms[which][b],
+				  &extra[which][b]))
+				goto out;
+		}
+		ratio[b] = ms[1][b] / ms[0][b];
+	}
+	if (ddp_comm_rank(comm) == 0) {
+		double off = median_of(ms[0], pairs),
+		       on = median_of(ms[1], pairs);
+		double med = median_of(ratio, pairs);
+		int p95 = (int)(0.95 * (pairs - 1) + 0.5);
+
+		printf("layers,bytes_per_layer,world,pairs,off_ms,on_ms,"
+		       "ratio_median,ratio_p95,ratio_min,ratio_max,"
+		       "last_off_ms,last_on_ms\n");
+		printf("%d,%zu,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+		       n->layers, n->count * 4, ddp_comm_size(comm), pairs,
+		       off * 1e3, on * 1e3, med, ratio[p95], ratio[0],
+		       ratio[pairs - 1], median_of(extra[0], pairs) * 1e3,
+		       median_of(extra[1], pairs) * 1e3);
+	}
+	rc = 0;
+out:
+	ddp_grad_sync_destroy(gs[0]);
+	ddp_grad_sync_destroy(gs[1]);
+	free(ratio);
+	free(ms[0]);
+	free(ms[1]);
+	free(extra[0]);
+	free(extra[1]);
+	return rc;
+}
+
 static int
 parse_long(const char *s, long lo, long hi, long *out)
 {
@@ -124,10 +245,10 @@ main(int argc, char **argv)
 	struct ddp_grad_sync *gs = NULL;
 	struct ddp_comm *comm = NULL;
 	double med[4], t[MAX_STEPS];
-	long v, steps = 10, warm = 2;
+	long v, steps = 10, warm = 2, pairs = 0;
 	int c, l, m, s, rc = 1, early = 0;
 
-	while ((c = getopt(argc, argv, "l:b:p:s:")) != -1) {
+	while ((c = getopt(argc, argv, "l:b:p:s:S:")) != -1) {
 		if (!optarg || parse_long(optarg, 1, 1L << 30, &v))
 			goto usage;
 		if (c == 'l' && v <= MAX_LAYERS)
@@ -138,6 +259,8 @@ main(int argc, char **argv)
 			n.passes = v;
 		else if (c == 's' && v <= MAX_STEPS)
 			steps = v;
+		else if (c == 'S' && v <= 10000)
+			pairs = v;
 		else
 			goto usage;
 	}
@@ -149,13 +272,22 @@ main(int argc, char **argv)
 	 * as that layer's backward ends. */
 	go.first_bucket_bytes = n.count * 4;
 	go.bucket_cap_bytes = n.count * 4;
-	if (check(ddp_grad_sync_create(comm, &go, &gs), "create"))
-		goto out;
 	for (l = 0; l < n.layers; l++) {
 		n.param[l] = calloc(n.count, sizeof(float));
 		n.grad[l] = calloc(n.count, sizeof(float));
-		if (!n.param[l] || !n.grad[l] ||
-		    ddp_grad_sync_add(gs, n.param[l], n.grad[l], n.count,
+		if (!n.param[l] || !n.grad[l]) {
+			fprintf(stderr, "overlap: no memory for layer %d\n", l);
+			goto out;
+		}
+	}
+	if (pairs) {
+		rc = straggler_cost(&n, comm, &go, (int)pairs) ? 1 : 0;
+		goto out;
+	}
+	if (check(ddp_grad_sync_create(comm, &go, &gs), "create"))
+		goto out;
+	for (l = 0; l < n.layers; l++) {
+		if (ddp_grad_sync_add(gs, n.param[l], n.grad[l], n.count,
 				      DDP_FLOAT32) < 0) {
 			fprintf(stderr, "overlap: cannot add layer %d: %s\n", l,
 				ddp_last_error());
@@ -200,7 +332,7 @@ main(int argc, char **argv)
 	goto out;
 usage:
 	fprintf(stderr, "usage: overlap [-l LAYERS] [-b BYTES_PER_LAYER] "
-			"[-p PASSES] [-s STEPS]\n");
+			"[-p PASSES] [-s STEPS] [-S BLOCKS]\n");
 	return 2;
 out:
 	ddp_grad_sync_destroy(gs);
