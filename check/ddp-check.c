@@ -42,7 +42,7 @@
 #include "ddp_util.h"
 
 #define AR_MAX_ELEMS (1u << 20) /* 4 MiB of float32 */
-#define AR_MIN_ELEMS (1u << 14)
+#define AR_MIN_ELEMS 256u
 #define AR_ITERS 3
 #define GPU_ELEMS (8u << 20) /* 32 MiB of float32 */
 #define GPU_ITERS 5
@@ -473,9 +473,10 @@ out:
 /*
  * Short enough to take about 50 ms on the slowest measured link, so that
  * a throttled node does not spend the time limit here, and shared out
- * over the most ranks a node has: they all move their buffer through the
- * node's CPUs and link, so the node's work stays that of one rank with
- * the largest buffer. The same size on every rank: all of them know the
+ * over the most ranks a node has and the doublings of the ranks: they
+ * all move their buffer through the node's CPUs and link once per
+ * doubling, so the node's work stays that of one rank with the largest
+ * buffer (at least 1 KiB). The same size on every rank: all of them know the
  * link speeds and the nodes.
  */
 static size_t
@@ -496,7 +497,11 @@ allreduce_elems(const struct check *ck)
 				slowest = net->node[i].gbps[d];
 	if (slowest >= 0 && slowest * 1e9 * 0.05 < bytes)
 		bytes = slowest * 1e9 * 0.05;
-	bytes /= most;
+	/* Recursive doubling, libddp's choice for small sizes, sends the
+	 * whole buffer once per doubling. */
+	for (i = 1, d = 0; i < ck->world; i *= 2)
+		d++;
+	bytes /= (double)most * (d > 1 ? d : 1);
 	while (n > AR_MIN_ELEMS && (double)n * 4 > bytes)
 		n /= 2;
 	return n;
