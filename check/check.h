@@ -287,4 +287,36 @@ typedef const char *chk_host_fn(void *arg, int rank);
 int chk_explain_rdv(const char *msg, chk_host_fn *host_of, void *arg, char *out,
 		    size_t outlen);
 
+/* ---- the collectives after the link test (plan.c) ---- */
+
+/* The slowest measured link of net in GB/s, -1 when none was measured. */
+double chk_slowest_gbps(const struct chk_net *net);
+
+/* The most ranks a node of net has, at least 1. */
+int chk_most_ranks(const struct chk_net *net);
+
+/* The steps of a recursive doubling over world ranks: ceil(log2 world). */
+int chk_doublings(int world);
+
+/*
+ * The expected seconds of an allreduce of bytes per rank over world
+ * ranks on the slowest measured link: recursive doubling sends the whole
+ * buffer once per doubling, and every rank of the fullest node sends
+ * through the node's one link. 0 when no link was measured.
+ */
+double chk_collective_s(const struct chk_net *net, int world, double bytes);
+
+/*
+ * How long libddp may wait for a peer in that allreduce: a quarter of the
+ * time limit (at least 1 s), or four times the expected seconds where
+ * that is longer, but then at most remaining_s - 1 (the time limit left),
+ * so a rank that never enters is still named before the time limit ends
+ * the check.
+ */
+double chk_wait_s(const struct chk_net *net, int world, double bytes,
+		  double time_limit_s, double remaining_s);
+
+/* 1 when any of the len values of row is not zero. */
+int chk_row_used(const double *row, size_t len);
+
 #endif

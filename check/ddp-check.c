@@ -482,29 +482,41 @@ out:
 static size_t
 allreduce_elems(const struct check *ck)
 {
-	const struct chk_net *net = &ck->net;
-	double slowest = -1, bytes = (double)AR_MAX_ELEMS * 4;
+	double slowest = chk_slowest_gbps(&ck->net);
+	double bytes = (double)AR_MAX_ELEMS * 4;
 	size_t n = AR_MAX_ELEMS;
-	int i, d, most = 1;
+	int d = chk_doublings(ck->world);
 
-	for (i = 0; i < net->n; i++)
-		if (net->node[i].nranks > most)
-			most = net->node[i].nranks;
-	for (i = 0; net->measured && i < net->n; i++)
-		for (d = 0; d < net->ndir; d++)
-			if (net->node[i].gbps[d] >= 0 &&
-			    (slowest < 0 || net->node[i].gbps[d] < slowest))
-				slowest = net->node[i].gbps[d];
 	if (slowest >= 0 && slowest * 1e9 * 0.05 < bytes)
 		bytes = slowest * 1e9 * 0.05;
 	/* Recursive doubling, libddp's choice for small sizes, sends the
 	 * whole buffer once per doubling. */
-	for (i = 1, d = 0; i < ck->world; i *= 2)
-		d++;
-	bytes /= (double)most * (d > 1 ? d : 1);
+	bytes /= (double)chk_most_ranks(&ck->net) * (d > 1 ? d : 1);
 	while (n > AR_MIN_ELEMS && (double)n * 4 > bytes)
 		n /= 2;
 	return n;
+}
+
+/*
+ * Before a collective of bytes per rank: libddp waits for a peer as long
+ * as the slowest measured link needs to carry it (chk_wait_s), so a node
+ * whose link is slow but working is not taken for a hung rank.
+ */
+static int
+plan_wait(struct check *ck, double bytes, const char *what)
+{
+	double s = chk_wait_s(&ck->net, ck->world, bytes,
+			      (double)ck->o.time_limit_s,
+			      ck->deadline - chk_now());
+
+	if (ck->o.verbose && ck->rank == 0)
+		fprintf(stderr,
+			"ddp-check: %s: %.0f bytes a rank, waits up "
+			"to %.1f s for a peer\n",
+			what, bytes, s);
+	if (ddp_comm_set_timeout(ck->comm, s) != DDP_OK)
+		return comm_failed(ck, "setting the timeout");
+	return 0;
 }
 
 static int
@@ -522,6 +534,8 @@ allreduce_all(struct check *ck, int *wrong)
 		fprintf(stderr, "ddp-check: out of memory\n");
 		goto out;
 	}
+	if (plan_wait(ck, (double)(n * sizeof(*buf)), "the allreduce") < 0)
+		goto out;
 	t = chk_now();
 	for (it = 0; it <= AR_ITERS; it++) {
 		/* The first call warms up and is not timed. */
@@ -608,16 +622,28 @@ rank_gpu(const struct check *ck, int r, char *buf, size_t len)
 	ddp_fmt(buf, len, "%s", k ? id : "-");
 }
 
-/* Everyone's GPU bus id, GPU state and allreduce verdict. */
+/*
+ * Everyone's GPU bus id, GPU state and allreduce verdict, as one row of
+ * ck->rec per rank that the others' rows leave zero, so a sum gathers
+ * them. That is world x REC_LEN float64 (147 KiB at 1,024 ranks), once
+ * per doubling over every node's link: on a slow link longer than the
+ * time limit. So the ranks first sum how many rows are not all zero. When
+ * none is (no rank has a bus id or a GPU, every allreduce result was
+ * right: every node without GPUs that passes), the gathered records would
+ * be zero throughout, which is what ck->rec holds already: the report is
+ * the same, for 8 bytes a rank. Otherwise the rows are gathered, where
+ * libddp waits for a peer as long as the slowest link needs for them.
+ */
 static int
 gather_records(struct check *ck, int ar_wrong)
 {
-	double *mine;
+	double *mine, used[1];
 	const char *b = getenv("DDP_GPU_BUSID");
+	size_t len = (size_t)ck->world * REC_LEN;
 	int k;
 
 	set_phase("gathering the ranks' GPUs");
-	ck->rec = calloc((size_t)ck->world * REC_LEN, sizeof(*ck->rec));
+	ck->rec = calloc(len, sizeof(*ck->rec));
 	if (!ck->rec) {
 		fprintf(stderr, "ddp-check: out of memory\n");
 		return -1;
@@ -627,8 +653,15 @@ gather_records(struct check *ck, int ar_wrong)
 		mine[REC_BUSID + k] = (unsigned char)b[k];
 	mine[REC_GPU] = ck->o.gpu == CHK_GPU_OFF ? GPU_NONE : gpu_probe();
 	mine[REC_AR_BAD] = ar_wrong;
-	return sum(ck, ck->rec, (size_t)ck->world * REC_LEN,
-		   "gathering the ranks' GPUs");
+	used[0] = chk_row_used(mine, REC_LEN);
+	if (plan_wait(ck, sizeof(used), "the records' summary") < 0 ||
+	    sum(ck, used, 1, "gathering the ranks' GPUs") < 0)
+		return -1;
+	if (used[0] == 0)
+		return 0;
+	if (plan_wait(ck, (double)(len * sizeof(*ck->rec)), "the records") < 0)
+		return -1;
+	return sum(ck, ck->rec, len, "gathering the ranks' GPUs");
 }
 
 /* Rank 0 learns the explanation of every rank whose state is bad. */
@@ -853,8 +886,10 @@ gpus(struct check *ck)
 					  ? GPU_OK
 					  : GPU_FAILED;
 	state[ck->world + ck->rank] = ms;
-	if (sum(ck, state, (size_t)ck->world * 2, "gathering the GPU states") <
-	    0)
+	if (plan_wait(ck, (double)ck->world * 2 * sizeof(*state),
+		      "the GPU states") < 0 ||
+	    sum(ck, state, (size_t)ck->world * 2, "gathering the GPU states") <
+		    0)
 		goto out;
 	for (r = 0; r < ck->world; r++)
 		if (state[ck->world + r] > ms)
@@ -883,7 +918,9 @@ gpus(struct check *ck)
 	state[ck->rank] = gpu_world(ck, why, sizeof(why), &sec) == 0
 				  ? GPU_OK
 				  : GPU_FAILED;
-	if (sum(ck, state, (size_t)ck->world, "gathering the GPU results") < 0)
+	if (plan_wait(ck, (double)ck->world * sizeof(*state),
+		      "the GPU results") < 0 ||
+	    sum(ck, state, (size_t)ck->world, "gathering the GPU results") < 0)
 		goto out;
 	if (gather_texts(ck, state, GPU_FAILED, why,
 			 "device allreduce failed") < 0)

@@ -3,7 +3,7 @@
 # (and that runs alone as `srun --ddp ddp-check`). Linked with the static
 # libddp, like examples/train, so it runs on any node of the job.
 CHECK_OBJ := $(BUILD)/check/ddp-check.o $(BUILD)/check/links.o \
-             $(BUILD)/check/report.o
+             $(BUILD)/check/report.o $(BUILD)/check/plan.o
 DDP_CHECK := $(BUILD)/bin/ddp-check
 # worker/module.mk is read after this file: name its library directly.
 CHECK_LIBDDP := $(BUILD)/worker/libddp.a
@@ -27,9 +27,10 @@ install-check: $(DDP_CHECK)
 	install -m 0644 doc/ddp-check.1 $(DESTDIR)$(MANDIR)/man1/ddp-check.1
 INSTALL_RULES += install-check
 
-# Unit tests of the decisions (options, slow links, the report).
+# Unit tests of the decisions (options, slow links, the report, the
+# collectives' plan).
 CHECK_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test-check-*.c))
-$(CHECK_TESTS): $(BUILD)/tests/unit/test-check-%: $(BUILD)/tests/unit/test-check-%.o $(BUILD)/check/report.o $(BUILD)/check/links.o $(CORE_LIB)
+$(CHECK_TESTS): $(BUILD)/tests/unit/test-check-%: $(BUILD)/tests/unit/test-check-%.o $(BUILD)/check/report.o $(BUILD)/check/links.o $(BUILD)/check/plan.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lm -lpthread
 $(BUILD)/tests/unit/test-check-%.o: MOD_CFLAGS += -Icheck
 UNIT_TESTS += $(CHECK_TESTS)
