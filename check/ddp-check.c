@@ -649,6 +649,10 @@ gather_records(struct check *ck, int ar_wrong)
 		return -1;
 	}
 	mine = ck->rec + (size_t)ck->rank * REC_LEN;
+	/* The plugin's "-" for a rank without a GPU is no bus id: the row
+	 * stays zero, and rank_gpu shows "-" for it all the same. */
+	if (b && strcmp(b, "-") == 0)
+		b = NULL;
 	for (k = 0; b && b[k] && k < BUSID_LEN - 1; k++)
 		mine[REC_BUSID + k] = (unsigned char)b[k];
 	mine[REC_GPU] = ck->o.gpu == CHK_GPU_OFF ? GPU_NONE : gpu_probe();
