@@ -105,31 +105,6 @@ has(const struct tw_rank *r, const char *s)
 	return strstr(r->out, s) != NULL;
 }
 
-static double
-after(const struct tw_rank *r)
-{
-	const char *p = strstr(r->out, "AFTER ");
-
-	return p ? strtod(p + 6, NULL) : 1e9;
-}
-
-static int
-status_of(const struct tw_rank *r)
-{
-	const char *p = strstr(r->out, "STATUS ");
-
-	return p ? (int)strtol(p + 7, NULL, 10) : -1;
-}
-
-static void
-dump(int n, struct tw_rank *rk)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		tw_diag_output(i, &rk[i]);
-}
-
 static void
 test_mismatch(void)
 {
@@ -139,16 +114,16 @@ test_mismatch(void)
 
 	tw_run_job(2, rank_main, &s, 60, rk);
 	for (i = 0; i < 2; i++)
-		ok &= (status_of(&rk[i]) == DDP_ERR_MISMATCH ||
-		       status_of(&rk[i]) == DDP_ERR_PEER) &&
-		      after(&rk[i]) < 2.0 && has(&rk[i], "rank 0") &&
+		ok &= (tw_status_of(&rk[i]) == DDP_ERR_MISMATCH ||
+		       tw_status_of(&rk[i]) == DDP_ERR_PEER) &&
+		      tw_after_of(&rk[i]) < 2.0 && has(&rk[i], "rank 0") &&
 		      has(&rk[i], "rank 1") && has(&rk[i], "10 elements") &&
 		      has(&rk[i], "11 elements");
 	if (!tap_ok(ok,
 		    "count mismatch fails at once on both ranks, naming "
 		    "both calls (%.2f s, %.2f s)",
-		    after(&rk[0]), after(&rk[1])))
-		dump(2, rk);
+		    tw_after_of(&rk[0]), tw_after_of(&rk[1])))
+		tw_diag_all(2, rk);
 	tw_free_job(2, rk);
 
 	/* Call #1 is ddp_comm_init's own (every rank's pid and GPU). */
@@ -156,13 +131,14 @@ test_mismatch(void)
 	tw_run_job(3, rank_main, &s, 60, rk);
 	ok = 1;
 	for (i = 0; i < 3; i++)
-		ok &= (status_of(&rk[i]) == DDP_ERR_MISMATCH ||
-		       status_of(&rk[i]) == DDP_ERR_PEER) &&
-		      after(&rk[i]) < 2.0 && has(&rk[i], "broadcast #2") &&
+		ok &= (tw_status_of(&rk[i]) == DDP_ERR_MISMATCH ||
+		       tw_status_of(&rk[i]) == DDP_ERR_PEER) &&
+		      tw_after_of(&rk[i]) < 2.0 &&
+		      has(&rk[i], "broadcast #2") &&
 		      has(&rk[i], "allreduce #2");
 	if (!tap_ok(ok, "broadcast vs allreduce fails at once on all 3 "
 			"ranks, naming both calls"))
-		dump(3, rk);
+		tw_diag_all(3, rk);
 	tw_free_job(3, rk);
 }
 
@@ -183,13 +159,14 @@ test_dead(int kind, int size, double timeout, int dead)
 	for (i = 0; i < size; i++) {
 		if (i == dead)
 			continue;
-		t = after(&rk[i]);
+		t = tw_after_of(&rk[i]);
 		worst = t > worst ? t : worst;
 		ok &= tw_exit(&rk[i]) == 3 && has(&rk[i], want) &&
 		      (kind == KILLED
-			       ? status_of(&rk[i]) == DDP_ERR_PEER
-			       : status_of(&rk[i]) == DDP_ERR_TIMEOUT ||
-					 status_of(&rk[i]) == DDP_ERR_PEER) &&
+			       ? tw_status_of(&rk[i]) == DDP_ERR_PEER
+			       : tw_status_of(&rk[i]) == DDP_ERR_TIMEOUT ||
+					 tw_status_of(&rk[i]) ==
+						 DDP_ERR_PEER) &&
 		      t < timeout + 1.0;
 	}
 	if (kind == KILLED)
@@ -199,7 +176,7 @@ test_dead(int kind, int size, double timeout, int dead)
 		    "and its host, slowest after %.3f s (timeout %g s)",
 		    kind == KILLED ? "SIGKILLed" : "hung", size, dead, worst,
 		    timeout))
-		dump(size, rk);
+		tw_diag_all(size, rk);
 	else
 		tap_diag("rank 0 said: %.300s", strstr(rk[0].out, "MSG ") + 4);
 	tw_free_job(size, rk);
@@ -217,19 +194,20 @@ test_clean_exit(void)
 		ok &= tw_exit(&rk[i]) == 0;
 	if (!tap_ok(ok, "ranks leaving at different times after the last "
 			"collective are not reported as dead"))
-		dump(3, rk);
+		tw_diag_all(3, rk);
 	tw_free_job(3, rk);
 
 	s.kind = EXTRA_CALL;
 	tw_run_job(3, rank_main, &s, 60, rk);
 	ok = tw_exit(&rk[0]) == 0;
 	for (i = 1; i < 3; i++)
-		ok &= (status_of(&rk[i]) == DDP_ERR_MISMATCH ||
-		       status_of(&rk[i]) == DDP_ERR_PEER) &&
-		      has(&rk[i], "has already left") && after(&rk[i]) < 2.0;
+		ok &= (tw_status_of(&rk[i]) == DDP_ERR_MISMATCH ||
+		       tw_status_of(&rk[i]) == DDP_ERR_PEER) &&
+		      has(&rk[i], "has already left") &&
+		      tw_after_of(&rk[i]) < 2.0;
 	if (!tap_ok(ok, "a call made after another rank left fails at once: "
 			"'has already left'"))
-		dump(3, rk);
+		tw_diag_all(3, rk);
 	tw_free_job(3, rk);
 }
 

@@ -141,22 +141,6 @@ hang_rank(int rank, int size, int port, FILE *out, void *arg)
 	return st ? 3 : 0;
 }
 
-static double
-after_of(const struct tw_rank *r)
-{
-	const char *p = strstr(r->out, "AFTER ");
-
-	return p ? strtod(p + 6, NULL) : 1e9;
-}
-
-static int
-status_of(const struct tw_rank *r)
-{
-	const char *p = strstr(r->out, "STATUS ");
-
-	return p ? (int)strtol(p + 7, NULL, 10) : -1;
-}
-
 /* One job: 1 when every waiting rank named the victim as it should. */
 static int
 hang_job(int size, const struct hang_try *t, char *line, size_t linelen,
@@ -178,22 +162,21 @@ hang_job(int size, const struct hang_try *t, char *line, size_t linelen,
 			continue;
 		snprintf(want, sizeof(want), "rank %d (", t->victim);
 		m = strstr(rk[i].out, "MSG ");
-		ok &= status_of(&rk[i]) == DDP_ERR_TIMEOUT && m &&
+		ok &= tw_status_of(&rk[i]) == DDP_ERR_TIMEOUT && m &&
 		      strstr(m, "hang: ") && strstr(m, want) &&
 		      strstr(m, "has not entered") &&
 		      strstr(m, "allreduce #") &&
-		      after_of(&rk[i]) <= t->timeout + 5.0;
+		      tw_after_of(&rk[i]) <= t->timeout + 5.0;
 		snprintf(want, sizeof(want), "pid %d)", (int)rk[t->victim].pid);
 		ok &= m && strstr(m, want) != NULL;
-		if (after_of(&rk[i]) > *worst)
-			*worst = after_of(&rk[i]);
+		if (tw_after_of(&rk[i]) > *worst)
+			*worst = tw_after_of(&rk[i]);
 		if (m && !line[0])
 			snprintf(line, linelen, "%.*s",
 				 (int)strcspn(m + 4, "\n"), m + 4);
 	}
 	if (!ok)
-		for (i = 0; i < size; i++)
-			tw_diag_output(i, &rk[i]);
+		tw_diag_all(size, rk);
 	tw_free_job(size, rk);
 	return ok;
 }

@@ -223,15 +223,6 @@ named(const struct tw_rank *rk, int r)
 	return n;
 }
 
-static void
-dump(int n, struct tw_rank *rk)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		tw_diag_output(i, &rk[i]);
-}
-
 /* Two CPUs this process may use: the slowed rank's and the others'. */
 static void
 choose_cpus(struct job *j)
@@ -281,7 +272,7 @@ test_slowed(const char *dir)
 		    "rank 0 within 200 steps (%d of 2 reports), the others "
 		    "never",
 		    named(&rk[0], 1)))
-		dump(3, rk);
+		tw_diag_all(3, rk);
 	else
 		tap_diag(
 			"%.*s",
@@ -336,7 +327,7 @@ test_quiet(const char *dir)
 	     access(path, F_OK) != 0;
 	if (!tap_ok(ok, "1,000 steps with the same work on every rank name "
 			"nobody (default DDP_STRAGGLER_MS, 10 reports)"))
-		dump(3, rk);
+		tw_diag_all(3, rk);
 	tw_free_job(3, rk);
 }
 

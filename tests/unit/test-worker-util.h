@@ -189,6 +189,24 @@ tw_exit(const struct tw_rank *r)
 	return 255;
 }
 
+/* The number after "STATUS " in a rank's output (its ddp_status), or -1. */
+__attribute__((unused)) static int
+tw_status_of(const struct tw_rank *r)
+{
+	const char *p = strstr(r->out, "STATUS ");
+
+	return p ? (int)strtol(p + 7, NULL, 10) : -1;
+}
+
+/* The seconds after "AFTER " in a rank's output, or 1e9. */
+__attribute__((unused)) static double
+tw_after_of(const struct tw_rank *r)
+{
+	const char *p = strstr(r->out, "AFTER ");
+
+	return p ? strtod(p + 6, NULL) : 1e9;
+}
+
 /* Prints a rank's output as TAP diagnostics. */
 __attribute__((unused)) static void
 tw_diag_output(int rank, const struct tw_rank *r)
@@ -201,6 +219,16 @@ tw_diag_output(int rank, const struct tw_rank *r)
 		       (int)(nl ? nl - s : (long)strlen(s)), s);
 		s = nl ? nl + 1 : NULL;
 	}
+}
+
+/* Every rank's output as TAP diagnostics. */
+__attribute__((unused)) static void
+tw_diag_all(int n, const struct tw_rank *rk)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		tw_diag_output(i, &rk[i]);
 }
 
 #endif
