@@ -852,7 +852,11 @@ chk_explain_rdv(const char *msg, chk_host_fn *host_of, void *arg, char *out,
 		size_t outlen)
 {
 	static const char p_master[] = " could not reach rank 0 at ";
-	static const char p_peer[] = " could not connect to rank ";
+	/* libddp's dial to a peer: the mesh's connect, or the roster's
+	 * hand-down from a rank's parent in the rendezvous tree. */
+	static const char *const p_peer[] = {" could not connect to rank ",
+					     " could not hand the roster to "
+					     "rank "};
 	static const char p_data[] = " waiting for connections from ranks ";
 	static const char p_join[] = " waiting for ranks to join at port ";
 	char who[CHK_HOST_MAX + 32], addr[CHK_HOST_MAX + 16];
@@ -869,8 +873,10 @@ chk_explain_rdv(const char *msg, chk_host_fn *host_of, void *arg, char *out,
 		return ddp_fmt(out, outlen, "%s cannot reach %s (%s)", who,
 			       addr, reason_of(p ? p : "")) == 0;
 	}
-	if ((p = strstr(msg, p_peer)) && (r = rank_before(msg, p)) >= 0 &&
-	    (p = strstr(p, " at ")) &&
+	p = strstr(msg, p_peer[0]);
+	if (!p)
+		p = strstr(msg, p_peer[1]);
+	if (p && (r = rank_before(msg, p)) >= 0 && (p = strstr(p, " at ")) &&
 	    copy_until(addr, sizeof(addr), p + 4, " (") == 0 &&
 	    (port = strrchr(addr, ':')) && (p = strstr(p, " (")) &&
 	    copy_until(host, sizeof(host), p + 2, ")") == 0) {

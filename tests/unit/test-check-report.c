@@ -404,6 +404,11 @@ test_explain(void)
 		 "172.30.77.12:44819 (node2): Connection refused; the firewall "
 		 "...",
 		 "rank 4 on node3 cannot reach node2:44819 (refused)"},
+		{"rank 0 could not hand the roster to rank 4 at "
+		 "172.30.77.13:39611 (node3): connection timed out (packets "
+		 "dropped?); the firewall between the job's nodes must allow "
+		 "TCP between them (the slurm-ddp prolog opens it per job)",
+		 "rank 0 on node1 cannot reach node3:39611 (timed out)"},
 		{"rank 3 could not reach rank 0 at node1:29576 "
 		 "(MASTER_ADDR:MASTER_PORT) within 2.5 s: connection timed "
 		 "out (packets dropped?). Check that rank 0 ...",
