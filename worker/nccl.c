@@ -275,12 +275,18 @@ wait_stream(struct nstate *s, cudaStream_t stream, const char *what)
 		if (st)
 			goto fail;
 		now = now_s();
+		/* Past the deadline the hang survey concludes at once:
+		 * a hang named is the better error. */
 		if (now >= deadline) {
-			st = s->host.err(DDP_ERR_TIMEOUT,
-					 "%s on rank %d (%s) timed out after "
-					 "%g s; NCCL communicator aborted",
-					 what, s->rank, s->hostname,
-					 s->timeout_s);
+			st = s->host.watch(s->host.comm, deadline);
+			if (!st)
+				st = s->host.err(
+					DDP_ERR_TIMEOUT,
+					"%s on rank %d (%s) timed out "
+					"after %g s; NCCL communicator "
+					"aborted",
+					what, s->rank, s->hostname,
+					s->timeout_s);
 			goto fail;
 		}
 		if (now - start > WAIT_SPIN_S)

@@ -610,7 +610,10 @@ poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 		goto out;
 	now = wk_now();
 	if (now >= deadline) {
-		st = timeout_error(c, w[0].peer, w[0].events, cur);
+		/* Past the deadline the survey concludes at once. */
+		st = survey(c, deadline, &wake);
+		if (!st)
+			st = timeout_error(c, w[0].peer, w[0].events, cur);
 		goto out;
 	}
 	left = (wake < deadline ? wake : deadline) - now;
