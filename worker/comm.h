@@ -3,7 +3,8 @@
  * libddp's communicator (comm.c), the top layer: configuration from the
  * environment, init (rendezvous, then the backend all ranks agree on),
  * the public entry points' checks and dispatch to the backend's ops. The
- * gradient sync (grad.c) sits on it. Uses every layer below:
+ * gradient sync (grad.c) sits on it, with its naming of late ranks
+ * (straggler.h). Uses every layer below:
  *
  *   status.h       last error, log, clock
  *   proto.h        wire formats (pure)       reduce.h  reductions (pure)
