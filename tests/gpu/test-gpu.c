@@ -653,7 +653,10 @@ fault_rank(int rank, int size, int port, FILE *out, void *arg)
 		}
 	} else {
 		for (i = 0; i < 50 && !st; i++)
-			st = f == F_OP || f == F_COUNT
+			/* Unchecked, the size of the warm-up: NCCL then has
+			 * the connections and queues the call, which waits
+			 * on the GPU where the survey watches it. */
+			st = f == F_OP || f == F_COUNT || f == F_STALL_DATA
 				     ? ddp_allreduce(c, d, d, 1024, DDP_FLOAT32,
 						     DDP_SUM)
 				     : ddp_allreduce(c, d, d, N, DDP_FLOAT32,
