@@ -190,15 +190,8 @@ main(void)
 		return tap_done();
 	}
 	snprintf(cmd, sizeof(cmd), "%s/munged", dir);
-	rc = tr_munged_start(cmd, "", munge_sock, sizeof(munge_sock));
-	if (rc == 2) {
-		rmdir(dir);
-		printf("ok 1 # SKIP private munged unavailable (needs root and "
-		       "the munge package)\n1..1\n");
-		return 0;
-	}
-	if (!tap_ok(rc == 0, "private munged at %s", munge_sock))
-		return tap_done();
+	if (!tr_munged_begin(cmd, dir, munge_sock, sizeof(munge_sock), &rc))
+		return rc;
 	/* Another address than the ranks', then the ranks' own. */
 	flood_case("127.0.0.2", dir);
 	flood_case("127.0.0.1", dir);
