@@ -266,8 +266,10 @@ intruder_role(int i, int size, int port, FILE *out, void *arg)
 	(void)arg;
 	if (i == JOB_RANKS)
 		return intruder(port, out);
+	/* Rank 11 comes last, so node nC's leader (rank 8) and rank 0 still
+	 * listen while the intruder, however slowly it runs, knocks. */
 	if (i > 0)
-		usleep(1500000);
+		usleep(i == 11 ? 6000000 : 1500000);
 	return rank_role(i, port, 20, out);
 }
 
