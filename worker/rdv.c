@@ -587,6 +587,29 @@ pend_joined(struct rdv *r, int i)
 }
 
 /*
+ * Rank 0: how the job's ranks reach it, the address its own node's
+ * members (joined on the node's socket) get in the roster: the local end
+ * of the first verified join from another host. A connection before its
+ * credential verifies, or a local one, says nothing about that (another
+ * user's connection to MASTER_PORT must not choose the address); until
+ * then MASTER_ADDR's own address stands (self_addr_guess).
+ */
+static void
+learn_self_addr(struct rdv *r, int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	int port;
+
+	if (r->self_addr_seen ||
+	    getpeername(fd, (struct sockaddr *)&peer, &len) < 0 ||
+	    net_sa_loopback((struct sockaddr *)&peer))
+		return;
+	net_sock_addr(fd, 1, r->self_addr, sizeof(r->self_addr), &port);
+	r->self_addr_seen = 1;
+}
+
+/*
  * A hello after this rank's proof: the rank's credential for that proof
  * ("hello" at rank 0's port, "member" on the node's socket). At rank 0 a
  * rank joins; a leader's hello announcing members is followed by its
@@ -636,6 +659,8 @@ pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 			r->batch_end = wk_now() + LATE_BATCH_S;
 		goto out;
 	}
+	if (!member && c->rank == 0)
+		learn_self_addr(r, p->fd);
 	if (!r->joined[h->rank])
 		note_joined(r, h->rank, h->host, member ? "" : p->addr,
 			    h->data_port);
@@ -1163,13 +1188,6 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 				   "ranks)");
 			close(fd);
 			continue;
-		}
-		if (kind == PK_JOIN && !r->self_addr_seen) {
-			/* How this job's ranks reach rank 0: the address
-			 * of its node's members in the roster. */
-			net_sock_addr(fd, 1, r->self_addr, sizeof(r->self_addr),
-				      &port);
-			r->self_addr_seen = 1;
 		}
 		pend_make_room(r, src);
 		if (r->npend == r->pend_max) {
