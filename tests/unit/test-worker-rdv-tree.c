@@ -17,6 +17,7 @@
 
 #define NODE_RANKS 4
 #define JOB_RANKS 12
+#define JOB_ID "4242" /* the job id every rank and forged message claims */
 
 static char munge_sock[200];
 
@@ -49,7 +50,7 @@ node_addr(int port, const char *host, struct sockaddr_un *sa)
 	struct ddp_config cfg;
 	char name[64];
 
-	tr_cfg(&cfg, 0, JOB_RANKS, port, 10, "777", munge_sock);
+	tr_cfg(&cfg, 0, JOB_RANKS, port, 10, JOB_ID, munge_sock);
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
 	if (rdv_node_socket(&cfg, JOB_RANKS, host, name, sizeof(name)) < 0)
@@ -66,7 +67,7 @@ rank_role(int i, int port, double timeout, FILE *out)
 
 	ddp_set_log_fn(tr_log_to_file, out);
 	node_env(i);
-	tr_cfg(&cfg, i, JOB_RANKS, port, timeout, "777", munge_sock);
+	tr_cfg(&cfg, i, JOB_RANKS, port, timeout, JOB_ID, munge_sock);
 	return tr_rank_job(&cfg, out);
 }
 
@@ -172,7 +173,7 @@ send_open(int fd, int relay)
 	memset(&o, 0, sizeof(o));
 	o.rank = 9;
 	o.world = JOB_RANKS;
-	snprintf(o.job, sizeof(o.job), "777");
+	snprintf(o.job, sizeof(o.job), "%s", JOB_ID);
 	snprintf(o.step, sizeof(o.step), "0");
 	o.flags = relay ? RDV_OPEN_LEADER : 0;
 	o.relay = relay ? 1 : 0;
