@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -27,14 +26,7 @@
 #include "port.h"
 #include "verdict.h"
 
-#define NFT_TIMEOUT_S 30
 #define SLURM_TIMEOUT_S 30
-/* The lock on the firewall state: a holder gives up once it has held it
- * LOCK_HOLD_S seconds (every nft call under the lock shares that budget,
- * and nothing else under it can block), and a waiter waits longer than
- * that, so an Epilog never times out behind a healthy holder. */
-#define LOCK_HOLD_S 90
-#define LOCK_WAIT_S (LOCK_HOLD_S + 60)
 #define MAX_HOSTS 65536
 #define MAX_LIVE 100000
 
@@ -44,8 +36,6 @@ enum { EX_OK = 0, EX_NODE = 1, EX_USAGE = 2 };
 
 static char log_prefix[64];
 static int use_syslog;
-/* While the state lock is held: when its hold budget runs out. */
-static time_t lock_deadline;
 
 static void
 sink(enum ddp_log_level level, const char *msg)
@@ -139,270 +129,6 @@ drain(const struct ddp_conf *conf, const char *node, const char *why)
 	ddp_error("draining %s: %s", node ? node : "(unknown node)", reason);
 	if (node && scontrol_drain(conf, node, reason, err, sizeof(err)) < 0)
 		ddp_error("scontrol update: %s", err);
-}
-
-static int
-nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
-    char *const *args, char *err, size_t errlen)
-{
-	char *argv[12];
-	size_t n = 0, i;
-	unsigned timeout = NFT_TIMEOUT_S;
-
-	if (lock_deadline) {
-		time_t left = lock_deadline - time(NULL);
-
-		if (left <= 0) {
-			ddp_errf(err, errlen,
-				 "nft not run: the state lock was held %d s, "
-				 "its limit",
-				 LOCK_HOLD_S);
-			return -1;
-		}
-		if (left < (time_t)timeout)
-			timeout = (unsigned)left;
-	}
-	argv[n++] = (char *)conf->nft_path;
-	if (script) {
-		argv[n++] = "-f";
-		argv[n++] = "-";
-	}
-	for (i = 0; args && args[i] && n < 11; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	return nc_run(argv, NULL, script, out, timeout, err, errlen);
-}
-
-static int
-table_exists(const struct ddp_conf *conf)
-{
-	char *args[] = {"list", "tables", "inet", NULL};
-	struct nc_buf out = {0};
-	char err[NC_ERR_LEN];
-	int found;
-
-	/* Listing all inet tables succeeds (and prints nothing on stderr)
-	 * whether or not ours is there. */
-	found = nft(conf, NULL, &out, args, err, sizeof(err)) == 0 && out.s &&
-		strstr(out.s, "table inet " NC_TABLE "\n") != NULL;
-	nc_buf_free(&out);
-	return found;
-}
-
-static int
-install_table(const struct ddp_conf *conf, char *err, size_t errlen)
-{
-	struct nc_buf script = {0};
-	unsigned lo, hi;
-	int rv = -1;
-
-	ddp_read_ephemeral_range(&lo, &hi);
-	if (ddp_conf_check_ports(conf, lo, hi, err, errlen) < 0)
-		ddp_error("%s", err);
-	if (nc_fw_install_script(conf, lo, hi, &script) < 0) {
-		ddp_errf(err, errlen, "out of memory");
-		goto out;
-	}
-	if (nft(conf, script.s, NULL, NULL, err, errlen) != 0)
-		goto out;
-	ddp_info("installed table inet %s guarding %u-%u and %u-%u", NC_TABLE,
-		 conf->port_min, conf->port_max, lo, hi);
-	rv = 0;
-out:
-	nc_buf_free(&script);
-	return rv;
-}
-
-/* Opens this network namespace's state directory, <state_dir>/net-<inode>
- * (state_dir root-owned, not writable by others, created when missing),
- * without taking the lock. */
-static int
-open_state(const struct ddp_conf *conf, char *err, size_t errlen)
-{
-	struct stat st;
-	char sub[64];
-	int dfd, nfd = -1, squatted;
-
-	dfd = ddp_jobdir_open_root(conf->state_dir, "state dir", &squatted, err,
-				   errlen);
-	if (dfd < 0)
-		return -1;
-	/* The firewall state belongs to a network namespace: nodes that
-	 * share one (several slurmd on a host) share it, nodes in their own
-	 * (containers, the test cluster) must not see each other's. */
-	if (stat("/proc/self/ns/net", &st) < 0)
-		return dfd;
-	ddp_fmt(sub, sizeof(sub), "net-%llu", (unsigned long long)st.st_ino);
-	if (mkdirat(dfd, sub, 0700) < 0 && errno != EEXIST) {
-		ddp_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
-			 sub, strerror(errno));
-		goto out;
-	}
-	nfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (nfd < 0)
-		ddp_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
-			 sub, strerror(errno));
-out:
-	close(dfd);
-	return nfd;
-}
-
-/* Takes the lock in the state directory dfd, waiting at most LOCK_WAIT_S
- * seconds, and starts the hold budget. Returns the lock fd or -1. */
-static int
-take_lock(const struct ddp_conf *conf, int dfd, char *err, size_t errlen)
-{
-	time_t deadline = time(NULL) + LOCK_WAIT_S;
-	int fd;
-
-	fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-		    0600);
-	if (fd < 0) {
-		ddp_errf(err, errlen, "lock %s/lock: %s", conf->state_dir,
-			 strerror(errno));
-		return -1;
-	}
-	/* Prologs of different jobs run at once; a stuck holder gives up
-	 * after LOCK_HOLD_S, so this wait ends. */
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK || time(NULL) >= deadline) {
-			ddp_errf(err, errlen, "lock %s/lock: %s",
-				 conf->state_dir,
-				 errno == EWOULDBLOCK ? "timed out"
-						      : strerror(errno));
-			close(fd);
-			return -1;
-		}
-		usleep(20000);
-	}
-	lock_deadline = time(NULL) + LOCK_HOLD_S;
-	return fd;
-}
-
-static void
-drop_lock(int *lockfd)
-{
-	if (*lockfd >= 0)
-		close(*lockfd);
-	*lockfd = -1;
-	lock_deadline = 0;
-}
-
-/* Opens the state directory and takes its lock; returns the directory fd
- * and stores the lock fd. */
-static int
-lock_state(const struct ddp_conf *conf, int *lockfd, char *err, size_t errlen)
-{
-	int dfd = open_state(conf, err, errlen);
-
-	*lockfd = -1;
-	if (dfd < 0)
-		return -1;
-	*lockfd = take_lock(conf, dfd, err, errlen);
-	if (*lockfd < 0) {
-		close(dfd);
-		return -1;
-	}
-	return dfd;
-}
-
-static int
-list_set(const struct ddp_conf *conf, const char *set, struct nc_elems *out,
-	 char *err, size_t errlen)
-{
-	char *args[] = {"-n",	  "list",      "set", "inet",
-			NC_TABLE, (char *)set, NULL};
-	struct nc_buf text = {0};
-	int rv = -1;
-
-	if (nft(conf, NULL, &text, args, err, errlen) != 0)
-		goto out;
-	rv = nc_fw_parse_listing(text.s ? text.s : "", out, err, errlen);
-out:
-	nc_buf_free(&text);
-	return rv;
-}
-
-/* ", kept N shared with job A" (or "jobs A,B,C", "and others" past 4)
- * for the N of mine other jobs in desired need; "" when none. Returns N. */
-static size_t
-describe_shared(const struct nc_elems *mine, const struct nc_elems *desired,
-		unsigned long self, char *buf, size_t len)
-{
-	unsigned long with[5];
-	size_t nwith, n, i, used;
-	int w;
-
-	buf[0] = '\0';
-	n = nc_fw_shared(mine, desired, self, with, 5, &nwith);
-	if (n == 0)
-		return 0;
-	w = snprintf(buf, len, ", kept %zu shared with job%s ", n,
-		     nwith > 1 ? "s" : "");
-	if (w < 0 || (size_t)w >= len)
-		return n;
-	used = (size_t)w;
-	for (i = 0; i < nwith && i < 4; i++) {
-		w = snprintf(buf + used, len - used, "%s%lu", i ? "," : "",
-			     with[i]);
-		if (w < 0 || (size_t)w >= len - used)
-			return n;
-		used += (size_t)w;
-	}
-	if (nwith > 4)
-		snprintf(buf + used, len - used, " and others");
-	return n;
-}
-
-/* Makes the sets match the live jobs' state files. With mine (job
- * self's elements), stores in *kept how many of them other live jobs need
- * and describes them in shared (see describe_shared). */
-static int
-sync_firewall(const struct ddp_conf *conf, int statefd,
-	      const unsigned long *live, size_t nlive,
-	      const struct nc_elems *mine, unsigned long self, size_t *kept,
-	      char *shared, size_t sharedlen, char *err, size_t errlen)
-{
-	struct nc_elems actual = {0}, desired = {0};
-	struct nc_buf script = {0};
-	time_t now = time(NULL);
-	int rv = -1, rc;
-
-	if (kept)
-		*kept = 0;
-	if (shared)
-		shared[0] = '\0';
-	rc = nc_state_read_all(statefd, now, live, nlive, &desired, err,
-			       errlen);
-	if (rc < 0)
-		goto out;
-	if (rc > 0)
-		ddp_error("state: %s (removed)", err);
-	if (mine && kept && shared)
-		*kept = describe_shared(mine, &desired, self, shared,
-					sharedlen);
-	if (!table_exists(conf)) {
-		rv = 0; /* nothing to remove; the prolog installs first */
-		goto out;
-	}
-	if (list_set(conf, NC_SET4, &actual, err, errlen) < 0 ||
-	    list_set(conf, NC_SET6, &actual, err, errlen) < 0)
-		goto out;
-	if (nc_fw_sync_script(&actual, &desired, now, &script) < 0) {
-		ddp_errf(err, errlen, "out of memory");
-		goto out;
-	}
-	if (script.len) {
-		ddp_debug("nft script:\n%s", script.s);
-		if (nft(conf, script.s, NULL, NULL, err, errlen) != 0)
-			goto out;
-	}
-	rv = 0;
-out:
-	nc_elems_free(&actual);
-	nc_elems_free(&desired);
-	nc_buf_free(&script);
-	return rv;
 }
 
 struct job {
@@ -526,23 +252,24 @@ cmd_prolog(const struct ddp_conf *conf)
 	}
 	if (rc > 0)
 		ddp_error("peers that do not resolve (not opened): %s", err);
-	statefd = lock_state(conf, &lockfd, err, sizeof(err));
+	statefd = nc_fw_state_lock(conf, &lockfd, err, sizeof(err));
 	if (statefd < 0) {
 		drain(conf, j.node, err);
 		goto out;
 	}
 	/* Draining asks slurmctld: not while holding the lock. */
-	if (!table_exists(conf) && install_table(conf, err, sizeof(err)) < 0) {
-		drop_lock(&lockfd);
+	if (!nc_fw_table_exists(conf) &&
+	    nc_fw_install(conf, err, sizeof(err)) < 0) {
+		nc_fw_lock_drop(&lockfd);
 		drain(conf, j.node, "nftables table install failed");
 		goto out;
 	}
 	if (nc_state_write(statefd, j.id,
 			   time(NULL) + (time_t)conf->firewall_timeout, &peers,
 			   err, sizeof(err)) < 0 ||
-	    sync_firewall(conf, statefd, NULL, 0, &peers, j.id, &kept, shared,
-			  sizeof(shared), err, sizeof(err)) < 0) {
-		drop_lock(&lockfd);
+	    nc_fw_sync(conf, statefd, NULL, 0, &peers, j.id, &kept, shared,
+		       sizeof(shared), err, sizeof(err)) < 0) {
+		nc_fw_lock_drop(&lockfd);
 		ddp_error("%s", err);
 		drain(conf, j.node, "nftables update failed");
 		goto out;
@@ -553,7 +280,7 @@ cmd_prolog(const struct ddp_conf *conf)
 		 peers.n - kept, hl.n ? hl.n - 1 : 0, shared);
 	rv = EX_OK;
 out:
-	drop_lock(&lockfd);
+	nc_fw_lock_drop(&lockfd);
 	if (statefd >= 0)
 		close(statefd);
 	nc_elems_free(&peers);
@@ -599,7 +326,7 @@ cmd_epilog(const struct ddp_conf *conf)
 		return EX_OK;
 	if (!conf->firewall)
 		goto scratch;
-	statefd = open_state(conf, err, sizeof(err));
+	statefd = nc_fw_state_open(conf, err, sizeof(err));
 	if (statefd < 0) {
 		ddp_error("firewall cleanup: %s", err);
 		goto scratch;
@@ -611,7 +338,7 @@ cmd_epilog(const struct ddp_conf *conf)
 		ddp_error("firewall cleanup: %s", err);
 		goto scratch;
 	}
-	lockfd = take_lock(conf, statefd, err, sizeof(err));
+	lockfd = nc_fw_lock_take(conf, statefd, err, sizeof(err));
 	if (lockfd < 0) {
 		ddp_error("firewall cleanup: %s; the job's state is removed, "
 			  "so the next prolog, epilog or reconcile on this "
@@ -619,20 +346,20 @@ cmd_epilog(const struct ddp_conf *conf)
 			  err);
 		goto scratch;
 	}
-	if (sync_firewall(conf, statefd, NULL, 0, &mine, j.id, &kept, shared,
-			  sizeof(shared), err, sizeof(err)) < 0)
+	if (nc_fw_sync(conf, statefd, NULL, 0, &mine, j.id, &kept, shared,
+		       sizeof(shared), err, sizeof(err)) < 0)
 		ddp_error("firewall cleanup: %s", err);
 	else if (mine.n)
 		ddp_info("removed %zu firewall elements%s", mine.n - kept,
 			 shared);
 	else
 		ddp_verbose("firewall elements removed");
-	drop_lock(&lockfd);
+	nc_fw_lock_drop(&lockfd);
 scratch:
 	remove_shm(j.id, NULL, 0, 0);
 	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
 		ddp_error("scratch: %s", err);
-	drop_lock(&lockfd);
+	nc_fw_lock_drop(&lockfd);
 	if (statefd >= 0)
 		close(statefd);
 	nc_elems_free(&mine);
@@ -923,7 +650,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 			goto out;
 		}
 	}
-	statefd = lock_state(conf, &lockfd, err, sizeof(err));
+	statefd = nc_fw_state_lock(conf, &lockfd, err, sizeof(err));
 	if (statefd < 0) {
 		ddp_error("%s", err);
 		goto out;
@@ -931,21 +658,20 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	add_young_state(statefd, grace, &live, &nlive);
 	if (conf->firewall) {
 		/* An empty list means no job is live, not "no filter". */
-		if (sync_firewall(conf, statefd, live ? live : &none, nlive,
-				  NULL, 0, NULL, NULL, 0, err,
-				  sizeof(err)) < 0) {
+		if (nc_fw_sync(conf, statefd, live ? live : &none, nlive, NULL,
+			       0, NULL, NULL, 0, err, sizeof(err)) < 0) {
 			ddp_error("%s", err);
 			goto out;
 		}
 		ddp_info("reconciled firewall against %zu live jobs", nlive);
 	}
 	/* Scratch trees can be large: not under the lock. */
-	drop_lock(&lockfd);
+	nc_fw_lock_drop(&lockfd);
 	remove_shm(0, live, nlive, grace);
 	reconcile_scratch(conf, live, nlive, grace);
 	rv = EX_OK;
 out:
-	drop_lock(&lockfd);
+	nc_fw_lock_drop(&lockfd);
 	if (statefd >= 0)
 		close(statefd);
 	free(live);
@@ -1017,7 +743,7 @@ cmd_install(const struct ddp_conf *conf)
 			ddp_info("scratch root %s ready", conf->scratch_root);
 		}
 	}
-	fd = open_state(conf, err, sizeof(err));
+	fd = nc_fw_state_open(conf, err, sizeof(err));
 	if (fd < 0) {
 		ddp_error("install: %s", err);
 		rv = EX_NODE;
@@ -1025,7 +751,7 @@ cmd_install(const struct ddp_conf *conf)
 		close(fd);
 		ddp_info("state dir %s ready", conf->state_dir);
 	}
-	if (conf->firewall && install_table(conf, err, sizeof(err)) < 0) {
+	if (conf->firewall && nc_fw_install(conf, err, sizeof(err)) < 0) {
 		ddp_error("install: %s", err);
 		rv = EX_NODE;
 	}

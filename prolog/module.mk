@@ -1,7 +1,8 @@
 # Prolog tooling: ddp-nodectl (the helper that makes every decision), the
 # thin Prolog/Epilog/HealthCheckProgram scripts and NHC check, their unit tests, the ddp.conf, nft listing
 # and mountinfo fuzzers and the install rule.
-PROLOG_CORE_SRC := prolog/nodectl_util.c prolog/nodectl_fw.c prolog/nodectl_fs.c
+PROLOG_CORE_SRC := prolog/nodectl_util.c prolog/nodectl_fw.c \
+    prolog/nodectl_state.c prolog/nodectl_fs.c
 PROLOG_CORE_OBJ := $(PROLOG_CORE_SRC:%.c=$(BUILD)/%.o)
 PROLOG_LIB := $(BUILD)/libddpprolog.a
 $(PROLOG_LIB): $(PROLOG_CORE_OBJ)
