@@ -9,7 +9,12 @@ $(PROLOG_LIB): $(PROLOG_CORE_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-$(BUILD)/bin/ddp-nodectl: $(BUILD)/prolog/ddp-nodectl.o $(PROLOG_LIB) $(CORE_LIB)
+# main and its table, the command families, and what they share
+# (nodectl_cmd.h).
+NODECTL_SRC := prolog/ddp-nodectl.c prolog/nodectl_cmd.c \
+    prolog/nodectl_job.c prolog/nodectl_reconcile.c \
+    prolog/nodectl_health.c prolog/nodectl_setup.c
+$(BUILD)/bin/ddp-nodectl: $(NODECTL_SRC:%.c=$(BUILD)/%.o) $(PROLOG_LIB) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL)
 TARGETS += $(BUILD)/bin/ddp-nodectl

@@ -5,6 +5,7 @@
  * listing parser, per-job state files and the sync that reconciles them),
  * running nft under the state lock, shared-root checks, per-job
  * directories (by the contract of jobdir.h) and symlink-safe removal.
+ * The commands that use it are declared in nodectl_cmd.h.
  *
  * Errors: functions return 0 or -1 and fill a caller-provided err buffer
  * (always NUL-terminated when errlen > 0); they never exit, and never log
