@@ -54,7 +54,8 @@ usage(FILE *f)
 	size_t i;
 	int n;
 
-	fprintf(f, "usage: ddp-nodectl [-c CONF] [-v] COMMAND [ARGS]\n");
+	fprintf(f, "usage: ddp-nodectl [-c CONF] [-v] COMMAND [ARGS]\n"
+		   "       ddp-nodectl -h|--help|--version\n");
 	for (i = 0; i < NCOMMANDS; i++) {
 		const struct command *c = &commands[i];
 
@@ -67,7 +68,10 @@ usage(FILE *f)
 		else
 			fprintf(f, "%*s %s\n", 22 - n, "", c->help);
 	}
-	fprintf(f, "CONF defaults to $DDP_CONF, else %s.\n", DDP_CONF_DEFAULT);
+	fprintf(f,
+		"CONF defaults to $DDP_CONF, else %s;\n"
+		"a CONF given with -c must exist.\n",
+		DDP_CONF_DEFAULT);
 }
 
 static const struct command *
@@ -84,20 +88,29 @@ find_command(const char *name)
 int
 main(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
 	const char *conf_path = getenv("DDP_CONF");
 	const struct command *cmd;
 	struct ddp_conf conf;
 	char err[DDP_CONF_ERR_LEN + 64];
 	enum ddp_log_level level = DDP_LOG_INFO;
-	int c, rv;
+	int c, conf_given = 0, rv;
 
 	if (!conf_path || !conf_path[0])
 		conf_path = DDP_CONF_DEFAULT;
-	while ((c = getopt(argc, argv, "+c:vh")) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:vh", opts, NULL)) != -1) {
 		if (c == 'c') {
 			conf_path = optarg;
+			conf_given = 1;
 		} else if (c == 'v') {
 			level = DDP_LOG_DEBUG;
+		} else if (c == 'V') {
+			printf("ddp-nodectl %s\n", DDP_VERSION);
+			return NC_EX_OK;
 		} else {
 			usage(c == 'h' ? stdout : stderr);
 			return c == 'h' ? NC_EX_OK : NC_EX_USAGE;
@@ -110,7 +123,10 @@ main(int argc, char **argv)
 	umask(022);
 	nc_log_start(cmd->ident, level);
 	ddp_conf_defaults(&conf);
-	if (ddp_conf_load(&conf, conf_path, 1, err, sizeof(err)) < 0) {
+	/* Only the default file may be missing (then the defaults hold): a
+	 * file named with -c that is not there is a typo to report. */
+	if (ddp_conf_load(&conf, conf_path, !conf_given, err, sizeof(err)) <
+	    0) {
 		ddp_error("%s", err);
 		/* Every node has the same file: draining for it would stop
 		 * every job on the cluster, --ddp or not. The job runs
