@@ -35,8 +35,15 @@ HAVE_NVCC := $(shell [ -x "$(NVCC)" ] && echo 1 || echo 0)
 WARN      := -Wall -Wextra -Werror -Wformat=2 -Wshadow -Wpointer-arith \
              -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wno-unused-parameter
 CSTD      := -std=gnu11
+# The release, from the one-line file VERSION (debian/changelog and
+# slurm-ddp.spec name the same): what the programs' --version prints.
+DDP_VERSION := $(shell cat VERSION)
+ifeq ($(DDP_VERSION),)
+  $(error VERSION is missing or empty)
+endif
 DEFS      := -D_GNU_SOURCE -DDDP_CONF_DEFAULT='"$(DDP_CONF)"' \
-             -DDDP_CHECK_PATH='"$(BINDIR)/ddp-check"'
+             -DDDP_CHECK_PATH='"$(BINDIR)/ddp-check"' \
+             -DDDP_VERSION='"$(DDP_VERSION)"'
 INCLUDES  := -Icommon -Iworker/include
 ifeq ($(SAN),1)
   CC      := clang

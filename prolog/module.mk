@@ -1,14 +1,20 @@
 # Prolog tooling: ddp-nodectl (the helper that makes every decision), the
 # thin Prolog/Epilog/HealthCheckProgram scripts and NHC check, their unit tests, the ddp.conf, nft listing
 # and mountinfo fuzzers and the install rule.
-PROLOG_CORE_SRC := prolog/nodectl_util.c prolog/nodectl_fw.c prolog/nodectl_fs.c
+PROLOG_CORE_SRC := prolog/nodectl_util.c prolog/nodectl_fw.c \
+    prolog/nodectl_state.c prolog/nodectl_fs.c
 PROLOG_CORE_OBJ := $(PROLOG_CORE_SRC:%.c=$(BUILD)/%.o)
 PROLOG_LIB := $(BUILD)/libddpprolog.a
 $(PROLOG_LIB): $(PROLOG_CORE_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-$(BUILD)/bin/ddp-nodectl: $(BUILD)/prolog/ddp-nodectl.o $(PROLOG_LIB) $(CORE_LIB)
+# main and its table, the command families, and what they share
+# (nodectl_cmd.h).
+NODECTL_SRC := prolog/ddp-nodectl.c prolog/nodectl_cmd.c \
+    prolog/nodectl_job.c prolog/nodectl_reconcile.c \
+    prolog/nodectl_health.c prolog/nodectl_setup.c
+$(BUILD)/bin/ddp-nodectl: $(NODECTL_SRC:%.c=$(BUILD)/%.o) $(PROLOG_LIB) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL)
 TARGETS += $(BUILD)/bin/ddp-nodectl

@@ -3,11 +3,13 @@
  * The Slurm-free core of ddp-nodectl, the prolog/epilog helper: input
  * validation, the per-job firewall elements (nft script generation, set
  * listing parser, per-job state files and the sync that reconciles them),
- * shared-root checks, per-job directories (by the contract of jobdir.h)
- * and symlink-safe removal.
+ * running nft under the state lock, shared-root checks, per-job
+ * directories (by the contract of jobdir.h) and symlink-safe removal.
+ * The commands that use it are declared in nodectl_cmd.h.
  *
  * Errors: functions return 0 or -1 and fill a caller-provided err buffer
- * (always NUL-terminated when errlen > 0); they never exit and never log.
+ * (always NUL-terminated when errlen > 0); they never exit, and never log
+ * but in the section "the firewall under the state lock", which runs nft.
  * Thread safety: none needed (a short-lived single-threaded tool); the
  * functions touch only their arguments and the file system.
  */
@@ -103,6 +105,11 @@ struct nc_elems {
 	size_t n, cap;
 };
 
+/* Writes the canonical text of IPv4 or IPv6 address in (as nft prints
+ * it) into out and its family into *family. Returns 0, or -1 when in is
+ * no address or out is too small. */
+int nc_canon_addr(const char *in, int *family, char *out, size_t len);
+
 int nc_elems_add(struct nc_elems *e, const struct nc_elem *el);
 void nc_elems_free(struct nc_elems *e);
 
@@ -175,9 +182,9 @@ size_t nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
 		    size_t *nwith);
 
 /*
- * Per-job state files, <dirfd>/job.<jobid>: the elements the job needs
- * and the time after which they stop counting (the firewall_timeout
- * backstop). nc_state_write replaces the file atomically.
+ * Per-job state files (nodectl_state.c), <dirfd>/job.<jobid>: the elements
+ * the job needs and the time after which they stop counting (the
+ * firewall_timeout backstop). nc_state_write replaces the file atomically.
  */
 int nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 		   const struct nc_elems *elems, char *err, size_t errlen);
@@ -199,6 +206,65 @@ int nc_state_remove(int dirfd, unsigned long jobid, char *err, size_t errlen);
 int nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
 		      size_t nlive, struct nc_elems *out, char *err,
 		      size_t errlen);
+
+/* ---- the firewall under the state lock ------------------------------- */
+
+/*
+ * These run nft (conf->nft_path, without a shell, within the lock's hold
+ * budget while the lock is held) and log through ddp_log what they do.
+ * The state lock serialises the firewall updates of concurrent prologs,
+ * epilogs and reconciles: one holder at a time, which gives up after 90 s
+ * (every nft call under the lock shares that budget); a waiter waits
+ * 150 s, so it never times out behind a healthy holder. The hold budget is
+ * process-wide: one lock at a time.
+ */
+
+/* 1 when table inet ddp exists, else 0 (also when nft fails). */
+int nc_fw_table_exists(const struct ddp_conf *conf);
+
+/*
+ * (Re)creates table inet ddp by nc_fw_install_script, guarding port_range
+ * and the kernel's ephemeral range (an overlap of the two is logged), and
+ * logs what it guards. Returns 0, or -1 with err.
+ */
+int nc_fw_install(const struct ddp_conf *conf, char *err, size_t errlen);
+
+/*
+ * Opens this network namespace's state directory, <state_dir>/net-<inode>
+ * (state_dir root-owned, not writable by others, created when missing),
+ * without taking the lock. Returns the directory fd (the caller closes
+ * it), or -1 with err.
+ */
+int nc_fw_state_open(const struct ddp_conf *conf, char *err, size_t errlen);
+
+/* Takes the lock in the state directory dfd, waiting at most 150 s, and
+ * starts the hold budget. Returns the lock fd, or -1 with err. */
+int nc_fw_lock_take(const struct ddp_conf *conf, int dfd, char *err,
+		    size_t errlen);
+
+/* Releases the lock *lockfd (nothing when -1), sets it to -1 and ends
+ * the hold budget. */
+void nc_fw_lock_drop(int *lockfd);
+
+/* nc_fw_state_open, then nc_fw_lock_take: returns the directory fd and
+ * stores the lock fd in *lockfd (-1 on failure), or -1 with err. */
+int nc_fw_state_lock(const struct ddp_conf *conf, int *lockfd, char *err,
+		     size_t errlen);
+
+/*
+ * Makes the sets match the state files in statefd (by nc_state_read_all
+ * with live, nlive: the files of other jobs go), under the lock; nothing
+ * is done when the table is missing (the prolog installs it first).
+ * Malformed state files are logged and removed. With mine (job self's
+ * elements), stores in *kept how many of them other live jobs need and
+ * describes them in shared: ", kept N shared with job A" (or "jobs
+ * A,B,C", "and others" past 4), "" when none. kept and shared may be NULL.
+ * Returns 0, or -1 with err.
+ */
+int nc_fw_sync(const struct ddp_conf *conf, int statefd,
+	       const unsigned long *live, size_t nlive,
+	       const struct nc_elems *mine, unsigned long self, size_t *kept,
+	       char *shared, size_t sharedlen, char *err, size_t errlen);
 
 /* ---- storage --------------------------------------------------------- */
 

@@ -1,28 +1,29 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ddp-nodectl core, firewall part: the nftables table definition, the
- * job's peer elements, parsing "nft list set" output, per-job state files
- * and the sync script that makes the sets match the live jobs' needs.
+ * job's peer elements, parsing "nft list set" output and the sync script
+ * that makes the sets match the live jobs' needs (their state files are
+ * nodectl_state.c's); then running nft on them, under the lock that
+ * serialises the updates of concurrent prologs, epilogs and reconciles.
  */
 #include "nodectl.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "ddp_log.h"
 #include "ddp_util.h"
-
-#define STATE_MAGIC "ddp-nodectl state 1"
-#define STATE_MAX_ELEMS 65536
 
 int
 nc_elems_add(struct nc_elems *e, const struct nc_elem *el)
@@ -85,9 +86,8 @@ nc_elems_sort(struct nc_elems *e)
 		qsort(e->v, e->n, sizeof(e->v[0]), elem_cmp);
 }
 
-/* Canonical text of an address (as nft prints it), or -1. */
-static int
-canon_addr(const char *in, int *family, char *out, size_t len)
+int
+nc_canon_addr(const char *in, int *family, char *out, size_t len)
 {
 	unsigned char bin[16];
 
@@ -303,7 +303,8 @@ parse_element(char *text, struct nc_elem *el)
 	if (n < 3 || strcmp(tok[1], ".") != 0)
 		return -1;
 	memset(el, 0, sizeof(*el));
-	if (canon_addr(tok[0], &el->family, el->addr, sizeof(el->addr)) < 0 ||
+	if (nc_canon_addr(tok[0], &el->family, el->addr, sizeof(el->addr)) <
+		    0 ||
 	    parse_ports(tok[2], &el->lo, &el->hi) < 0)
 		return -1;
 	for (i = 3; i + 1 < n; i++) {
@@ -573,223 +574,270 @@ nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
 	return n;
 }
 
-int
-nc_state_write(int dirfd, unsigned long jobid, time_t expires,
-	       const struct nc_elems *elems, char *err, size_t errlen)
-{
-	char name[64], tmp[80];
-	struct nc_buf b = {0};
-	size_t i, off = 0;
-	int fd = -1, rv = -1;
+/* ---- the firewall under the state lock ------------------------------- */
 
-	err[0] = '\0';
-	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0 ||
-	    ddp_fmt(tmp, sizeof(tmp), ".job.%lu.%ld", jobid, (long)getpid()) <
-		    0)
-		goto out;
-	if (nc_buf_printf(&b, STATE_MAGIC "\nexpires %lld\n",
-			  (long long)expires) < 0)
-		goto oom;
-	for (i = 0; i < elems->n; i++)
-		if (nc_buf_printf(&b, "elem %d %s %u %u\n",
-				  elems->v[i].family == AF_INET ? 4 : 6,
-				  elems->v[i].addr, elems->v[i].lo,
-				  elems->v[i].hi) < 0)
-			goto oom;
-	unlinkat(dirfd, tmp, 0);
-	fd = openat(dirfd, tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		ddp_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	while (off < b.len) {
-		ssize_t w = write(fd, b.s + off, b.len - off);
+#define NFT_TIMEOUT_S 30
+/* The lock on the firewall state: a holder gives up once it has held it
+ * LOCK_HOLD_S seconds (every nft call under the lock shares that budget,
+ * and nothing else under it can block), and a waiter waits longer than
+ * that, so an Epilog never times out behind a healthy holder. */
+#define LOCK_HOLD_S 90
+#define LOCK_WAIT_S (LOCK_HOLD_S + 60)
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			ddp_errf(err, errlen, "write %s: %s", tmp,
-				 strerror(errno));
-			goto out;
-		}
-		off += (size_t)w;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		ddp_errf(err, errlen, "close %s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	fd = -1;
-	if (renameat(dirfd, tmp, dirfd, name) < 0) {
-		ddp_errf(err, errlen, "rename %s: %s", name, strerror(errno));
-		goto out;
-	}
-	rv = 0;
-	goto out;
-oom:
-	ddp_errf(err, errlen, "out of memory");
-out:
-	if (fd >= 0) {
-		close(fd);
-		unlinkat(dirfd, tmp, 0);
-	}
-	nc_buf_free(&b);
-	return rv;
-}
+/* While the state lock is held: when its hold budget runs out. */
+static time_t lock_deadline;
 
-int
-nc_state_remove(int dirfd, unsigned long jobid, char *err, size_t errlen)
-{
-	char name[64];
-
-	err[0] = '\0';
-	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0)
-		return -1;
-	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
-		ddp_errf(err, errlen, "remove %s: %s", name, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/* Reads one state file; returns 0 (with *expires and elems appended),
- * or -1 when it is malformed. */
 static int
-read_state(int dirfd, const char *name, unsigned long jobid, time_t *expires,
-	   struct nc_elems *out)
+nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
+    char *const *args, char *err, size_t errlen)
 {
-	char line[256];
-	FILE *f = NULL;
-	int fd, rv = -1, n = 0;
-	size_t first = out->n;
+	char *argv[12];
+	size_t n = 0, i;
+	unsigned timeout = NFT_TIMEOUT_S;
 
-	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		goto out;
-	f = fdopen(fd, "r");
-	if (!f) {
-		close(fd);
-		goto out;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char fam[4], addr[64], lo[8], hi[8];
-		struct nc_elem el;
-		long long e;
-		char extra;
+	if (lock_deadline) {
+		time_t left = lock_deadline - time(NULL);
 
-		n++;
-		if (n == 1) {
-			if (strcmp(line, STATE_MAGIC "\n") != 0)
-				goto out;
-		} else if (n == 2) {
-			if (sscanf(line, "expires %lld %c", &e, &extra) != 1)
-				goto out;
-			*expires = (time_t)e;
-		} else {
-			memset(&el, 0, sizeof(el));
-			if (sscanf(line, "elem %3s %63s %7s %7s %c", fam, addr,
-				   lo, hi, &extra) != 4 ||
-			    canon_addr(addr, &el.family, el.addr,
-				       sizeof(el.addr)) < 0 ||
-			    el.family != (strcmp(fam, "4") == 0 ? AF_INET
-								: AF_INET6) ||
-			    (strcmp(fam, "4") != 0 && strcmp(fam, "6") != 0))
-				goto out;
-			{
-				long a, b;
-
-				if (ddp_parse_long(lo, 0, 65535, &a) < 0 ||
-				    ddp_parse_long(hi, a, 65535, &b) < 0)
-					goto out;
-				el.lo = (unsigned)a;
-				el.hi = (unsigned)b;
-			}
-			el.jobid = jobid;
-			el.expires = *expires;
-			if (out->n - first >= STATE_MAX_ELEMS ||
-			    nc_elems_add(out, &el) < 0)
-				goto out;
+		if (left <= 0) {
+			ddp_errf(err, errlen,
+				 "nft not run: the state lock was held %d s, "
+				 "its limit",
+				 LOCK_HOLD_S);
+			return -1;
 		}
+		if (left < (time_t)timeout)
+			timeout = (unsigned)left;
 	}
-	rv = n >= 2 ? 0 : -1;
+	argv[n++] = (char *)conf->nft_path;
+	if (script) {
+		argv[n++] = "-f";
+		argv[n++] = "-";
+	}
+	for (i = 0; args && args[i] && n < 11; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	return nc_run(argv, NULL, script, out, timeout, err, errlen);
+}
+
+int
+nc_fw_table_exists(const struct ddp_conf *conf)
+{
+	char *args[] = {"list", "tables", "inet", NULL};
+	struct nc_buf out = {0};
+	char err[NC_ERR_LEN];
+	int found;
+
+	/* Listing all inet tables succeeds (and prints nothing on stderr)
+	 * whether or not ours is there. */
+	found = nft(conf, NULL, &out, args, err, sizeof(err)) == 0 && out.s &&
+		strstr(out.s, "table inet " NC_TABLE "\n") != NULL;
+	nc_buf_free(&out);
+	return found;
+}
+
+int
+nc_fw_install(const struct ddp_conf *conf, char *err, size_t errlen)
+{
+	struct nc_buf script = {0};
+	unsigned lo, hi;
+	int rv = -1;
+
+	ddp_read_ephemeral_range(&lo, &hi);
+	if (ddp_conf_check_ports(conf, lo, hi, err, errlen) < 0)
+		ddp_error("%s", err);
+	if (nc_fw_install_script(conf, lo, hi, &script) < 0) {
+		ddp_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (nft(conf, script.s, NULL, NULL, err, errlen) != 0)
+		goto out;
+	ddp_info("installed table inet %s guarding %u-%u and %u-%u", NC_TABLE,
+		 conf->port_min, conf->port_max, lo, hi);
+	rv = 0;
 out:
-	if (rv < 0)
-		out->n = first;
-	if (f)
-		fclose(f);
+	nc_buf_free(&script);
 	return rv;
 }
 
 int
-nc_state_read(int dirfd, unsigned long jobid, struct nc_elems *out)
+nc_fw_state_open(const struct ddp_conf *conf, char *err, size_t errlen)
 {
-	char name[64];
-	time_t expires = 0;
+	struct stat st;
+	char sub[64];
+	int dfd, nfd = -1, squatted;
 
-	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0)
+	dfd = ddp_jobdir_open_root(conf->state_dir, "state dir", &squatted, err,
+				   errlen);
+	if (dfd < 0)
 		return -1;
-	return read_state(dirfd, name, jobid, &expires, out);
+	/* The firewall state belongs to a network namespace: nodes that
+	 * share one (several slurmd on a host) share it, nodes in their own
+	 * (containers, the test cluster) must not see each other's. */
+	if (stat("/proc/self/ns/net", &st) < 0)
+		return dfd;
+	ddp_fmt(sub, sizeof(sub), "net-%llu", (unsigned long long)st.st_ino);
+	if (mkdirat(dfd, sub, 0700) < 0 && errno != EEXIST) {
+		ddp_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
+			 sub, strerror(errno));
+		goto out;
+	}
+	nfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (nfd < 0)
+		ddp_errf(err, errlen, "state dir %s/%s: %s", conf->state_dir,
+			 sub, strerror(errno));
+out:
+	close(dfd);
+	return nfd;
 }
 
 int
-nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
-		  size_t nlive, struct nc_elems *out, char *err, size_t errlen)
+nc_fw_lock_take(const struct ddp_conf *conf, int dfd, char *err, size_t errlen)
 {
-	DIR *d = NULL;
-	struct dirent *de;
-	size_t used = 0;
-	int fd, rv = -1;
+	time_t deadline = time(NULL) + LOCK_WAIT_S;
+	int fd;
 
-	err[0] = '\0';
-	fd = dup(dirfd);
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
+	fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+		    0600);
+	if (fd < 0) {
+		ddp_errf(err, errlen, "lock %s/lock: %s", conf->state_dir,
+			 strerror(errno));
+		return -1;
+	}
+	/* Prologs of different jobs run at once; a stuck holder gives up
+	 * after LOCK_HOLD_S, so this wait ends. */
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK || time(NULL) >= deadline) {
+			ddp_errf(err, errlen, "lock %s/lock: %s",
+				 conf->state_dir,
+				 errno == EWOULDBLOCK ? "timed out"
+						      : strerror(errno));
 			close(fd);
-		ddp_errf(err, errlen, "read state dir: %s", strerror(errno));
+			return -1;
+		}
+		usleep(20000);
+	}
+	lock_deadline = time(NULL) + LOCK_HOLD_S;
+	return fd;
+}
+
+void
+nc_fw_lock_drop(int *lockfd)
+{
+	if (*lockfd >= 0)
+		close(*lockfd);
+	*lockfd = -1;
+	lock_deadline = 0;
+}
+
+int
+nc_fw_state_lock(const struct ddp_conf *conf, int *lockfd, char *err,
+		 size_t errlen)
+{
+	int dfd = nc_fw_state_open(conf, err, errlen);
+
+	*lockfd = -1;
+	if (dfd < 0)
+		return -1;
+	*lockfd = nc_fw_lock_take(conf, dfd, err, errlen);
+	if (*lockfd < 0) {
+		close(dfd);
+		return -1;
+	}
+	return dfd;
+}
+
+static int
+list_set(const struct ddp_conf *conf, const char *set, struct nc_elems *out,
+	 char *err, size_t errlen)
+{
+	char *args[] = {"-n",	  "list",      "set", "inet",
+			NC_TABLE, (char *)set, NULL};
+	struct nc_buf text = {0};
+	int rv = -1;
+
+	if (nft(conf, NULL, &text, args, err, errlen) != 0)
+		goto out;
+	rv = nc_fw_parse_listing(text.s ? text.s : "", out, err, errlen);
+out:
+	nc_buf_free(&text);
+	return rv;
+}
+
+/* ", kept N shared with job A" (or "jobs A,B,C", "and others" past 4)
+ * for the N of mine other jobs in desired need; "" when none. Returns N. */
+static size_t
+describe_shared(const struct nc_elems *mine, const struct nc_elems *desired,
+		unsigned long self, char *buf, size_t len)
+{
+	unsigned long with[5];
+	size_t nwith, n, i, used;
+	int w;
+
+	buf[0] = '\0';
+	n = nc_fw_shared(mine, desired, self, with, 5, &nwith);
+	if (n == 0)
+		return 0;
+	w = snprintf(buf, len, ", kept %zu shared with job%s ", n,
+		     nwith > 1 ? "s" : "");
+	if (w < 0 || (size_t)w >= len)
+		return n;
+	used = (size_t)w;
+	for (i = 0; i < nwith && i < 4; i++) {
+		w = snprintf(buf + used, len - used, "%s%lu", i ? "," : "",
+			     with[i]);
+		if (w < 0 || (size_t)w >= len - used)
+			return n;
+		used += (size_t)w;
+	}
+	if (nwith > 4)
+		snprintf(buf + used, len - used, " and others");
+	return n;
+}
+
+int
+nc_fw_sync(const struct ddp_conf *conf, int statefd, const unsigned long *live,
+	   size_t nlive, const struct nc_elems *mine, unsigned long self,
+	   size_t *kept, char *shared, size_t sharedlen, char *err,
+	   size_t errlen)
+{
+	struct nc_elems actual = {0}, desired = {0};
+	struct nc_buf script = {0};
+	time_t now = time(NULL);
+	int rv = -1, rc;
+
+	if (kept)
+		*kept = 0;
+	if (shared)
+		shared[0] = '\0';
+	rc = nc_state_read_all(statefd, now, live, nlive, &desired, err,
+			       errlen);
+	if (rc < 0)
+		goto out;
+	if (rc > 0)
+		ddp_error("state: %s (removed)", err);
+	if (mine && kept && shared)
+		*kept = describe_shared(mine, &desired, self, shared,
+					sharedlen);
+	if (!nc_fw_table_exists(conf)) {
+		rv = 0; /* nothing to remove; the prolog installs first */
 		goto out;
 	}
-	/* A dup shares the offset a previous reader left at the end. */
-	rewinddir(d);
-	rv = 0;
-	while ((de = readdir(d))) {
-		unsigned long id;
-		time_t expires = 0;
-		size_t i;
-		int keep;
-
-		if (strncmp(de->d_name, "job.", 4) != 0 ||
-		    nc_parse_jobid(de->d_name + 4, &id) < 0)
-			continue;
-		keep = live == NULL;
-		for (i = 0; live && i < nlive; i++)
-			if (live[i] == id)
-				keep = 1;
-		if (keep &&
-		    read_state(dirfd, de->d_name, id, &expires, out) < 0) {
-			int w = snprintf(err + used, errlen - used,
-					 "%smalformed %s", used ? ", " : "",
-					 de->d_name);
-
-			if (w > 0 && (size_t)w < errlen - used)
-				used += (size_t)w;
-			rv = 1;
-			keep = 0;
-		} else if (keep && expires < now) {
-			/* The backstop: a job whose epilog never ran must
-			 * not keep its peers open for ever. */
-			size_t k = out->n;
-
-			while (k > 0 && out->v[k - 1].jobid == id)
-				k--;
-			out->n = k;
-			keep = 0;
-		}
-		if (!keep)
-			unlinkat(dirfd, de->d_name, 0);
+	if (list_set(conf, NC_SET4, &actual, err, errlen) < 0 ||
+	    list_set(conf, NC_SET6, &actual, err, errlen) < 0)
+		goto out;
+	if (nc_fw_sync_script(&actual, &desired, now, &script) < 0) {
+		ddp_errf(err, errlen, "out of memory");
+		goto out;
 	}
+	if (script.len) {
+		ddp_debug("nft script:\n%s", script.s);
+		if (nft(conf, script.s, NULL, NULL, err, errlen) != 0)
+			goto out;
+	}
+	rv = 0;
 out:
-	if (d)
-		closedir(d);
+	nc_elems_free(&actual);
+	nc_elems_free(&desired);
+	nc_buf_free(&script);
 	return rv;
 }

@@ -336,6 +336,28 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	[ "$status" -eq 0 ]
 }
 
+@test "-c naming a missing file is an error naming it; prolog and epilog log it and exit 0; a missing default is not one" {
+	run "$helper" -c "$tmp/missing.conf" show
+	echo "$output"
+	[ "$status" -eq 2 ]
+	[[ $output == *"$tmp/missing.conf: cannot open: No such file or directory"* ]]
+	[[ $output != *port_range* ]]
+	run on node "$helper" -c "$tmp/missing.conf" prolog
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"$tmp/missing.conf: cannot open"* ]]
+	[ ! -e "$tmp/scontrol.log" ]
+	[ ! -e "$tmp/scratch/12" ]
+	run on node "$helper" -c "$tmp/missing.conf" epilog
+	[ "$status" -eq 0 ]
+	[[ $output == *"$tmp/missing.conf: cannot open"* ]]
+	# Neither $DDP_CONF nor the built-in path must exist: the defaults.
+	DDP_CONF=$tmp/missing.conf run "$helper" show
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *'port_range = 29400-29999'* ]]
+}
+
 @test "epilog removes scratch without following symlinks" {
 	on node "$repo/prolog/ddp-prolog"
 	mkdir "$tmp/victim"
@@ -660,4 +682,34 @@ shm_leftovers() {
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ $output == *"left: ddp-12.-$hex ddp-12.0-$hex ddp-12.4294967294-$hex ddp-120.0-$hex ddp-13.0-$hex "* ]]
+}
+
+@test "--help and -h list every command with its description on stdout and exit 0" {
+	local opt out c
+	for opt in --help -h; do
+		out=$("$helper" "$opt" 2>/dev/null)
+		echo "$out"
+		[[ $out == "usage: ddp-nodectl "* ]]
+		for c in prolog epilog install reconcile sweep show port health verdicts; do
+			grep -qE "^  $c( |\$)" <<<"$out"
+		done
+		# A description follows its command, or a long synopsis, on
+		# one line of a terminal's width.
+		[[ $out == *"  show                   print the effective configuration"$'\n'* ]]
+		[[ $out == *"  reconcile [--squeue|--listpids] [--node NAME] [--grace S] [JOBID...]"$'\n'"                         drop "* ]]
+		[ -z "$(grep -E '^.{80}' <<<"$out" || true)" ]
+	done
+	run "$helper" --no-such-option
+	[ "$status" -eq 2 ]
+	[[ $output == *"usage: ddp-nodectl "* ]]
+}
+
+@test "--version prints the release of VERSION, which debian/changelog names too" {
+	local version
+	version=$(cat "$repo/VERSION")
+	run "$helper" --version
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "ddp-nodectl $version" ]
+	[ "$(sed -n '1s/^slurm-ddp (\([^)]*\)).*/\1/p' "$repo/debian/changelog")" = "$version" ]
 }

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ddp-nodectl core, the firewall's per-job state files: the elements each
+ * job needs and its backstop, written by its prolog and read back by every
+ * update, so the sets heal themselves.
+ */
+#include "nodectl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ddp_util.h"
+
+#define STATE_MAGIC "ddp-nodectl state 1"
+#define STATE_MAX_ELEMS 65536
+
+int
+nc_state_write(int dirfd, unsigned long jobid, time_t expires,
+	       const struct nc_elems *elems, char *err, size_t errlen)
+{
+	char name[64], tmp[80];
+	struct nc_buf b = {0};
+	size_t i, off = 0;
+	int fd = -1, rv = -1;
+
+	err[0] = '\0';
+	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0 ||
+	    ddp_fmt(tmp, sizeof(tmp), ".job.%lu.%ld", jobid, (long)getpid()) <
+		    0)
+		goto out;
+	if (nc_buf_printf(&b, STATE_MAGIC "\nexpires %lld\n",
+			  (long long)expires) < 0)
+		goto oom;
+	for (i = 0; i < elems->n; i++)
+		if (nc_buf_printf(&b, "elem %d %s %u %u\n",
+				  elems->v[i].family == AF_INET ? 4 : 6,
+				  elems->v[i].addr, elems->v[i].lo,
+				  elems->v[i].hi) < 0)
+			goto oom;
+	unlinkat(dirfd, tmp, 0);
+	fd = openat(dirfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ddp_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	while (off < b.len) {
+		ssize_t w = write(fd, b.s + off, b.len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			ddp_errf(err, errlen, "write %s: %s", tmp,
+				 strerror(errno));
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		ddp_errf(err, errlen, "close %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fd = -1;
+	if (renameat(dirfd, tmp, dirfd, name) < 0) {
+		ddp_errf(err, errlen, "rename %s: %s", name, strerror(errno));
+		goto out;
+	}
+	rv = 0;
+	goto out;
+oom:
+	ddp_errf(err, errlen, "out of memory");
+out:
+	if (fd >= 0) {
+		close(fd);
+		unlinkat(dirfd, tmp, 0);
+	}
+	nc_buf_free(&b);
+	return rv;
+}
+
+int
+nc_state_remove(int dirfd, unsigned long jobid, char *err, size_t errlen)
+{
+	char name[64];
+
+	err[0] = '\0';
+	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0)
+		return -1;
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
+		ddp_errf(err, errlen, "remove %s: %s", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads one state file; returns 0 (with *expires and elems appended),
+ * or -1 when it is malformed. */
+static int
+read_state(int dirfd, const char *name, unsigned long jobid, time_t *expires,
+	   struct nc_elems *out)
+{
+	char line[256];
+	FILE *f = NULL;
+	int fd, rv = -1, n = 0;
+	size_t first = out->n;
+
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		goto out;
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		goto out;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char fam[4], addr[64], lo[8], hi[8];
+		struct nc_elem el;
+		long long e;
+		char extra;
+
+		n++;
+		if (n == 1) {
+			if (strcmp(line, STATE_MAGIC "\n") != 0)
+				goto out;
+		} else if (n == 2) {
+			if (sscanf(line, "expires %lld %c", &e, &extra) != 1)
+				goto out;
+			*expires = (time_t)e;
+		} else {
+			memset(&el, 0, sizeof(el));
+			if (sscanf(line, "elem %3s %63s %7s %7s %c", fam, addr,
+				   lo, hi, &extra) != 4 ||
+			    nc_canon_addr(addr, &el.family, el.addr,
+					  sizeof(el.addr)) < 0 ||
+			    el.family != (strcmp(fam, "4") == 0 ? AF_INET
+								: AF_INET6) ||
+			    (strcmp(fam, "4") != 0 && strcmp(fam, "6") != 0))
+				goto out;
+			{
+				long a, b;
+
+				if (ddp_parse_long(lo, 0, 65535, &a) < 0 ||
+				    ddp_parse_long(hi, a, 65535, &b) < 0)
+					goto out;
+				el.lo = (unsigned)a;
+				el.hi = (unsigned)b;
+			}
+			el.jobid = jobid;
+			el.expires = *expires;
+			if (out->n - first >= STATE_MAX_ELEMS ||
+			    nc_elems_add(out, &el) < 0)
+				goto out;
+		}
+	}
+	rv = n >= 2 ? 0 : -1;
+out:
+	if (rv < 0)
+		out->n = first;
+	if (f)
+		fclose(f);
+	return rv;
+}
+
+int
+nc_state_read(int dirfd, unsigned long jobid, struct nc_elems *out)
+{
+	char name[64];
+	time_t expires = 0;
+
+	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0)
+		return -1;
+	return read_state(dirfd, name, jobid, &expires, out);
+}
+
+int
+nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
+		  size_t nlive, struct nc_elems *out, char *err, size_t errlen)
+{
+	DIR *d = NULL;
+	struct dirent *de;
+	size_t used = 0;
+	int fd, rv = -1;
+
+	err[0] = '\0';
+	fd = dup(dirfd);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		ddp_errf(err, errlen, "read state dir: %s", strerror(errno));
+		goto out;
+	}
+	/* A dup shares the offset a previous reader left at the end. */
+	rewinddir(d);
+	rv = 0;
+	while ((de = readdir(d))) {
+		unsigned long id;
+		time_t expires = 0;
+		size_t i;
+		int keep;
+
+		if (strncmp(de->d_name, "job.", 4) != 0 ||
+		    nc_parse_jobid(de->d_name + 4, &id) < 0)
+			continue;
+		keep = live == NULL;
+		for (i = 0; live && i < nlive; i++)
+			if (live[i] == id)
+				keep = 1;
+		if (keep &&
+		    read_state(dirfd, de->d_name, id, &expires, out) < 0) {
+			int w = snprintf(err + used, errlen - used,
+					 "%smalformed %s", used ? ", " : "",
+					 de->d_name);
+
+			if (w > 0 && (size_t)w < errlen - used)
+				used += (size_t)w;
+			rv = 1;
+			keep = 0;
+		} else if (keep && expires < now) {
+			/* The backstop: a job whose epilog never ran must
+			 * not keep its peers open for ever. */
+			size_t k = out->n;
+
+			while (k > 0 && out->v[k - 1].jobid == id)
+				k--;
+			out->n = k;
+			keep = 0;
+		}
+		if (!keep)
+			unlinkat(dirfd, de->d_name, 0);
+	}
+out:
+	if (d)
+		closedir(d);
+	return rv;
+}
