@@ -128,26 +128,49 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 	return 0;
 }
 
-/* srun options that take a separate argument ("-n 4", "--nodes 2"). */
-static const char short_with_arg[] = "AbBcCdDeGiJLmMnNopqrStTwWx";
+/*
+ * srun's options whose value is required, so that srun takes the next word
+ * as the value ("-n 4", "--nodes 2"): the union of the option tables of
+ * Slurm 22.05, 24.11 and 26.05 (src/common/slurm_opt.c, the entries srun
+ * accepts), hidden aliases included (cpu_bind, pack-group, cluster), and
+ * this plugin's own --ddp-port and --ddp-bind. An option only some versions
+ * know is harmless here: srun refuses it where it does not exist.
+ * tests/bats/srun-options.bats checks the table against each version's
+ * srun.
+ *
+ * Options whose value is optional (--exclusive, --bcast, --compress,
+ * --resv-ports, --ddp-check, ...) are not here: srun's getopt_long takes
+ * their value only when attached (--exclusive=user), never the next word,
+ * which is then the program or the next option.
+ */
+static const char short_with_arg[] = "ABCDFGJLMNSTWbcdeimnopqrtwx";
+/* Short options whose value is optional: the rest of their word, if any
+ * ("-I5"), never the next word. */
+static const char short_optional_arg[] = "IKk";
 static const char *const long_with_arg[] = {
+	"accel-bind",
 	"account",
 	"acctg-freq",
-	"begin",
-	"bcast",
+	"autocomplete",
 	"bb",
 	"bbf",
+	"bcast-exclude",
+	"begin",
 	"chdir",
+	"cluster",
 	"cluster-constraint",
 	"clusters",
 	"comment",
-	"compress",
 	"constraint",
 	"container",
+	"container-id",
+	"container-type",
+	"context",
 	"core-spec",
 	"cores-per-socket",
 	"cpu-bind",
 	"cpu-freq",
+	"cpu_bind",
 	"cpus-per-gpu",
 	"cpus-per-task",
 	"ddp-bind",
@@ -160,6 +183,7 @@ static const char *const long_with_arg[] = {
 	"error",
 	"exclude",
 	"export",
+	"extra",
 	"extra-node-info",
 	"gid",
 	"gpu-bind",
@@ -172,6 +196,7 @@ static const char *const long_with_arg[] = {
 	"gres-flags",
 	"het-group",
 	"hint",
+	"ignore-signals",
 	"input",
 	"job-name",
 	"jobid",
@@ -183,8 +208,10 @@ static const char *const long_with_arg[] = {
 	"mem-bind",
 	"mem-per-cpu",
 	"mem-per-gpu",
+	"mem-update",
 	"mincpus",
 	"mpi",
+	"msg-timeout",
 	"network",
 	"nodefile",
 	"nodelist",
@@ -194,8 +221,10 @@ static const char *const long_with_arg[] = {
 	"ntasks-per-gpu",
 	"ntasks-per-node",
 	"ntasks-per-socket",
+	"ntasks-per-tres",
 	"open-mode",
 	"output",
+	"pack-group",
 	"partition",
 	"power",
 	"prefer",
@@ -205,25 +234,27 @@ static const char *const long_with_arg[] = {
 	"qos",
 	"relative",
 	"reservation",
-	"resv-ports",
+	"resources",
+	"segment",
 	"signal",
 	"slurmd-debug",
 	"sockets-per-node",
 	"switches",
 	"task-epilog",
 	"task-prolog",
+	"tasks-per-node",
 	"thread-spec",
 	"threads",
 	"threads-per-core",
 	"time",
 	"time-min",
 	"tmp",
+	"treewidth",
+	"tres-bind",
 	"tres-per-task",
 	"uid",
 	"wait",
 	"wckey",
-	"ddp-port",
-	"ddp-bind",
 	NULL,
 };
 
@@ -461,6 +492,13 @@ ddp_srun_scan(int argc, char *const *argv,
 					   : (i + 1 < argc ? argv[++i] : NULL);
 				if (note_option(c, 1, val, &cmd, err, errlen) <
 				    0)
+					return -1;
+				break;
+			}
+			if (strchr(short_optional_arg, *c)) {
+				/* "-I5": the rest of the word is the value. */
+				if (note_option(c, 1, c[1] ? c + 1 : NULL, &cmd,
+						err, errlen) < 0)
 					return -1;
 				break;
 			}

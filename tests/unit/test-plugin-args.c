@@ -309,6 +309,27 @@ main(void)
 		    "--ddp ./t") == 0 &&
 		       r.gpus_per_node == 2 && r.ddp,
 	       "scan: --ddp-port and --ddp-bind take a separate argument");
+	tap_ok(scan(&r, "srun --tres-bind gres/gpu:closest --ddp prog") == 0 &&
+		       r.ddp,
+	       "scan: --tres-bind takes a separate argument (24.11)");
+	tap_ok(scan(&r, "srun --container-id c1 --container-type oci "
+			"--segment 2 --tasks-per-node 2 -N2 --ddp prog") == 0 &&
+		       r.ddp && r.nodes == 2,
+	       "scan: --container-id, --container-type, --segment and "
+	       "--tasks-per-node take a separate argument (26.05)");
+	tap_ok(scan(&r, "srun -F hosts.txt --cpu_bind cores -N2 --ddp ./t") ==
+			       0 &&
+		       r.ddp && r.nodes == 2,
+	       "scan: -F and the alias --cpu_bind take a separate argument");
+	tap_ok(scan(&r, "srun --exclusive --bcast --compress --resv-ports "
+			"--ddp ./t") == 0 &&
+		       r.ddp && r.cpus_by && !strcmp(r.cpus_by, "--exclusive"),
+	       "scan: options whose value is optional leave the next word "
+	       "alone");
+	tap_ok(scan(&r, "srun -N3 -IN2 -K --ddp ./t") == 0 && r.nodes == 3 &&
+		       r.ddp,
+	       "scan: an optional short value is the rest of its word "
+	       "(-IN2 is -I N2), never the next word");
 	tap_ok(scan(&r,
 		    "srun -N 2 --gres gpu:a100:2 ./t --ntasks-per-node=9") ==
 			       0 &&
