@@ -8,8 +8,9 @@
  *
  * Messages go through ddp_error/ddp_info/ddp_verbose/ddp_debug
  * (common/ddp_log.h), which spank_ddp.c's sink hands to Slurm's log calls;
- * the only other output is the --ddp-verbose report on the user's terminal
- * (remote_report, through plugin_user_line). Slurm-version differences live in
+ * the only other output, the --ddp-verbose report and --ddp-check=requeue's
+ * findings on the user's terminal, goes through ddp_user, which the same
+ * sink hands to slurm_spank_log. Slurm-version differences live in
  * slurm_compat.h.
  *
  * Thread safety: none needed; SPANK calls the hooks from one thread.
@@ -105,13 +106,6 @@ struct ddp_plugin {
 /* Fails a use of --ddp while the site configuration is broken: logs why
  * and returns -1. */
 int plugin_refuse_bad_conf(const struct ddp_plugin *p);
-
-/*
- * One line on the user's terminal (--ddp-verbose), not in a log, with the
- * "ddp: " prefix: spank_ddp.c, the one file that calls Slurm's log
- * functions, writes it. msg is borrowed.
- */
-void plugin_user_line(const char *msg);
 
 /*
  * srun, from slurm_spank_init (before srun reads its options), when --ddp

@@ -570,20 +570,6 @@ setenv_s(spank_t sp, const char *name, const char *value)
 	return spank_setenv(sp, name, value, 1) == ESPANK_SUCCESS ? 0 : -1;
 }
 
-/* --ddp-verbose: a line on the user's terminal, not in a log. */
-__attribute__((format(printf, 1, 2))) static void
-remote_report(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	/* A cut line is still worth showing. */
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	plugin_user_line(msg);
-}
-
 /* PyTorch's flight recorder variables (flightrec.h), each unless the
  * user exported it or the name newer PyTorch reads first. */
 static int
@@ -594,7 +580,7 @@ flightrec_env(const struct ddp_node *n, spank_t sp, uint32_t local)
 	int rc = 0;
 
 	if (n->flightrec_note[0] && local == 0)
-		remote_report("%s", n->flightrec_note);
+		ddp_user("%s", n->flightrec_note);
 	if (!n->flightrec || ddp_flightrec_env(n->shared_dir, &env) < 0)
 		return 0;
 	for (v = env.var; v < env.var + DDP_FLIGHTREC_NVARS; v++)
@@ -673,16 +659,16 @@ task_env(struct ddp_plugin *p, spank_t sp, uint32_t local, long global,
 				     " check_port=%ld", n->check_port) < 0)
 		check_note[0] = '\0';
 	if (p->opts.verbose)
-		remote_report(
-			"rank=%u local_rank=%u host=%s gpu=%s cpus=%s numa=%s "
-			"nic=%s hca=%s bind=%s%s%s master=%s:%ld%s%s",
-			e.rank, e.local_rank, n->host, rp ? rp->busid : "-",
-			rp ? rp->cpus : "-", rp && rp->numa[0] ? rp->numa : "-",
-			rp && rp->nic[0] ? rp->nic : "-",
-			rp && rp->hca[0] ? rp->hca : "-",
-			ddp_bind_name(n->bind), bindnote ? " " : "",
-			bindnote ? bindnote : "", n->master, n->port,
-			n->port_note, check_note);
+		ddp_user("rank=%u local_rank=%u host=%s gpu=%s cpus=%s numa=%s "
+			 "nic=%s hca=%s bind=%s%s%s master=%s:%ld%s%s",
+			 e.rank, e.local_rank, n->host, rp ? rp->busid : "-",
+			 rp ? rp->cpus : "-",
+			 rp && rp->numa[0] ? rp->numa : "-",
+			 rp && rp->nic[0] ? rp->nic : "-",
+			 rp && rp->hca[0] ? rp->hca : "-",
+			 ddp_bind_name(n->bind), bindnote ? " " : "",
+			 bindnote ? bindnote : "", n->master, n->port,
+			 n->port_note, check_note);
 	return rc ? -1 : 0;
 }
 
@@ -1029,12 +1015,12 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 	}
 	if (p->opts.verbose && local == 0) {
 		if (n->topo_note[0])
-			remote_report("%s: topology: %s (%.1f ms)", n->host,
-				      n->topo_note, n->topo_ms);
+			ddp_user("%s: topology: %s (%.1f ms)", n->host,
+				 n->topo_note, n->topo_ms);
 		if (n->cpu_note[0])
-			remote_report("%s: %s", n->host, n->cpu_note);
+			ddp_user("%s: %s", n->host, n->cpu_note);
 		if (n->gpus.note[0])
-			remote_report("%s: %s", n->host, n->gpus.note);
+			ddp_user("%s: %s", n->host, n->gpus.note);
 	}
 	if (task_env(p, sp, local, global, rp, bindnote) < 0)
 		return -1;

@@ -39,7 +39,7 @@ print_verdict(void *arg, const struct ddp_verdict *v)
 
 	(void)arg;
 	if (ddp_requeue_describe(v, line, sizeof(line)) == 0)
-		plugin_user_line(line);
+		ddp_user("%s", line);
 }
 
 static int
@@ -163,7 +163,7 @@ plugin_requeue(const struct ddp_plugin *p, const char *text, size_t len)
 			    "without %s%s",
 			    n->jobid, restart, p->conf.check_requeue_max, list,
 			    note) == 0)
-			plugin_user_line(why);
+			ddp_user("%s", why);
 		goto out;
 	}
 	ddp_error("retry with: --exclude=%s (not requeued: %s)", list, why);
