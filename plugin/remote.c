@@ -30,7 +30,6 @@
 #include "jobdir.h"
 #include "plugin.h"
 #include "port.h"
-#include "requeue.h"
 #include "stepkey.h"
 #include "tasks.h"
 #include "verdict.h"
@@ -793,9 +792,7 @@ forward_verdict(void *arg, const struct ddp_verdict *v)
 	ssize_t w;
 
 	if (strcmp(v->node, f->n->host) != 0 ||
-	    ddp_fmt(line, sizeof(line),
-		    "node=%s check=%s value=%s median=%s unit=%s\n", v->node,
-		    v->check, v->value, v->median, v->unit) < 0 ||
+	    ddp_verdict_format(v, line, sizeof(line)) < 0 ||
 	    f->sent + strlen(line) > VERDICT_TEXT_MAX)
 		return;
 	/* One write of less than PIPE_BUF is never split. */
@@ -815,13 +812,10 @@ use_verdicts(const struct ddp_plugin *p, enum ddp_check mode, uint32_t local,
 {
 	const struct ddp_node *n = &p->node;
 	struct forward f = {n, 0};
-	struct ddp_requeue_nodes *nodes;
 
-	if (local == 0 && n->verdict_wfd >= 0 && t->len &&
-	    (nodes = malloc(sizeof(*nodes)))) {
-		ddp_requeue_scan(t->buf, t->len, nodes, forward_verdict, &f);
-		free(nodes);
-	}
+	if (local == 0 && n->verdict_wfd >= 0 && t->len)
+		ddp_verdict_scan(t->buf, t->len, forward_verdict, &f, NULL,
+				 NULL, 0);
 	if (failed && mode == DDP_CHECK_REQUEUE && global == 0)
 		plugin_requeue(p, t->buf, t->len);
 }
@@ -1072,10 +1066,9 @@ static void
 record_verdicts(struct ddp_plugin *p)
 {
 	struct ddp_node *n = &p->node;
-	struct ddp_requeue_nodes *nodes = NULL;
 	struct record r = {p, 0, 0};
-	char *buf = NULL;
-	size_t len = 0;
+	char *buf = NULL, bad_why[128];
+	size_t len = 0, bad = 0;
 	ssize_t got;
 
 	if (n->verdict_wfd >= 0)
@@ -1084,8 +1077,7 @@ record_verdicts(struct ddp_plugin *p)
 	if (n->verdict_rfd < 0)
 		return;
 	buf = malloc(VERDICT_TEXT_MAX);
-	nodes = malloc(sizeof(*nodes));
-	if (!buf || !nodes)
+	if (!buf)
 		goto out;
 	while (len < VERDICT_TEXT_MAX) {
 		got = read(n->verdict_rfd, buf + len, VERDICT_TEXT_MAX - len);
@@ -1098,12 +1090,13 @@ record_verdicts(struct ddp_plugin *p)
 	}
 	if (!len)
 		goto out;
-	ddp_requeue_scan(buf, len, nodes, record_verdict, &r);
-	if (nodes->bad || r.foreign)
+	ddp_verdict_scan(buf, len, record_verdict, &r, &bad, bad_why,
+			 sizeof(bad_why));
+	if (bad || r.foreign)
 		ddp_info("--ddp-check: %s: %zu verdict line%s skipped (%s)",
-			 n->host, nodes->bad + r.foreign,
-			 nodes->bad + r.foreign == 1 ? "" : "s",
-			 nodes->bad ? nodes->bad_why : "another node's");
+			 n->host, bad + r.foreign,
+			 bad + r.foreign == 1 ? "" : "s",
+			 bad ? bad_why : "another node's");
 	if (r.written)
 		ddp_verbose("--ddp-check: %s: %zu verdict%s recorded", n->host,
 			    r.written, r.written == 1 ? "" : "s");
@@ -1111,7 +1104,6 @@ out:
 	close(n->verdict_rfd);
 	n->verdict_rfd = -1;
 	free(buf);
-	free(nodes);
 }
 
 void
