@@ -19,7 +19,7 @@
 #define STEP_KEY_LABEL "slurm-ddp step key 1"
 
 void
-ddp_step_key_derive(const struct ddp_port_key *site, unsigned long job_id,
+ddp_step_key_derive(const struct ddp_site_key *site, unsigned long job_id,
 		    unsigned long step_id, unsigned long uid,
 		    struct ddp_step_key *out)
 {

@@ -8,8 +8,8 @@
  * init_post_opt) computes
  *   key = HMAC-SHA256(site key, "slurm-ddp step key 1" NUL
  *                     "job=J step=S uid=U")
- * where the site key is the port key (port.h: ddp.conf's port_key, a
- * root-only file identical on every node, XOR-folded to 128 bits). The
+ * where the site key is sitekey.h's (ddp.conf's port_key, a root-only
+ * file identical on every node, XOR-folded to 128 bits). The
  * label keeps the two uses apart: the port choice feeds SipHash with
  * 25-byte messages that start "ddpport2", never an HMAC. Every node
  * computes the same key and nothing crosses the network. Knowing the key
@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "port.h"
+#include "sitekey.h"
 
 #define DDP_STEP_KEY_LEN 32
 /* The variable that names the key file for libddp (and only the path). */
@@ -52,7 +52,7 @@ struct ddp_step_key {
 };
 
 /* The step key of (job_id, step_id, uid) under the site key (above). */
-void ddp_step_key_derive(const struct ddp_port_key *site, unsigned long job_id,
+void ddp_step_key_derive(const struct ddp_site_key *site, unsigned long job_id,
 			 unsigned long step_id, unsigned long uid,
 			 struct ddp_step_key *out);
 

@@ -31,6 +31,7 @@
 #include "hostlist.h"
 #include "placement.h"
 #include "port.h"
+#include "sitekey.h"
 
 /* One node of a --ddp step, in slurmstepd: computed in user_init, used by
  * task_init, freed in exit. */
@@ -46,11 +47,12 @@ struct ddp_node {
 	 * MASTER_PORT; 0 when the step runs no check. */
 	long check_port;
 	char port_note[160];
-	/* The site's port key, read as root in init_post_opt and wiped once
+	/* The site key (sitekey.h, ddp.conf's port_key), read as root in
+	 * init_post_opt and wiped once
 	 * the port is chosen: 1 loaded, 0 not read (port_key = ""), -1
 	 * unusable (port_key_error says why; raised only when needed). */
 	int port_key_state;
-	struct ddp_port_key port_key;
+	struct ddp_site_key port_key;
 	char port_key_error[DDP_ERR_LEN];
 	/* The step's key file (stepkey.h), made as root in init_post_opt
 	 * and removed in exit: its directory's name below

@@ -30,6 +30,7 @@
 #include "jobdir.h"
 #include "plugin.h"
 #include "port.h"
+#include "sitekey.h"
 #include "stepkey.h"
 #include "tasks.h"
 #include "verdict.h"
@@ -161,7 +162,7 @@ remote_load_port_key(struct ddp_plugin *p)
 		return;
 	/* Owner 0, not geteuid(): a key the job's user could write would
 	 * let them choose other jobs' ports. */
-	if (ddp_port_key_load(p->conf.port_key, 0, &n->port_key,
+	if (ddp_site_key_load(p->conf.port_key, 0, &n->port_key,
 			      n->port_key_error,
 			      sizeof(n->port_key_error)) == 0)
 		n->port_key_state = 1;
@@ -322,7 +323,7 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 		    port, n->host) < 0)
 		n->port_note[0] = '\0';
 out:
-	ddp_port_key_wipe(&n->port_key);
+	ddp_site_key_wipe(&n->port_key);
 }
 
 /*
@@ -540,7 +541,7 @@ remote_user_init(struct ddp_plugin *p, spank_t sp)
 	open_verdict_pipe(p);
 	/* Whatever happened, the key leaves slurmstepd's memory before the
 	 * tasks fork from it. */
-	ddp_port_key_wipe(&p->node.port_key);
+	ddp_site_key_wipe(&p->node.port_key);
 	return 0;
 }
 
@@ -1113,7 +1114,7 @@ remote_exit(struct ddp_plugin *p)
 	char err[DDP_ERR_LEN];
 
 	record_verdicts(p);
-	ddp_port_key_wipe(&n->port_key);
+	ddp_site_key_wipe(&n->port_key);
 	if (n->step_key_name[0] &&
 	    ddp_step_key_remove(p->conf.state_dir, n->step_key_name, err,
 				sizeof(err)) < 0)

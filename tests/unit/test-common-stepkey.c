@@ -19,7 +19,7 @@
 #define NOBODY 65534
 #define OTHER_UID 4242
 
-static const struct ddp_port_key site = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
+static const struct ddp_site_key site = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
 					  0xe0, 0x7a, 0x19, 0x88, 0x3d, 0xb2,
 					  0x40, 0xfe, 0x21, 0x9c}};
 
@@ -38,7 +38,7 @@ static void
 test_derive(void)
 {
 	struct ddp_step_key a, b;
-	struct ddp_port_key other = site;
+	struct ddp_site_key other = site;
 	int differ = 1;
 
 	ddp_step_key_derive(&site, 4242, 7, 1000, &a);
