@@ -3,7 +3,8 @@
  * The state of spank_ddp.so and its two sides, split as SPANK calls them:
  * local.c runs in srun, sbatch and salloc (checks the request, node mode),
  * remote.c in slurmstepd (the node's plan, each task's environment and
- * binding). spank_ddp.c holds the slurm_spank_* hooks and dispatches on
+ * binding; the topology in remote_topo.c, --ddp-check in remote_check.c).
+ * spank_ddp.c holds the slurm_spank_* hooks and dispatches on
  * spank_context(); the state is one struct it owns and passes by pointer.
  *
  * Messages go through ddp_error/ddp_info/ddp_verbose/ddp_debug
@@ -172,6 +173,28 @@ int remote_task_init(struct ddp_plugin *p, spank_t sp);
  * verdicts about this node (<state_dir>/verdicts), removes the step's key
  * file and frees the node's state. */
 void remote_exit(struct ddp_plugin *p);
+
+/* --ddp-check as given, else the site's check (remote_check.c). */
+enum ddp_check remote_check_mode(const struct ddp_plugin *p);
+
+/*
+ * slurmstepd, in each task from remote_task_init once its environment is
+ * set: unless the check is off, runs ddp-check on the step's check port
+ * (remote_check.c), waits for it, hands the node's first task's findings
+ * about this node to slurmstepd and, with --ddp-check=requeue, requeues
+ * the job from the step's global rank 0 (plugin_requeue). Returns 0 to
+ * start the program, or -1 (logged) to end the task.
+ */
+int remote_check_run(const struct ddp_plugin *p, spank_t sp, uint32_t local,
+		     long global);
+
+/*
+ * slurmstepd, from remote_exit (as root): closes the verdict pipe and
+ * appends the findings the node's first task sent about this node to
+ * <state_dir>/verdicts with the job, step, user and time Slurm gave.
+ * Logs what it skips; cannot fail.
+ */
+void remote_check_record(struct ddp_plugin *p);
 
 /*
  * A task of a --ddp-check=requeue step, as the job's user, on the step's
