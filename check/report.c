@@ -14,6 +14,7 @@
 #include "check.h"
 #include "ddp_util.h"
 #include "port.h"
+#include "verdict.h"
 
 /* ---- options ---- */
 
@@ -538,15 +539,25 @@ static void
 verdict_line(struct chk_buf *out, const char *host, const char *check,
 	     double value, double median)
 {
-	if (value >= 0 && median > 0)
-		chk_buf_printf(out,
-			       "node=%s check=%s value=%.3g median=%.3g "
-			       "unit=gb-per-s\n",
-			       host, check, value, median);
-	else
-		chk_buf_printf(out,
-			       "node=%s check=%s value=- median=- unit=-\n",
-			       host, check);
+	struct ddp_verdict v;
+	char line[DDP_VERDICT_LINE_MAX];
+
+	memset(&v, 0, sizeof(v));
+	/* plain_host and the fixed check names keep every field within its
+	 * room; "%.3g" of a number fits too. */
+	ddp_fmt(v.node, sizeof(v.node), "%s", host);
+	ddp_fmt(v.check, sizeof(v.check), "%s", check);
+	if (value >= 0 && median > 0) {
+		ddp_fmt(v.value, sizeof(v.value), "%.3g", value);
+		ddp_fmt(v.median, sizeof(v.median), "%.3g", median);
+		ddp_fmt(v.unit, sizeof(v.unit), "gb-per-s");
+	} else {
+		ddp_fmt(v.value, sizeof(v.value), "-");
+		ddp_fmt(v.median, sizeof(v.median), "-");
+		ddp_fmt(v.unit, sizeof(v.unit), "-");
+	}
+	if (ddp_verdict_format(&v, line, sizeof(line)) == 0)
+		chk_buf_printf(out, "%s", line);
 }
 
 int

@@ -10,6 +10,10 @@
 #include <stdarg.h>
 
 enum ddp_log_level {
+	/* A line for the user's terminal, not a log (--ddp-verbose): the
+	 * plugin's sink shows it where srun's user sees it; every other sink
+	 * prints it as it prints DDP_LOG_INFO. Never dropped by max_level. */
+	DDP_LOG_USER = -1,
 	DDP_LOG_ERROR = 0,
 	DDP_LOG_INFO = 1,
 	DDP_LOG_VERBOSE = 2,
@@ -33,6 +37,7 @@ void ddp_log_set_sink(ddp_log_sink_fn *sink, enum ddp_log_level max_level);
 void ddp_log(enum ddp_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+#define ddp_user(...) ddp_log(DDP_LOG_USER, __VA_ARGS__)
 #define ddp_error(...) ddp_log(DDP_LOG_ERROR, __VA_ARGS__)
 #define ddp_info(...) ddp_log(DDP_LOG_INFO, __VA_ARGS__)
 #define ddp_verbose(...) ddp_log(DDP_LOG_VERBOSE, __VA_ARGS__)

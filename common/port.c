@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Deterministic rendezvous port choice inside the site's port_range,
- * public or keyed with the site's port key, plus an advisory bind probe
+ * public or keyed with the site key (sitekey.h), plus an advisory bind probe
  * for the master node. */
 #include "port.h"
 
@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
-#include "trusted_path.h"
 
 long
 ddp_port_choose(unsigned long job_id, unsigned long step_id, unsigned min,
@@ -111,7 +110,7 @@ ddp_siphash24(const unsigned char key[16], const void *msg, size_t len)
 /* One Feistel round's function: SipHash of a fixed, domain-separated
  * encoding of (job, range, round, half), little-endian. */
 static uint64_t
-round_fn(const struct ddp_port_key *key, unsigned long job_id, unsigned min,
+round_fn(const struct ddp_site_key *key, unsigned long job_id, unsigned min,
 	 unsigned max, unsigned round, uint64_t half)
 {
 	unsigned char m[8 + 8 + 2 + 2 + 1 + 4];
@@ -135,7 +134,7 @@ round_fn(const struct ddp_port_key *key, unsigned long job_id, unsigned min,
  * network on 2 * h bits (2^(2h) >= size), cycle-walked into the range.
  * The walk ends: x's cycle under the bijection comes back to x < size. */
 static unsigned long
-permute(const struct ddp_port_key *key, unsigned long job_id, unsigned min,
+permute(const struct ddp_site_key *key, unsigned long job_id, unsigned min,
 	unsigned max, unsigned long size, unsigned long x)
 {
 	unsigned h = 1, r;
@@ -159,7 +158,7 @@ permute(const struct ddp_port_key *key, unsigned long job_id, unsigned min,
 }
 
 long
-ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
+ddp_port_choose_keyed(const struct ddp_site_key *key, unsigned long job_id,
 		      unsigned long step_id, unsigned min, unsigned max)
 {
 	unsigned long size;
@@ -176,7 +175,7 @@ ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
 }
 
 long
-ddp_port_choose_check(const struct ddp_port_key *key, unsigned long job_id,
+ddp_port_choose_check(const struct ddp_site_key *key, unsigned long job_id,
 		      unsigned long step_id, unsigned min, unsigned max,
 		      long master_port)
 {
@@ -196,139 +195,6 @@ ddp_port_choose_check(const struct ddp_port_key *key, unsigned long job_id,
 		port = key ? ddp_port_choose_keyed(key, job_id, own, min, max)
 			   : ddp_port_choose(job_id, own, min, max);
 	return port;
-}
-
-void
-ddp_port_key_wipe(struct ddp_port_key *key)
-{
-	explicit_bzero(key, sizeof(*key));
-}
-
-/* Says what would work, after what was wrong with the key file. */
-#define KEY_FIX                                                            \
-	"; use a regular file of %d-%d random bytes, owner uid %lu, mode " \
-	"0600, in a directory only uid %lu can write, identical on every " \
-	"node: (umask 077; head -c 32 /dev/urandom >%.200s), copied like " \
-	"munge.key; or port_key = \"\" in ddp.conf (ports anyone can compute)"
-
-/* Opens the key file's directory, named by path up to its last '/',
- * checking every directory from "/" down (trusted_path.h); *base is then
- * the file's name in it. */
-static int
-open_key_dir(const char *path, uid_t owner, const char **base, char *err,
-	     size_t errlen)
-{
-	char dir[PATH_MAX], why[1024];
-	const char *slash = strrchr(path, '/');
-	size_t len;
-	int dfd;
-
-	if (!slash || path[0] != '/' || !slash[1]) {
-		ddp_errf(err, errlen,
-			 "port_key %.200s: not an absolute path" KEY_FIX, path,
-			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
-			 (unsigned long)owner, (unsigned long)owner, path);
-		return -1;
-	}
-	len = slash == path ? 1 : (size_t)(slash - path);
-	if (len >= sizeof(dir)) {
-		ddp_errf(err, errlen, "port_key %.200s: path too long", path);
-		return -1;
-	}
-	memcpy(dir, path, len);
-	dir[len] = '\0';
-	dfd = ddp_trusted_dir_open(dir, owner, 0, why, sizeof(why));
-	if (dfd < 0) {
-		ddp_errf(err, errlen, "port_key %.200s: %s", path, why);
-		return -1;
-	}
-	*base = slash + 1;
-	return dfd;
-}
-
-int
-ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
-		  char *err, size_t errlen)
-{
-	unsigned char buf[DDP_PORT_KEY_MAX + 1];
-	const char *base = NULL;
-	struct stat st;
-	size_t got = 0, i;
-	ssize_t n;
-	int dfd = -1, fd = -1, rc = -1;
-
-	if (errlen)
-		err[0] = '\0';
-	memset(key, 0, sizeof(*key));
-	if (!path) {
-		ddp_errf(err, errlen, "port_key: no path given");
-		goto out;
-	}
-	dfd = open_key_dir(path, owner, &base, err, errlen);
-	if (dfd < 0)
-		goto out;
-	fd = openat(dfd, base,
-		    O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0) {
-		ddp_errf(err, errlen, "port_key %.200s: %s" KEY_FIX, path,
-			 errno == ELOOP ? "is a symlink, refused"
-					: strerror(errno),
-			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
-			 (unsigned long)owner, (unsigned long)owner, path);
-		goto out;
-	}
-	if (fstat(fd, &st) < 0) {
-		ddp_errf(err, errlen, "port_key %.200s: %s", path,
-			 strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_uid != owner || (st.st_mode & 077)) {
-		ddp_errf(err, errlen,
-			 "port_key %.200s: %s owned by uid %lu with mode "
-			 "%04o%s" KEY_FIX,
-			 path,
-			 S_ISREG(st.st_mode) ? "file" : "not a regular file,",
-			 (unsigned long)st.st_uid,
-			 (unsigned)(st.st_mode & DDP_MODE_BITS),
-			 (st.st_mode & 077) ? ": others can read or change it"
-					    : "",
-			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
-			 (unsigned long)owner, (unsigned long)owner, path);
-		goto out;
-	}
-	while (got < sizeof(buf)) {
-		n = read(fd, buf + got, sizeof(buf) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ddp_errf(err, errlen, "port_key %.200s: %s", path,
-				 strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got < DDP_PORT_KEY_MIN || got > DDP_PORT_KEY_MAX) {
-		ddp_errf(err, errlen, "port_key %.200s: %s (%zu bytes)" KEY_FIX,
-			 path,
-			 got < DDP_PORT_KEY_MIN ? "too short" : "too long", got,
-			 DDP_PORT_KEY_MIN, DDP_PORT_KEY_MAX,
-			 (unsigned long)owner, (unsigned long)owner, path);
-		goto out;
-	}
-	for (i = 0; i < got; i++)
-		key->k[i % sizeof(key->k)] ^= buf[i];
-	rc = 0;
-out:
-	explicit_bzero(buf, sizeof(buf));
-	if (rc < 0)
-		ddp_port_key_wipe(key);
-	if (fd >= 0)
-		close(fd);
-	if (dfd >= 0)
-		close(dfd);
-	return rc;
 }
 
 long

@@ -35,19 +35,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sitekey.h"
+
 #define DDP_PORT_STRIDE 16
 
-/* The site's port key file, ddp.conf's port_key [this path]. */
+/* The site key's file (sitekey.h), ddp.conf's port_key [this path]. */
 #define DDP_PORT_KEY_DEFAULT "/etc/slurm/ddp-port.key"
-/* Accepted key file sizes in bytes: 16 (128 bits) up to 4096. */
-#define DDP_PORT_KEY_MIN 16
-#define DDP_PORT_KEY_MAX 4096
-
-/* The key the keyed scheme uses: the file's bytes XOR-folded into 128
- * bits (a file of random bytes gives a uniform key). */
-struct ddp_port_key {
-	unsigned char k[16];
-};
 
 /*
  * The public scheme (see above): the port for (job_id, step_id) inside
@@ -59,9 +52,10 @@ long ddp_port_choose(unsigned long job_id, unsigned long step_id, unsigned min,
 /*
  * The keyed scheme (see above): the port for (job_id, step_id) inside
  * [min, max] under key (borrowed, not kept), or -1 when the range is empty
- * or not within 1..65535. Same inputs, same port, on every node.
+ * or not within 1..65535. Same inputs, same port, on every node. Leaves
+ * no key material on the stack.
  */
-long ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
+long ddp_port_choose_keyed(const struct ddp_site_key *key, unsigned long job_id,
 			   unsigned long step_id, unsigned min, unsigned max);
 
 /*
@@ -81,27 +75,9 @@ long ddp_port_choose_keyed(const struct ddp_port_key *key, unsigned long job_id,
  * job. Returns -1 when [min, max] is not within 1..65535 or holds fewer
  * than 2 ports (no port is left for the check). Reentrant.
  */
-long ddp_port_choose_check(const struct ddp_port_key *key, unsigned long job_id,
+long ddp_port_choose_check(const struct ddp_site_key *key, unsigned long job_id,
 			   unsigned long step_id, unsigned min, unsigned max,
 			   long master_port);
-
-/*
- * Reads the port key file path into key. The file must be a regular file
- * (not a symlink) owned by uid owner (root, 0, in slurmstepd) with no
- * group or other permission bits (0600 or 0400), in a directory owned by
- * owner and not writable by group or others, every directory above it
- * root's (or owner's) and not writable by group or others unless sticky
- * (ddp_trusted_dir_open, trusted_path.h), and hold DDP_PORT_KEY_MIN to
- * DDP_PORT_KEY_MAX bytes. Returns 0, or -1 with err naming the file, its
- * owner and mode and what would work; key is zeroed on error. Nothing of
- * the file stays in memory but key (see ddp_port_key_wipe), on every path
- * out; nor does the keyed choice leave key material on the stack.
- */
-int ddp_port_key_load(const char *path, uid_t owner, struct ddp_port_key *key,
-		      char *err, size_t errlen);
-
-/* Zeroes key in a way the compiler keeps. */
-void ddp_port_key_wipe(struct ddp_port_key *key);
 
 /*
  * SipHash-2-4 (Aumasson and Bernstein) of msg[0..len) under a 128-bit key:

@@ -10,58 +10,19 @@
 /* A job's excluded nodes beyond this are not worth expanding. */
 #define EXCLUDE_MAX_HOSTS 65536
 
-static void
-add_node(struct ddp_requeue_nodes *out, const char *node)
+void
+ddp_requeue_collect(void *nodes, const struct ddp_verdict *v)
 {
+	struct ddp_requeue_nodes *out = nodes;
 	size_t i;
 
 	for (i = 0; i < out->n; i++)
-		if (!strcmp(out->name[i], node))
+		if (!strcmp(out->name[i], v->node))
 			return;
 	if (out->n < DDP_REQUEUE_MAX_NODES &&
-	    ddp_fmt(out->name[out->n], sizeof(out->name[0]), "%s", node) == 0)
+	    ddp_fmt(out->name[out->n], sizeof(out->name[0]), "%s", v->node) ==
+		    0)
 		out->n++;
-}
-
-static void
-refuse_line(struct ddp_requeue_nodes *out, const char *why)
-{
-	if (!out->bad++)
-		ddp_fmt(out->bad_why, sizeof(out->bad_why), "%s", why);
-}
-
-void
-ddp_requeue_scan(const char *text, size_t len, struct ddp_requeue_nodes *out,
-		 ddp_verdict_fn *each_line, void *arg)
-{
-	struct ddp_verdict v;
-	char line[DDP_VERDICT_LINE_MAX + 1], err[128];
-	const char *p = text, *end = text + len, *nl;
-	size_t n;
-
-	memset(out, 0, sizeof(*out));
-	while (p < end) {
-		nl = memchr(p, '\n', (size_t)(end - p));
-		n = (size_t)((nl ? nl : end) - p);
-		if (n >= sizeof(line)) {
-			refuse_line(out, "a line longer than "
-					 "DDP_VERDICT_LINE_MAX");
-		} else if (n > 0) {
-			memcpy(line, p, n);
-			line[n] = '\0';
-			if (strlen(line) != n)
-				refuse_line(out, "a NUL byte in a line");
-			else if (ddp_verdict_parse(line, &v, err, sizeof(err)) <
-				 0)
-				refuse_line(out, err);
-			else {
-				add_node(out, v.node);
-				if (each_line)
-					each_line(arg, &v);
-			}
-		}
-		p += n + (nl ? 1 : 0);
-	}
 }
 
 int

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * --ddp-check=requeue without Slurm: which nodes ddp-check's verdict lines
- * name, whether the job may be requeued, the job's new excluded nodes, and
- * the lines the job's output shows. plugin/requeue.c asks Slurm for the
- * job's record and does the requeue; everything it decides is here, so the
- * unit tests drive it.
+ * name (as ddp_verdict_scan reads them), whether the job may be requeued,
+ * the job's new excluded nodes, and the lines the job's output shows.
+ * plugin/requeue.c asks Slurm for the job's record and does the requeue;
+ * everything it decides is here, so the unit tests drive it.
  *
  * Errors: functions return 0 or -1 with err (NUL-terminated when errlen >
  * 0); they never log. Thread safety: reentrant, they touch only their
@@ -24,23 +24,15 @@
 struct ddp_requeue_nodes {
 	char name[DDP_REQUEUE_MAX_NODES][256];
 	size_t n;
-	/* Lines ddp_verdict_parse refused, and the first one's reason. */
-	size_t bad;
-	char bad_why[128];
 };
 
 /*
- * Parses text (ddp-check's --verdict-fd output: lines of
- * ddp_verdict_parse's form, at most len bytes, not NUL-terminated needed)
- * and collects the nodes they name. Each valid line is also handed to
- * each_line (may be NULL) with arg. A line longer than
- * DDP_VERDICT_LINE_MAX or refused by ddp_verdict_parse is counted in bad;
- * nodes past DDP_REQUEUE_MAX_NODES are dropped. Cannot fail.
+ * A ddp_verdict_fn (verdict.h) for ddp_verdict_scan: adds the node v names
+ * to nodes, a struct ddp_requeue_nodes zeroed before the first call,
+ * unless it is there already; nodes past DDP_REQUEUE_MAX_NODES are
+ * dropped. Cannot fail.
  */
-typedef void ddp_verdict_fn(void *arg, const struct ddp_verdict *v);
-void ddp_requeue_scan(const char *text, size_t len,
-		      struct ddp_requeue_nodes *out, ddp_verdict_fn *each_line,
-		      void *arg);
+void ddp_requeue_collect(void *nodes, const struct ddp_verdict *v);
 
 /* What Slurm says about the job, as far as requeueing goes. */
 struct ddp_requeue_job {

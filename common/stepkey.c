@@ -19,7 +19,7 @@
 #define STEP_KEY_LABEL "slurm-ddp step key 1"
 
 void
-ddp_step_key_derive(const struct ddp_port_key *site, unsigned long job_id,
+ddp_step_key_derive(const struct ddp_site_key *site, unsigned long job_id,
 		    unsigned long step_id, unsigned long uid,
 		    struct ddp_step_key *out)
 {
@@ -183,6 +183,65 @@ out:
 		path[0] = '\0';
 	if (kfd >= 0)
 		close(kfd);
+	return rc;
+}
+
+int
+ddp_step_key_read(const char *path, struct ddp_step_key *out, char *err,
+		  size_t errlen)
+{
+	unsigned char buf[DDP_STEP_KEY_LEN + 1];
+	struct stat sb;
+	size_t got = 0;
+	ssize_t n;
+	int fd, rc = -1;
+
+	if (errlen)
+		err[0] = '\0';
+	memset(out, 0, sizeof(*out));
+	fd = open(path,
+		  O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return ddp_errf(err, errlen, "step key %.200s: %s", path,
+				errno == ELOOP ? "is a symlink, refused"
+					       : strerror(errno));
+	if (fstat(fd, &sb) < 0) {
+		ddp_errf(err, errlen, "step key %.200s: %s", path,
+			 strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & 077)) {
+		ddp_errf(err, errlen,
+			 "step key %.200s: %s owned by uid %u with mode %04o: "
+			 "it must be a file of this uid (%u) that no one else "
+			 "can read",
+			 path,
+			 S_ISREG(sb.st_mode) ? "file" : "not a regular file,",
+			 (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777),
+			 (unsigned)geteuid());
+		goto out;
+	}
+	while (got < sizeof(buf)) {
+		n = read(fd, buf + got, sizeof(buf) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got != DDP_STEP_KEY_LEN) {
+		ddp_errf(err, errlen, "step key %.200s: %s, expected %d bytes",
+			 path,
+			 got < DDP_STEP_KEY_LEN ? "too short" : "too long",
+			 DDP_STEP_KEY_LEN);
+		goto out;
+	}
+	memcpy(out->k, buf, sizeof(out->k));
+	rc = 0;
+out:
+	explicit_bzero(buf, sizeof(buf));
+	close(fd);
 	return rc;
 }
 

@@ -8,8 +8,8 @@
  * init_post_opt) computes
  *   key = HMAC-SHA256(site key, "slurm-ddp step key 1" NUL
  *                     "job=J step=S uid=U")
- * where the site key is the port key (port.h: ddp.conf's port_key, a
- * root-only file identical on every node, XOR-folded to 128 bits). The
+ * where the site key is sitekey.h's (ddp.conf's port_key, a root-only
+ * file identical on every node, XOR-folded to 128 bits). The
  * label keeps the two uses apart: the port choice feeds SipHash with
  * 25-byte messages that start "ddpport2", never an HMAC. Every node
  * computes the same key and nothing crosses the network. Knowing the key
@@ -26,7 +26,8 @@
  * symlink followed, writes the key and only then gives both to the job's
  * user: no one else can read it, and the user never sees a half-made
  * one. The plugin exports its path as DDP_STEP_KEY_FILE and removes it in
- * slurm_spank_exit. <state_dir>/step-keys is root's, 0755.
+ * slurm_spank_exit. <state_dir>/step-keys is root's, 0755. libddp reads
+ * it with ddp_step_key_read, which checks what the installer promised.
  *
  * Errors: 0 or -1 with err naming the path, what is wrong and the fix;
  * never the key. Thread safety: touches only its arguments and the file
@@ -38,7 +39,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "port.h"
+#include "sitekey.h"
 
 #define DDP_STEP_KEY_LEN 32
 /* The variable that names the key file for libddp (and only the path). */
@@ -52,7 +53,7 @@ struct ddp_step_key {
 };
 
 /* The step key of (job_id, step_id, uid) under the site key (above). */
-void ddp_step_key_derive(const struct ddp_port_key *site, unsigned long job_id,
+void ddp_step_key_derive(const struct ddp_site_key *site, unsigned long job_id,
 			 unsigned long step_id, unsigned long uid,
 			 struct ddp_step_key *out);
 
@@ -78,6 +79,18 @@ int ddp_step_key_dirname(unsigned long job_id, unsigned long step_id,
 int ddp_step_key_install(const char *state_dir, const char *name,
 			 const struct ddp_step_key *key, uid_t uid, gid_t gid,
 			 char *path, size_t pathlen, char *err, size_t errlen);
+
+/*
+ * As the job's user: reads the key file at path (DDP_STEP_KEY_FILE) into
+ * out, holding it to what ddp_step_key_install promises: a regular file,
+ * not a symlink, owned by the caller's effective uid, with no group or
+ * other permission bits (a key others can read proves nothing about who
+ * holds it), of exactly DDP_STEP_KEY_LEN bytes. Returns 0, or -1 with err
+ * naming the path and what is wrong; out is then zeroed. No copy of the
+ * key is left behind but out.
+ */
+int ddp_step_key_read(const char *path, struct ddp_step_key *out, char *err,
+		      size_t errlen);
 
 /*
  * As root: removes <state_dir>/step-keys/<name> and the files in it,

@@ -270,6 +270,57 @@ ddp_verdict_parse(const char *line, struct ddp_verdict *v, char *err,
 }
 
 int
+ddp_verdict_format(const struct ddp_verdict *v, char *buf, size_t len)
+{
+	return ddp_fmt(buf, len,
+		       "node=%s check=%s value=%s median=%s unit=%s\n", v->node,
+		       v->check, v->value, v->median, v->unit);
+}
+
+/* Counts a line ddp_verdict_scan skips; the first one's reason is kept. */
+static void
+refuse_line(size_t *bad, char *bad_why, size_t why_len, const char *why)
+{
+	if (!(*bad)++ && why_len)
+		ddp_fmt(bad_why, why_len, "%s", why);
+}
+
+void
+ddp_verdict_scan(const char *text, size_t len, ddp_verdict_fn *each, void *arg,
+		 size_t *bad, char *bad_why, size_t why_len)
+{
+	struct ddp_verdict v;
+	char line[DDP_VERDICT_LINE_MAX + 1], err[128];
+	const char *p = text, *end = text + len, *nl;
+	size_t n, nbad = 0;
+
+	if (why_len)
+		bad_why[0] = '\0';
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		n = (size_t)((nl ? nl : end) - p);
+		if (n >= sizeof(line)) {
+			refuse_line(&nbad, bad_why, why_len,
+				    "a line longer than DDP_VERDICT_LINE_MAX");
+		} else if (n > 0) {
+			memcpy(line, p, n);
+			line[n] = '\0';
+			if (strlen(line) != n)
+				refuse_line(&nbad, bad_why, why_len,
+					    "a NUL byte in a line");
+			else if (ddp_verdict_parse(line, &v, err, sizeof(err)) <
+				 0)
+				refuse_line(&nbad, bad_why, why_len, err);
+			else if (each)
+				each(arg, &v);
+		}
+		p += n + (nl ? 1 : 0);
+	}
+	if (bad)
+		*bad = nbad;
+}
+
+int
 ddp_verdict_parse_record(const char *line, struct ddp_verdict *v, char *err,
 			 size_t errlen)
 {

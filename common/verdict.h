@@ -64,6 +64,34 @@ int ddp_verdict_parse(const char *line, struct ddp_verdict *v, char *err,
 		      size_t errlen);
 
 /*
+ * Writes v's part of ddp-check's form as one line, newline included, into
+ * buf: "node=<host> check=<token> value=<v> median=<m> unit=<u>\n" (time,
+ * job, step and uid are not part of it). The one writer of the form that
+ * ddp_verdict_parse and ddp_verdict_scan read; the fields are written as
+ * they are, so a line of fields ddp_verdict_parse would refuse is refused
+ * where it is read. Returns 0, or -1 when it does not fit (buf then holds
+ * a cut line). Reentrant.
+ */
+int ddp_verdict_format(const struct ddp_verdict *v, char *buf, size_t len);
+
+/* Receives each line ddp_verdict_scan accepts, parsed; v is borrowed for
+ * the call only. */
+typedef void ddp_verdict_fn(void *arg, const struct ddp_verdict *v);
+
+/*
+ * Reads text (ddp-check's --verdict-fd output: lines of ddp-check's form,
+ * len bytes, not necessarily NUL-terminated, the last newline optional)
+ * and hands each valid line, parsed by ddp_verdict_parse, to each (may be
+ * NULL) with arg, in order. A line longer than DDP_VERDICT_LINE_MAX, one
+ * holding a NUL byte and one ddp_verdict_parse refuses are skipped and
+ * counted in *bad (bad may be NULL), the first one's reason written to
+ * bad_why (why_len bytes; "" when no line is bad); empty lines are
+ * skipped uncounted. Cannot fail. Reentrant when each is.
+ */
+void ddp_verdict_scan(const char *text, size_t len, ddp_verdict_fn *each,
+		      void *arg, size_t *bad, char *bad_why, size_t why_len);
+
+/*
  * Root: appends v as one record line to <state_dir>/verdicts (state_dir
  * root's and not writable by others, made 0755 when missing; the file
  * root-owned 0600, opened O_APPEND|O_NOFOLLOW, under an exclusive flock).

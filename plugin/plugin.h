@@ -3,13 +3,15 @@
  * The state of spank_ddp.so and its two sides, split as SPANK calls them:
  * local.c runs in srun, sbatch and salloc (checks the request, node mode),
  * remote.c in slurmstepd (the node's plan, each task's environment and
- * binding). spank_ddp.c holds the slurm_spank_* hooks and dispatches on
+ * binding; the topology in remote_topo.c, --ddp-check in remote_check.c).
+ * spank_ddp.c holds the slurm_spank_* hooks and dispatches on
  * spank_context(); the state is one struct it owns and passes by pointer.
  *
  * Messages go through ddp_error/ddp_info/ddp_verbose/ddp_debug
  * (common/ddp_log.h), which spank_ddp.c's sink hands to Slurm's log calls;
- * the only other output is the --ddp-verbose report on the user's terminal
- * (remote_report, through plugin_user_line). Slurm-version differences live in
+ * the only other output, the --ddp-verbose report and --ddp-check=requeue's
+ * findings on the user's terminal, goes through ddp_user, which the same
+ * sink hands to slurm_spank_log. Slurm-version differences live in
  * slurm_compat.h.
  *
  * Thread safety: none needed; SPANK calls the hooks from one thread.
@@ -30,6 +32,7 @@
 #include "hostlist.h"
 #include "placement.h"
 #include "port.h"
+#include "sitekey.h"
 
 /* One node of a --ddp step, in slurmstepd: computed in user_init, used by
  * task_init, freed in exit. */
@@ -45,11 +48,12 @@ struct ddp_node {
 	 * MASTER_PORT; 0 when the step runs no check. */
 	long check_port;
 	char port_note[160];
-	/* The site's port key, read as root in init_post_opt and wiped once
+	/* The site key (sitekey.h, ddp.conf's port_key), read as root in
+	 * init_post_opt and wiped once
 	 * the port is chosen: 1 loaded, 0 not read (port_key = ""), -1
 	 * unusable (port_key_error says why; raised only when needed). */
 	int port_key_state;
-	struct ddp_port_key port_key;
+	struct ddp_site_key port_key;
 	char port_key_error[DDP_ERR_LEN];
 	/* The step's key file (stepkey.h), made as root in init_post_opt
 	 * and removed in exit: its directory's name below
@@ -105,13 +109,6 @@ struct ddp_plugin {
 /* Fails a use of --ddp while the site configuration is broken: logs why
  * and returns -1. */
 int plugin_refuse_bad_conf(const struct ddp_plugin *p);
-
-/*
- * One line on the user's terminal (--ddp-verbose), not in a log, with the
- * "ddp: " prefix: spank_ddp.c, the one file that calls Slurm's log
- * functions, writes it. msg is borrowed.
- */
-void plugin_user_line(const char *msg);
 
 /*
  * srun, from slurm_spank_init (before srun reads its options), when --ddp
@@ -176,6 +173,28 @@ int remote_task_init(struct ddp_plugin *p, spank_t sp);
  * verdicts about this node (<state_dir>/verdicts), removes the step's key
  * file and frees the node's state. */
 void remote_exit(struct ddp_plugin *p);
+
+/* --ddp-check as given, else the site's check (remote_check.c). */
+enum ddp_check remote_check_mode(const struct ddp_plugin *p);
+
+/*
+ * slurmstepd, in each task from remote_task_init once its environment is
+ * set: unless the check is off, runs ddp-check on the step's check port
+ * (remote_check.c), waits for it, hands the node's first task's findings
+ * about this node to slurmstepd and, with --ddp-check=requeue, requeues
+ * the job from the step's global rank 0 (plugin_requeue). Returns 0 to
+ * start the program, or -1 (logged) to end the task.
+ */
+int remote_check_run(const struct ddp_plugin *p, spank_t sp, uint32_t local,
+		     long global);
+
+/*
+ * slurmstepd, from remote_exit (as root): closes the verdict pipe and
+ * appends the findings the node's first task sent about this node to
+ * <state_dir>/verdicts with the job, step, user and time Slurm gave.
+ * Logs what it skips; cannot fail.
+ */
+void remote_check_record(struct ddp_plugin *p);
 
 /*
  * A task of a --ddp-check=requeue step, as the job's user, on the step's

@@ -32,14 +32,15 @@ slurm_why(int rc)
 	return slurm_strerror(rc > 0 ? rc : errno);
 }
 
+/* Shows each finding on the job's output and collects the nodes (arg). */
 static void
 print_verdict(void *arg, const struct ddp_verdict *v)
 {
 	char line[DDP_VERDICT_LINE_MAX + 64];
 
-	(void)arg;
 	if (ddp_requeue_describe(v, line, sizeof(line)) == 0)
-		plugin_user_line(line);
+		ddp_user("%s", line);
+	ddp_requeue_collect(arg, v);
 }
 
 static int
@@ -134,19 +135,20 @@ plugin_requeue(const struct ddp_plugin *p, const char *text, size_t len)
 {
 	const struct ddp_node *n = &p->node;
 	struct ddp_requeue_nodes *nodes = NULL;
-	char list[EXCLUDE_LEN], why[DDP_ERR_LEN], note[96];
+	char list[EXCLUDE_LEN], why[DDP_ERR_LEN], note[96], bad_why[128];
 	unsigned restart = 0;
+	size_t bad = 0;
 
 	nodes = calloc(1, sizeof(*nodes));
 	if (!nodes) {
 		ddp_error("--ddp-check=requeue: out of memory");
 		return;
 	}
-	ddp_requeue_scan(text, len, nodes, print_verdict, NULL);
-	if (nodes->bad)
-		ddp_info("--ddp-check: %zu verdict line%s skipped: %s",
-			 nodes->bad, nodes->bad == 1 ? "" : "s",
-			 nodes->bad_why);
+	ddp_verdict_scan(text, len, print_verdict, nodes, &bad, bad_why,
+			 sizeof(bad_why));
+	if (bad)
+		ddp_info("--ddp-check: %zu verdict line%s skipped: %s", bad,
+			 bad == 1 ? "" : "s", bad_why);
 	if (!nodes->n) {
 		ddp_error("--ddp-check=requeue: the check named no node: the "
 			  "job is not requeued");
@@ -163,7 +165,7 @@ plugin_requeue(const struct ddp_plugin *p, const char *text, size_t len)
 			    "without %s%s",
 			    n->jobid, restart, p->conf.check_requeue_max, list,
 			    note) == 0)
-			plugin_user_line(why);
+			ddp_user("%s", why);
 		goto out;
 	}
 	ddp_error("retry with: --exclude=%s (not requeued: %s)", list, why);

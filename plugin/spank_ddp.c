@@ -61,11 +61,15 @@ static struct spank_option options[] = {
 };
 
 /* Every message of the plugin reaches Slurm here, with the "ddp: " prefix
- * (ddp_error and friends in common/ddp_log.h). */
+ * (ddp_error and friends in common/ddp_log.h); ddp_user's lines go to the
+ * user's terminal, not to a log. */
 static void
 slurm_sink(enum ddp_log_level level, const char *msg)
 {
 	switch (level) {
+	case DDP_LOG_USER:
+		slurm_spank_log("ddp: %s", msg);
+		break;
 	case DDP_LOG_ERROR:
 		slurm_error("ddp: %s", msg);
 		break;
@@ -79,12 +83,6 @@ slurm_sink(enum ddp_log_level level, const char *msg)
 		slurm_debug("ddp: %s", msg);
 		break;
 	}
-}
-
-void
-plugin_user_line(const char *msg)
-{
-	slurm_spank_log("ddp: %s", msg);
 }
 
 static int

@@ -12,6 +12,7 @@
 
 #include "ddp_util.h"
 #include "port.h"
+#include "sitekey.h"
 
 /* Boot-time setup: the node-local roots, made root-owned before any user
  * can make them, then the nftables table. Does all it can; exit 1 when
@@ -47,17 +48,17 @@ cmd_install(const struct ddp_conf *conf, int argc, char **argv)
 	}
 	/* Said at boot rather than at the first --ddp step. */
 	if (conf->port_key[0]) {
-		struct ddp_port_key key;
+		struct ddp_site_key key;
 		char kerr[1024];
 
-		if (ddp_port_key_load(conf->port_key, 0, &key, kerr,
+		if (ddp_site_key_load(conf->port_key, 0, &key, kerr,
 				      sizeof(kerr)) < 0) {
 			ddp_error("install: %s", kerr);
 			rv = NC_EX_NODE;
 		} else {
 			ddp_info("port key %s ready", conf->port_key);
 		}
-		ddp_port_key_wipe(&key);
+		ddp_site_key_wipe(&key);
 	}
 	return rv;
 }
@@ -89,7 +90,7 @@ cmd_show(const struct ddp_conf *conf, int argc, char **argv)
 int
 cmd_port(const struct ddp_conf *conf, int argc, char **argv)
 {
-	struct ddp_port_key key;
+	struct ddp_site_key key;
 	char err[1024];
 	long job, step, port;
 
@@ -103,7 +104,7 @@ cmd_port(const struct ddp_conf *conf, int argc, char **argv)
 		port = ddp_port_choose((unsigned long)job, (unsigned long)step,
 				       conf->port_min, conf->port_max);
 	} else {
-		if (ddp_port_key_load(conf->port_key, 0, &key, err,
+		if (ddp_site_key_load(conf->port_key, 0, &key, err,
 				      sizeof(err)) < 0) {
 			ddp_error("%s", err);
 			return NC_EX_NODE;
@@ -111,7 +112,7 @@ cmd_port(const struct ddp_conf *conf, int argc, char **argv)
 		port = ddp_port_choose_keyed(&key, (unsigned long)job,
 					     (unsigned long)step,
 					     conf->port_min, conf->port_max);
-		ddp_port_key_wipe(&key);
+		ddp_site_key_wipe(&key);
 	}
 	if (port < 0) {
 		ddp_error("port: port_range is empty");

@@ -157,19 +157,15 @@ auth_name(int auth)
 	return auth >= 0 && auth < 4 ? names[auth] : "?";
 }
 
-/* Reads the step key from the file DDP_STEP_KEY_FILE names: this euid's,
- * private, exactly DDP_STEP_KEY_LEN bytes. The path is named in errors,
- * never what the file holds. */
+/* Reads the step key from the file DDP_STEP_KEY_FILE names, as
+ * ddp_step_key_read checks it. The path is named in errors, never what
+ * the file holds. */
 static enum ddp_status
 key_load(struct wk_auth *a)
 {
 	const char *path = getenv(DDP_STEP_KEY_VAR);
-	unsigned char buf[DDP_STEP_KEY_LEN + 1];
-	enum ddp_status st = DDP_ERR_AUTH;
-	struct stat sb;
-	size_t got = 0;
-	ssize_t n;
-	int fd;
+	struct ddp_step_key key;
+	char err[512];
 
 	if (!path || !*path)
 		return wk_err(DDP_ERR_AUTH,
@@ -178,56 +174,15 @@ key_load(struct wk_auth *a)
 			      "program under srun --ddp on a site whose "
 			      "ddp.conf has a port_key, or use DDP_AUTH=munge)",
 			      DDP_STEP_KEY_VAR);
-	fd = open(path,
-		  O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
+	if (ddp_step_key_read(path, &key, err, sizeof(err)) < 0)
 		return wk_err(
 			DDP_ERR_AUTH,
-			"step key %s=%.200s: %s (it exists while the step "
-			"runs, on every node of the step)",
-			DDP_STEP_KEY_VAR, path,
-			errno == ELOOP ? "is a symlink, refused"
-				       : strerror(errno));
-	if (fstat(fd, &sb) < 0) {
-		wk_err(DDP_ERR_AUTH, "step key %.200s: %s", path,
-		       strerror(errno));
-		goto out;
-	}
-	/* A key others can read proves nothing about who holds it. */
-	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
-	    (sb.st_mode & 077)) {
-		wk_err(DDP_ERR_AUTH,
-		       "step key %.200s: %s owned by uid %u with mode %04o: "
-		       "it must be a file of this uid (%u) that no one else "
-		       "can read, as srun --ddp makes it",
-		       path,
-		       S_ISREG(sb.st_mode) ? "file" : "not a regular file,",
-		       (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777),
-		       (unsigned)geteuid());
-		goto out;
-	}
-	while (got < sizeof(buf)) {
-		n = read(fd, buf + got, sizeof(buf) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got != DDP_STEP_KEY_LEN) {
-		wk_err(DDP_ERR_AUTH,
-		       "step key %.200s: %s, expected %d bytes (a key of "
-		       "srun --ddp)",
-		       path, got < DDP_STEP_KEY_LEN ? "too short" : "too long",
-		       DDP_STEP_KEY_LEN);
-		goto out;
-	}
-	memcpy(a->key, buf, sizeof(a->key));
-	st = DDP_OK;
-out:
-	explicit_bzero(buf, sizeof(buf));
-	close(fd);
-	return st;
+			"%s (%s names the key srun --ddp makes for the "
+			"step's tasks, on every node while the step runs)",
+			err, DDP_STEP_KEY_VAR);
+	memcpy(a->key, key.k, sizeof(a->key));
+	ddp_step_key_wipe(&key);
+	return DDP_OK;
 }
 
 enum ddp_status

@@ -38,8 +38,10 @@ $(LIBDDP_SO): $(WORKER_OBJ) $(CORE_LIB) worker/libddp.map
 # internals. The unit tests, which reach the internals, link the plain
 # archive.
 LIBDDP_INTERNAL := $(BUILD)/worker/libddp-internal.a
-# The core objects libddp uses: the static libraries carry them.
-LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o
+# The core objects libddp uses: the static libraries carry them (stepkey's
+# reader, and jobdir for the rest of stepkey.o).
+LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o \
+                   $(BUILD)/common/stepkey.o $(BUILD)/common/jobdir.o
 $(LIBDDP_INTERNAL): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@

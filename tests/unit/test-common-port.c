@@ -17,10 +17,10 @@
 #include "port.h"
 #include "tap.h"
 
-static const struct ddp_port_key key_a = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
+static const struct ddp_site_key key_a = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
 					   0xe0, 0x7a, 0x19, 0x88, 0x3d, 0xb2,
 					   0x40, 0xfe, 0x21, 0x9c}};
-static const struct ddp_port_key key_b = {
+static const struct ddp_site_key key_b = {
 	{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55, 0xe0, 0x7a, 0x19, 0x88, 0x3d, 0xb2,
 	 0x40, 0xfe, 0x21, 0x9d}}; /* one bit off key_a */
 
@@ -217,7 +217,7 @@ test_keyed(void)
 
 /* The keyed or the public scheme's MASTER_PORT, as the plugin picks it. */
 static long
-master(const struct ddp_port_key *key, unsigned long job, unsigned long step,
+master(const struct ddp_site_key *key, unsigned long job, unsigned long step,
        unsigned min, unsigned max)
 {
 	return key ? ddp_port_choose_keyed(key, job, step, min, max)
@@ -234,7 +234,7 @@ test_check_port(void)
 {
 	static const unsigned long sizes[] = {2, 3, 17, 600, 1000, 64512};
 	static unsigned diff[600], count[600];
-	const struct ddp_port_key *keys[] = {&key_a, NULL};
+	const struct ddp_site_key *keys[] = {&key_a, NULL};
 	unsigned long job, step, other, n = 0, bad = 0, near = 0;
 	unsigned lo = ~0u, hi = 0, top = 0, i, k;
 	long c, m, u;
@@ -342,12 +342,12 @@ write_key(const char *dir, const char *name, size_t len, unsigned seed,
 static void
 key_refused(const char *path, uid_t owner, const char *want, const char *what)
 {
-	struct ddp_port_key k;
+	struct ddp_site_key k;
 	char err[1024];
 	int rc;
 
 	memset(&k, 0xaa, sizeof(k));
-	rc = ddp_port_key_load(path, owner, &k, err, sizeof(err));
+	rc = ddp_site_key_load(path, owner, &k, err, sizeof(err));
 	if (!tap_ok(rc < 0 && strstr(err, path) && strstr(err, want) &&
 			    strstr(err, "head -c 32 /dev/urandom") &&
 			    k.k[0] == 0 && k.k[15] == 0,
@@ -360,7 +360,7 @@ test_key_file(void)
 {
 	char tmpl[] = "/tmp/test-port-XXXXXX", path[PATH_MAX], link[PATH_MAX];
 	char sub[PATH_MAX], err[1024];
-	struct ddp_port_key k1, k2, k3;
+	struct ddp_site_key k1, k2, k3;
 	uid_t me = geteuid();
 	const char *dir = mkdtemp(tmpl);
 	unsigned i;
@@ -371,15 +371,15 @@ test_key_file(void)
 		return;
 	}
 	write_key(dir, "good", 32, 1, 0600, path, sizeof(path));
-	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	tap_ok(ddp_site_key_load(path, me, &k1, err, sizeof(err)) == 0,
 	       "a 32-byte key file of mode 0600 loads");
-	tap_ok(ddp_port_key_load(path, me, &k2, err, sizeof(err)) == 0 &&
+	tap_ok(ddp_site_key_load(path, me, &k2, err, sizeof(err)) == 0 &&
 		       !memcmp(&k1, &k2, sizeof(k1)) &&
 		       ddp_port_choose_keyed(&k1, 77, 3, 29400, 29999) ==
 			       ddp_port_choose_keyed(&k2, 77, 3, 29400, 29999),
 	       "the same file gives the same key and the same port");
 	write_key(dir, "other", 32, 2, 0400, path, sizeof(path));
-	tap_ok(ddp_port_key_load(path, me, &k3, err, sizeof(err)) == 0 &&
+	tap_ok(ddp_site_key_load(path, me, &k3, err, sizeof(err)) == 0 &&
 		       memcmp(&k1, &k3, sizeof(k1)) != 0,
 	       "another file (mode 0400) gives another key");
 	for (i = 0, eq = 0; i < 100; i++)
@@ -387,7 +387,7 @@ test_key_file(void)
 		      ddp_port_choose_keyed(&k3, 900 + i, 0, 29400, 29999);
 	tap_ok(eq < 5, "another key, other ports (%d of 100 equal)", eq);
 	write_key(dir, "sixteen", 16, 3, 0600, path, sizeof(path));
-	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	tap_ok(ddp_site_key_load(path, me, &k1, err, sizeof(err)) == 0,
 	       "a 16-byte key loads");
 	{
 		unsigned char want[16];
@@ -396,16 +396,16 @@ test_key_file(void)
 			want[i] = (unsigned char)(3 * 131 + i * 7 + (i >> 3));
 		tap_ok(!memcmp(k1.k, want, 16), "a 16-byte key is used as is");
 	}
-	write_key(dir, "max", DDP_PORT_KEY_MAX, 4, 0600, path, sizeof(path));
-	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	write_key(dir, "max", DDP_SITE_KEY_MAX, 4, 0600, path, sizeof(path));
+	tap_ok(ddp_site_key_load(path, me, &k1, err, sizeof(err)) == 0,
 	       "a 4096-byte key loads");
-	ddp_port_key_wipe(&k1);
+	ddp_site_key_wipe(&k1);
 	tap_ok(k1.k[0] == 0 && k1.k[7] == 0 && k1.k[15] == 0,
 	       "wipe zeroes the key");
 
 	write_key(dir, "short", 15, 5, 0600, path, sizeof(path));
 	key_refused(path, me, "too short (15 bytes)", "15 bytes");
-	write_key(dir, "long", DDP_PORT_KEY_MAX + 1, 6, 0600, path,
+	write_key(dir, "long", DDP_SITE_KEY_MAX + 1, 6, 0600, path,
 		  sizeof(path));
 	key_refused(path, me, "too long", "4097 bytes");
 	write_key(dir, "readable", 32, 7, 0644, path, sizeof(path));
@@ -432,15 +432,15 @@ test_key_file(void)
 	key_refused(sub, me, "not a regular file", "a directory");
 	/* The directory: others could swap the key in a writable one. */
 	write_key(sub, "key", 32, 10, 0600, path, sizeof(path));
-	tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) == 0,
+	tap_ok(ddp_site_key_load(path, me, &k1, err, sizeof(err)) == 0,
 	       "a key in a 0700 directory loads");
 	chmod(sub, 0770);
-	if (!tap_ok(ddp_port_key_load(path, me, &k1, err, sizeof(err)) < 0 &&
+	if (!tap_ok(ddp_site_key_load(path, me, &k1, err, sizeof(err)) < 0 &&
 			    strstr(err, "mode 0770") && strstr(err, sub) &&
 			    strstr(err, "chmod go-w"),
 		    "a key in a group-writable directory refused"))
 		tap_diag("err '%s'", err);
-	tap_ok(ddp_port_key_load("relative/key", me, &k1, err, sizeof(err)) <
+	tap_ok(ddp_site_key_load("relative/key", me, &k1, err, sizeof(err)) <
 			       0 &&
 		       strstr(err, "not an absolute path"),
 	       "a relative key path refused");
@@ -464,12 +464,12 @@ test_key_file(void)
 static void
 path_refused(const char *path, const char *const *want, const char *what)
 {
-	struct ddp_port_key k;
+	struct ddp_site_key k;
 	char err[1024];
 	int rc, ok;
 
 	memset(&k, 0xaa, sizeof(k));
-	rc = ddp_port_key_load(path, 0, &k, err, sizeof(err));
+	rc = ddp_site_key_load(path, 0, &k, err, sizeof(err));
 	ok = rc < 0 && k.k[0] == 0 && k.k[15] == 0;
 	for (; ok && *want; want++)
 		ok = strstr(err, *want) != NULL;
@@ -485,7 +485,7 @@ test_key_path(void)
 	char tmpl[] = "/tmp/test-port-path-XXXXXX", gp[PATH_MAX];
 	char parent[PATH_MAX], key[PATH_MAX], link[PATH_MAX], via[PATH_MAX];
 	char err[1024];
-	struct ddp_port_key k;
+	struct ddp_site_key k;
 	const char *dir;
 
 	if (geteuid() != 0) {
@@ -501,7 +501,7 @@ test_key_path(void)
 		tap_ok(0, "setup: %s/gp/parent/key", dir ? dir : "mkdtemp");
 		return;
 	}
-	tap_ok(ddp_port_key_load(key, 0, &k, err, sizeof(err)) == 0,
+	tap_ok(ddp_site_key_load(key, 0, &k, err, sizeof(err)) == 0,
 	       "a key two root directories below /tmp loads (/tmp is "
 	       "root's and sticky)");
 	chmod(gp, 0757);
@@ -531,7 +531,7 @@ test_key_path(void)
 	snprintf(link, sizeof(link), "%s/link", dir);
 	snprintf(via, sizeof(via), "%s/link/parent/key", dir);
 	tap_ok(symlink("gp", link) == 0 &&
-		       ddp_port_key_load(via, 0, &k, err, sizeof(err)) == 0,
+		       ddp_site_key_load(via, 0, &k, err, sizeof(err)) == 0,
 	       "a root-owned symlink on the way is followed: %s", err);
 	if (lchown(link, 1, 1) == 0)
 		path_refused(via,
@@ -542,7 +542,7 @@ test_key_path(void)
 		tap_ok(0, "setup: lchown %s", link);
 	unlink(link);
 	snprintf(via, sizeof(via), "%s/gp/../gp/./parent/key", dir);
-	tap_ok(ddp_port_key_load(via, 0, &k, err, sizeof(err)) == 0,
+	tap_ok(ddp_site_key_load(via, 0, &k, err, sizeof(err)) == 0,
 	       "'.' and '..' on the way resolve: %s", err);
 	snprintf(via, sizeof(via), "%s/absent/parent/key", dir);
 	path_refused(via,

@@ -15,64 +15,72 @@ static const char throttled[] =
 	"node=node2 check=link-recv value=0.0416 median=1.31 unit=gb-per-s\n"
 	"node=node4 check=gpu value=- median=- unit=-\n";
 
+/* What ddp_verdict_scan with ddp_requeue_collect found in a text. */
+struct scan {
+	struct ddp_requeue_nodes nodes;
+	int seen; /* lines handed over */
+	size_t bad;
+	char bad_why[128];
+};
+
 static void
-count_line(void *arg, const struct ddp_verdict *v)
+collect_line(void *arg, const struct ddp_verdict *v)
 {
-	(void)v;
-	(*(int *)arg)++;
+	struct scan *s = arg;
+
+	s->seen++;
+	ddp_requeue_collect(&s->nodes, v);
+}
+
+static void
+scan(struct scan *s, const char *text, size_t len)
+{
+	memset(s, 0, sizeof(*s));
+	ddp_verdict_scan(text, len, collect_line, s, &s->bad, s->bad_why,
+			 sizeof(s->bad_why));
 }
 
 static void
 test_scan(void)
 {
-	struct ddp_requeue_nodes nodes;
+	static struct scan s;
 	static const char with_nul[] =
 		"node=n1 check=gpu value=- median=- unit=-\0node=n2";
+	static const char mixed[] =
+		"node=n1;rm check=gpu value=- median=- unit=-\n"
+		"garbage\n\n"
+		"node=n2 check=gpu value=- median=- unit=- x=1\n"
+		"node=n3 check=gpu value=- median=- unit=-\n";
 	char list[64], evil[1200];
-	int seen = 0;
 
-	ddp_requeue_scan(throttled, strlen(throttled), &nodes, count_line,
-			 &seen);
-	tap_ok(nodes.n == 2 && !strcmp(nodes.name[0], "node2") &&
-		       !strcmp(nodes.name[1], "node4") && !nodes.bad &&
-		       seen == 3,
+	scan(&s, throttled, strlen(throttled));
+	tap_ok(s.nodes.n == 2 && !strcmp(s.nodes.name[0], "node2") &&
+		       !strcmp(s.nodes.name[1], "node4") && !s.bad &&
+		       s.seen == 3,
 	       "three lines, two nodes, each once and in order");
-	tap_ok(ddp_requeue_node_list(&nodes, list, sizeof(list)) == 0 &&
+	tap_ok(ddp_requeue_node_list(&s.nodes, list, sizeof(list)) == 0 &&
 		       !strcmp(list, "node2,node4"),
 	       "the nodes as --exclude= takes them");
-	tap_ok(ddp_requeue_node_list(&nodes, list, 8) == -1,
+	tap_ok(ddp_requeue_node_list(&s.nodes, list, 8) == -1,
 	       "a list that does not fit is an error");
 
-	ddp_requeue_scan("node=node2 check=gpu value=- median=- unit=-", 44,
-			 &nodes, NULL, NULL);
-	tap_ok(nodes.n == 1 && !nodes.bad,
+	scan(&s, "node=node2 check=gpu value=- median=- unit=-", 44);
+	tap_ok(s.nodes.n == 1 && !s.bad,
 	       "the last line needs no newline; len bounds the text");
 
-	seen = 0;
-	ddp_requeue_scan("node=n1;rm check=gpu value=- median=- unit=-\n"
-			 "garbage\n\n"
-			 "node=n2 check=gpu value=- median=- unit=- x=1\n"
-			 "node=n3 check=gpu value=- median=- unit=-\n",
-			 strlen("node=n1;rm check=gpu value=- median=- unit=-\n"
-				"garbage\n\n"
-				"node=n2 check=gpu value=- median=- unit=- "
-				"x=1\n"
-				"node=n3 check=gpu value=- median=- "
-				"unit=-\n"),
-			 &nodes, count_line, &seen);
-	if (!tap_ok(nodes.n == 1 && !strcmp(nodes.name[0], "n3") &&
-			    nodes.bad == 3 && nodes.bad_why[0] && seen == 1,
+	scan(&s, mixed, strlen(mixed));
+	if (!tap_ok(s.nodes.n == 1 && !strcmp(s.nodes.name[0], "n3") &&
+			    s.bad == 3 && s.bad_why[0] && s.seen == 1,
 		    "a bad host, garbage and an unknown key are skipped and "
 		    "counted; the good line is kept"))
-		tap_diag("n %zu bad %zu why '%s'", nodes.n, nodes.bad,
-			 nodes.bad_why);
+		tap_diag("n %zu bad %zu why '%s'", s.nodes.n, s.bad, s.bad_why);
 
 	memset(evil, 'a', sizeof(evil));
-	ddp_requeue_scan(evil, sizeof(evil), &nodes, NULL, NULL);
-	tap_ok(nodes.n == 0 && nodes.bad == 1,
+	scan(&s, evil, sizeof(evil));
+	tap_ok(s.nodes.n == 0 && s.bad == 1,
 	       "a 1200-byte line without a newline is one bad line");
-	ddp_requeue_scan(with_nul, sizeof(with_nul) - 1, &nodes, NULL, NULL);
-	tap_ok(nodes.n == 0 && nodes.bad == 1,
+	scan(&s, with_nul, sizeof(with_nul) - 1);
+	tap_ok(s.nodes.n == 0 && s.bad == 1,
 	       "a NUL inside a line makes it bad");
 }
 
@@ -110,31 +118,32 @@ test_allowed(void)
 static void
 test_exclude(void)
 {
-	struct ddp_requeue_nodes nodes;
+	static struct scan s;
+	const struct ddp_requeue_nodes *nodes = &s.nodes;
 	char out[64], err[256];
 
-	ddp_requeue_scan(throttled, strlen(throttled), &nodes, NULL, NULL);
-	tap_ok(ddp_requeue_exclude(NULL, &nodes, out, sizeof(out), err,
+	scan(&s, throttled, strlen(throttled));
+	tap_ok(ddp_requeue_exclude(NULL, nodes, out, sizeof(out), err,
 				   sizeof(err)) == 0 &&
 		       !strcmp(out, "node2,node4"),
 	       "no excluded nodes yet: the named ones");
-	tap_ok(ddp_requeue_exclude("(null)", &nodes, out, sizeof(out), err,
+	tap_ok(ddp_requeue_exclude("(null)", nodes, out, sizeof(out), err,
 				   sizeof(err)) == 0 &&
 		       !strcmp(out, "node2,node4"),
 	       "Slurm's (null) is none");
-	tap_ok(ddp_requeue_exclude("node[1-2]", &nodes, out, sizeof(out), err,
+	tap_ok(ddp_requeue_exclude("node[1-2]", nodes, out, sizeof(out), err,
 				   sizeof(err)) == 0 &&
 		       !strcmp(out, "node[1-2],node4"),
 	       "node2 already excluded by node[1-2]: only node4 is added");
-	tap_ok(ddp_requeue_exclude("node[2,4]", &nodes, out, sizeof(out), err,
+	tap_ok(ddp_requeue_exclude("node[2,4]", nodes, out, sizeof(out), err,
 				   sizeof(err)) == 0 &&
 		       !strcmp(out, "node[2,4]"),
 	       "both already excluded: unchanged");
-	tap_ok(ddp_requeue_exclude("node[", &nodes, out, sizeof(out), err,
+	tap_ok(ddp_requeue_exclude("node[", nodes, out, sizeof(out), err,
 				   sizeof(err)) == -1 &&
 		       strstr(err, "'node['"),
 	       "an unparsable list is an error naming it");
-	tap_ok(ddp_requeue_exclude("gpu[100-120]", &nodes, out, 16, err,
+	tap_ok(ddp_requeue_exclude("gpu[100-120]", nodes, out, 16, err,
 				   sizeof(err)) == -1 &&
 		       strstr(err, "exceed 15 characters"),
 	       "a result that does not fit is an error");

@@ -3,7 +3,8 @@
  * known answer, and a different key for every other job, step, uid or
  * site key), and the file root hands to the step's user: its owner and
  * modes, that another uid cannot read it, a leftover of an earlier step
- * replaced, its removal, and a state_dir that a user made refused. */
+ * replaced, its removal, and a state_dir that a user made refused; and
+ * the reader, which takes what the installer makes and nothing else. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 #define NOBODY 65534
 #define OTHER_UID 4242
 
-static const struct ddp_port_key site = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
+static const struct ddp_site_key site = {{0x6b, 0x1f, 0x93, 0x02, 0xc4, 0x55,
 					  0xe0, 0x7a, 0x19, 0x88, 0x3d, 0xb2,
 					  0x40, 0xfe, 0x21, 0x9c}};
 
@@ -38,7 +39,7 @@ static void
 test_derive(void)
 {
 	struct ddp_step_key a, b;
-	struct ddp_port_key other = site;
+	struct ddp_site_key other = site;
 	int differ = 1;
 
 	ddp_step_key_derive(&site, 4242, 7, 1000, &a);
@@ -167,12 +168,121 @@ test_install(const char *tmp)
 	ddp_step_key_wipe(&got);
 }
 
+/* Writes len bytes of 0x5a to dir/name with mode; its path into path. */
+static void
+write_file(const char *dir, const char *name, size_t len, mode_t mode,
+	   char *path, size_t pathlen)
+{
+	unsigned char buf[64];
+	int fd;
+
+	memset(buf, 0x5a, sizeof(buf));
+	snprintf(path, pathlen, "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len ||
+	    fchmod(fd, mode) < 0)
+		tap_diag("write %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Reading path fails with err naming path and mentioning want; out is
+ * left zeroed. */
+static void
+read_refused(const char *path, const char *want, const char *what)
+{
+	struct ddp_step_key k;
+	char err[1024];
+	int rc;
+
+	memset(&k, 0xaa, sizeof(k));
+	rc = ddp_step_key_read(path, &k, err, sizeof(err));
+	if (!tap_ok(rc < 0 && strstr(err, path) && strstr(err, want) &&
+			    k.k[0] == 0 && k.k[31] == 0,
+		    "read refuses %s", what))
+		tap_diag("rc %d err '%s'", rc, err);
+}
+
+static void
+test_read(void)
+{
+	char tmpl[] = "/tmp/ddp-stepkey-read-XXXXXX", path[4096], link[4096];
+	char err[1024];
+	const char *dir = mkdtemp(tmpl);
+	struct ddp_step_key k;
+
+	if (!dir) {
+		tap_ok(0, "mkdtemp");
+		return;
+	}
+	write_file(dir, "good", 32, 0400, path, sizeof(path));
+	tap_ok(ddp_step_key_read(path, &k, err, sizeof(err)) == 0 &&
+		       k.k[0] == 0x5a && k.k[31] == 0x5a,
+	       "read takes a 32-byte file of this uid, mode 0400: %s", err);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	if (symlink(path, link) < 0)
+		tap_diag("symlink: %s", strerror(errno));
+	read_refused(link, "symlink", "a symlink to a good key");
+	write_file(dir, "rw", 32, 0600, path, sizeof(path));
+	tap_ok(ddp_step_key_read(path, &k, err, sizeof(err)) == 0,
+	       "read takes mode 0600 too: %s", err);
+	write_file(dir, "open", 32, 0644, path, sizeof(path));
+	read_refused(path, "mode 0644", "a file others can read");
+	write_file(dir, "group", 32, 0440, path, sizeof(path));
+	read_refused(path, "mode 0440", "a file its group can read");
+	write_file(dir, "short", 31, 0400, path, sizeof(path));
+	read_refused(path, "too short", "31 bytes");
+	write_file(dir, "long", 33, 0400, path, sizeof(path));
+	read_refused(path, "too long", "33 bytes");
+	read_refused(dir, "not a regular file", "a directory");
+	snprintf(path, sizeof(path), "%s/absent", dir);
+	read_refused(path, "No such file", "a missing file");
+	if (geteuid() == 0) {
+		write_file(dir, "theirs", 32, 0400, path, sizeof(path));
+		if (chown(path, NOBODY, NOBODY) < 0)
+			tap_diag("chown %s: %s", path, strerror(errno));
+		read_refused(path, "owned by uid 65534",
+			     "another uid's file, even to root");
+	} else {
+		tap_ok(1, "# skip not root: cannot give a file to another "
+			  "uid");
+	}
+	ddp_step_key_wipe(&k);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	if (system(path) != 0)
+		tap_diag("could not remove %s", dir);
+}
+
+/* As root: the reader takes what the installer made (for root itself). */
+static void
+test_install_read(const char *tmp)
+{
+	char state[300], path[4096], err[1024], name[64];
+	struct ddp_step_key key, got;
+	int rc;
+
+	snprintf(state, sizeof(state), "%s/run/slurm-ddp", tmp);
+	ddp_step_key_derive(&site, 4242, 8, 0, &key);
+	ddp_step_key_dirname(4242, 8, 1, name, sizeof(name));
+	rc = ddp_step_key_install(state, name, &key, 0, 0, path, sizeof(path),
+				  err, sizeof(err));
+	if (rc == 0)
+		rc = ddp_step_key_read(path, &got, err, sizeof(err));
+	if (!tap_ok(rc == 0 && memcmp(got.k, key.k, sizeof(key.k)) == 0,
+		    "read takes the file install made, with its key"))
+		tap_diag("%s", err);
+	ddp_step_key_remove(state, name, err, sizeof(err));
+	ddp_step_key_wipe(&key);
+	ddp_step_key_wipe(&got);
+}
+
 int
 main(void)
 {
 	char tmp[] = "/tmp/ddp-stepkey-XXXXXX", cmd[200];
 
 	test_derive();
+	test_read();
 	if (geteuid() != 0) {
 		tap_ok(1, "# SKIP installing keys needs root");
 		return tap_done();
@@ -183,6 +293,7 @@ main(void)
 		return tap_done();
 	}
 	test_install(tmp);
+	test_install_read(tmp);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		tap_diag("could not remove %s", tmp);

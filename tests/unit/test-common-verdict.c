@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the verdict record: ddp-check's line form parsed strictly,
- * records appended to a real file (mode, symlinks, bound) and read back,
- * malformed lines skipped and counted, and the drain rule.
+ * written and scanned back, records appended to a real file (mode, symlinks,
+ * bound) and read back, malformed lines skipped and counted, and the drain
+ * rule.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -138,6 +139,75 @@ verdict(long long time, const char *job, unsigned long uid, const char *node,
 	snprintf(v.median, sizeof(v.median), "1.9");
 	snprintf(v.unit, sizeof(v.unit), "gb-per-s");
 	return v;
+}
+
+/* What ddp_verdict_scan handed over. */
+struct seen {
+	struct ddp_verdict v[4];
+	size_t n;
+};
+
+static void
+keep_line(void *arg, const struct ddp_verdict *v)
+{
+	struct seen *s = arg;
+
+	if (s->n < sizeof(s->v) / sizeof(s->v[0]))
+		s->v[s->n] = *v;
+	s->n++;
+}
+
+static int
+same_verdict(const struct ddp_verdict *a, const struct ddp_verdict *b)
+{
+	return a->time == b->time && a->uid == b->uid &&
+	       !strcmp(a->job, b->job) && !strcmp(a->step, b->step) &&
+	       !strcmp(a->node, b->node) && !strcmp(a->check, b->check) &&
+	       !strcmp(a->value, b->value) && !strcmp(a->median, b->median) &&
+	       !strcmp(a->unit, b->unit);
+}
+
+static void
+test_line_form(void)
+{
+	struct ddp_verdict slow =
+		verdict(0, "", 0, "node2", "link-send", "0.21");
+	struct ddp_verdict gpu =
+		verdict(0, "", 0, "gpu-07.cluster", "gpu", "-");
+	struct seen seen = {0};
+	char text[2 * DDP_VERDICT_LINE_MAX], why[128] = "x";
+	size_t bad = 7, off;
+
+	/* Only ddp-check's part: what the scanner hands back. */
+	slow.step[0] = gpu.step[0] = '\0';
+	snprintf(gpu.median, sizeof(gpu.median), "-");
+	snprintf(gpu.unit, sizeof(gpu.unit), "-");
+	tap_ok(ddp_verdict_format(&slow, text, sizeof(text)) == 0 &&
+		       !strcmp(text, "node=node2 check=link-send value=0.21 "
+				     "median=1.9 unit=gb-per-s\n"),
+	       "a verdict written in ddp-check's line form, newline included");
+	off = strlen(text);
+	tap_ok(ddp_verdict_format(&gpu, text + off, sizeof(text) - off) == 0,
+	       "a second line appended");
+	ddp_verdict_scan(text, strlen(text), keep_line, &seen, &bad, why,
+			 sizeof(why));
+	if (!tap_ok(seen.n == 2 && bad == 0 && !why[0] &&
+			    same_verdict(&seen.v[0], &slow) &&
+			    same_verdict(&seen.v[1], &gpu),
+		    "format then scan: the same two verdicts, in order, none "
+		    "bad"))
+		tap_diag("n %zu bad %zu why '%s'", seen.n, bad, why);
+	tap_ok(ddp_verdict_format(&slow, text, 20) == -1,
+	       "a line that does not fit is an error");
+	memset(&seen, 0, sizeof(seen));
+	ddp_verdict_scan("garbage\nnode=n1 check=gpu value=- median=- unit=-",
+			 strlen("garbage\nnode=n1 check=gpu value=- median=- "
+				"unit=-"),
+			 keep_line, &seen, &bad, why, sizeof(why));
+	tap_ok(seen.n == 1 && bad == 1 && strstr(why, "garbage"),
+	       "scan: a bad line counted with its reason, the good one kept");
+	ddp_verdict_scan("garbage", 7, NULL, NULL, NULL, NULL, 0);
+	tap_ok(1, "scan without a callback or counters");
 }
 
 static void
@@ -399,6 +469,7 @@ main(void)
 		return 2;
 	}
 	test_parse();
+	test_line_form();
 	test_record();
 	test_append_read();
 	test_rule();

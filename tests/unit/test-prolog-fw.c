@@ -130,7 +130,7 @@ test_peers(void)
 	struct nc_elems e = {0};
 	char *hosts[] = {"self-node", "localhost", "no-such-host.invalid"};
 	char err[NC_ERR_LEN];
-	const struct ddp_port_key key = {{7, 1, 9, 3}};
+	const struct ddp_site_key key = {{7, 1, 9, 3}};
 	unsigned long step;
 	long master, check;
 	size_t i;
