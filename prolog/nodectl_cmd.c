@@ -24,9 +24,10 @@ static void
 sink(enum ddp_log_level level, const char *msg)
 {
 	if (use_syslog)
-		syslog(level == DDP_LOG_ERROR  ? LOG_ERR
-		       : level == DDP_LOG_INFO ? LOG_INFO
-					       : LOG_DEBUG,
+		syslog(level == DDP_LOG_ERROR ? LOG_ERR
+		       : level == DDP_LOG_INFO || level == DDP_LOG_USER
+			       ? LOG_INFO
+			       : LOG_DEBUG,
 		       "%s%s", log_prefix, msg);
 	fprintf(stderr, "ddp-nodectl: %s%s%s\n",
 		level == DDP_LOG_ERROR ? "error: " : "", log_prefix, msg);
