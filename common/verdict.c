@@ -602,81 +602,91 @@ out:
 	return rv;
 }
 
-/* 1 when the first n records of list hold one with job (or uid) as r's. */
-static int
-seen_before(const struct ddp_verdict_list *list, const char *node,
-	    long long since, size_t n, const struct ddp_verdict *r, int by_uid)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		const struct ddp_verdict *o = &list->v[i];
-
-		if (o->time < since || strcmp(o->node, node) != 0)
-			continue;
-		if (by_uid ? o->uid == r->uid : !strcmp(o->job, r->job))
-			return 1;
-	}
-	return 0;
-}
-
-/* Distinct jobs among the records in the window that name check. */
-static unsigned
-jobs_naming(const struct ddp_verdict_list *list, const char *node,
-	    long long since, const char *check)
-{
-	size_t i, j;
-	unsigned n = 0;
-
-	for (i = 0; i < list->n; i++) {
-		const struct ddp_verdict *r = &list->v[i];
-		int dup = 0;
-
-		if (r->time < since || strcmp(r->node, node) != 0 ||
-		    strcmp(r->check, check) != 0)
-			continue;
-		for (j = 0; j < i && !dup; j++)
-			dup = list->v[j].time >= since &&
-			      !strcmp(list->v[j].node, node) &&
-			      !strcmp(list->v[j].check, check) &&
-			      !strcmp(list->v[j].job, r->job);
-		if (!dup)
-			n++;
-	}
-	return n;
-}
-
 void
 ddp_drain_evaluate(const struct ddp_verdict_list *list, const char *node,
 		   const struct ddp_drain_rule *rule, long long now,
 		   struct ddp_drain_tally *out)
 {
 	long long since = now - rule->window;
-	unsigned best = 0, named;
-	size_t i;
+	/* A finding is named only when this many users reported it: one
+	 * user can forge any value from their own jobs. */
+	unsigned witnesses = rule->users < 2 ? 1 : 2;
+	unsigned best = 0, most = 0;
+	/* Per record of the node in the window (index into in[]): the first
+	 * record with its check and with its uid, and per such first record
+	 * the distinct jobs of the check, users of the check, jobs of the
+	 * uid. One pass over the pairs: the file holds a few thousand
+	 * records at most, so quadratic is the bound. */
+	size_t *in = NULL, *check_of = NULL, *user_of = NULL, n = 0, a, b;
+	unsigned *check_jobs = NULL, *check_users = NULL, *user_jobs = NULL;
+	size_t cap = list->n ? list->n : 1;
 
 	memset(out, 0, sizeof(*out));
-	/* Quadratic, but the file holds at most a few thousand records. */
-	for (i = 0; i < list->n; i++) {
-		const struct ddp_verdict *r = &list->v[i];
+	if (!(in = calloc(cap, sizeof(*in))) ||
+	    !(check_of = calloc(cap, sizeof(*check_of))) ||
+	    !(user_of = calloc(cap, sizeof(*user_of))) ||
+	    !(check_jobs = calloc(cap, sizeof(*check_jobs))) ||
+	    !(check_users = calloc(cap, sizeof(*check_users))) ||
+	    !(user_jobs = calloc(cap, sizeof(*user_jobs))))
+		goto out;
+	for (a = 0; a < list->n; a++)
+		if (list->v[a].time >= since && !strcmp(list->v[a].node, node))
+			in[n++] = a;
+	out->records = n;
+	for (a = 0; a < n; a++) {
+		const struct ddp_verdict *r = &list->v[in[a]];
+		int new_job = 1, new_check_job = 1, new_check_user = 1;
 
-		if (r->time < since || strcmp(r->node, node) != 0)
-			continue;
-		out->records++;
-		if (!seen_before(list, node, since, i, r, 0))
-			out->jobs++;
-		if (!seen_before(list, node, since, i, r, 1))
-			out->users++;
-		/* The newest of the check most jobs named: ties go to the
-		 * newer record. */
-		named = jobs_naming(list, node, since, r->check);
-		if (named >= best) {
-			best = named;
-			out->named = r;
+		check_of[a] = user_of[a] = a;
+		for (b = 0; b < a; b++) {
+			const struct ddp_verdict *o = &list->v[in[b]];
+			int same_check = !strcmp(o->check, r->check);
+			int same_job = !strcmp(o->job, r->job);
+
+			if (same_check && check_of[a] == a)
+				check_of[a] = check_of[b];
+			if (o->uid == r->uid && user_of[a] == a)
+				user_of[a] = user_of[b];
+			if (same_job)
+				new_job = 0;
+			if (same_job && same_check)
+				new_check_job = 0;
+			if (o->uid == r->uid && same_check)
+				new_check_user = 0;
+		}
+		out->jobs += new_job;
+		out->users += user_of[a] == a;
+		user_jobs[user_of[a]] += new_job;
+		check_jobs[check_of[a]] += new_check_job;
+		check_users[check_of[a]] += new_check_user;
+	}
+	for (a = 0; a < n; a++) {
+		size_t c = check_of[a];
+
+		if (user_jobs[a] > most)
+			most = user_jobs[a];
+		/* The newest record of the check most jobs named: ties go
+		 * to the newer record. */
+		if (check_users[c] >= witnesses && check_jobs[c] >= best) {
+			best = check_jobs[c];
+			out->named = &list->v[in[a]];
 		}
 	}
-	out->drain = out->records && out->jobs >= rule->jobs &&
-		     out->users >= rule->users;
+	if (n) {
+		/* The user with the most jobs counts once: one user's
+		 * forged jobs and any other user's one transient failure
+		 * are not enough. */
+		out->credited = out->jobs - most + 1;
+		out->drain = out->credited >= rule->jobs &&
+			     out->users >= rule->users && out->named;
+	}
+out:
+	free(in);
+	free(check_of);
+	free(user_of);
+	free(check_jobs);
+	free(check_users);
+	free(user_jobs);
 }
 
 /* A unit token as people write it. */

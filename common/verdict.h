@@ -20,7 +20,8 @@
  * writes them). So the drain rule counts distinct jobs and distinct users,
  * never lines or values: a node is drained only when at least
  * check_drain_jobs jobs of at least check_drain_users users named it within
- * check_drain_window (see doc/admin-guide.md, "Draining nodes the check
+ * check_drain_window, the jobs of the user with the most of them counting
+ * once, and the finding it is drained for was reported by two users (see doc/admin-guide.md, "Draining nodes the check
  * names", for the threat and its bounds).
  *
  * Errors: functions return 0 or -1 and fill err (NUL-terminated when
@@ -152,19 +153,26 @@ struct ddp_drain_rule {
 
 /* What the rule found for one node. */
 struct ddp_drain_tally {
-	size_t records; /* records of the node within the window */
-	unsigned jobs;	/* distinct jobs among them */
-	unsigned users; /* distinct uids among them */
-	int drain;	/* 1 when jobs >= rule.jobs and users >= rule.users */
+	size_t records;	   /* records of the node within the window */
+	unsigned jobs;	   /* distinct jobs among them */
+	unsigned users;	   /* distinct uids among them */
+	unsigned credited; /* jobs, with the user of the most jobs as one */
+	/* 1 when credited >= rule.jobs, users >= rule.users and a finding
+	 * is named. */
+	int drain;
 	/* The finding to name: the newest record of the check named by the
-	 * most jobs (NULL when records is 0); points into the list. */
+	 * most jobs among the checks that two users reported (one when
+	 * rule.users is 1); NULL when none; points into the list. */
 	const struct ddp_verdict *named;
 };
 
 /*
  * Applies rule to the records of list naming node with time >= now -
  * rule->window. Distinct jobs are distinct job ids; a job's records of
- * several steps or lines count once. Cannot fail.
+ * several steps or lines count once. The jobs of the user with the most
+ * of them count as one toward rule.jobs: no user's forged records can
+ * make up for the other users' missing ones. Cannot fail; when memory
+ * runs out it counts nothing and drains nothing.
  */
 void ddp_drain_evaluate(const struct ddp_verdict_list *list, const char *node,
 			const struct ddp_drain_rule *rule, long long now,

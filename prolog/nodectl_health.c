@@ -103,11 +103,13 @@ cmd_health(const struct ddp_conf *conf, int argc, char **argv)
 			  conf->state_dir, DDP_VERDICT_FILE, list.skipped);
 	ddp_drain_evaluate(&list, node, &rule, now, &t);
 	if (!t.drain) {
-		printf("%s: ok: %u job%s of %u user%s named it within %llds "
+		printf("%s: ok: %u job%s of %u user%s named it within %llds%s "
 		       "(drained at %u jobs of %u users)\n",
 		       node, t.jobs, t.jobs == 1 ? "" : "s", t.users,
-		       t.users == 1 ? "" : "s", rule.window, rule.jobs,
-		       rule.users);
+		       t.users == 1 ? "" : "s", rule.window,
+		       t.credited < t.jobs ? ", one user's jobs counting once"
+					   : "",
+		       rule.jobs, rule.users);
 		rv = NC_EX_OK;
 		goto out;
 	}

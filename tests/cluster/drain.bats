@@ -85,10 +85,22 @@ node2_reason() {
 	[[ $(node2_state) != *DRAIN* ]]
 }
 
-@test "three jobs of two users drain node2, with the measurement as the reason, once" {
-	local want="ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 3 jobs of 2 users in 24h"
+@test "two jobs of one user and one of another leave node2 up: one user's jobs count once" {
 	verdict "$(job_of ddptest)" "$ddptest_uid"
 	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of root)" 0
+	run health
+	show
+	[ "$status" -eq 0 ]
+	[ "$output" = "node2: ok: 3 jobs of 2 users named it within 86400s, one user's jobs counting once (drained at 3 jobs of 2 users)" ]
+	[[ $(node2_state) != *DRAIN* ]]
+}
+
+@test "two jobs each of two users drain node2, with the measurement as the reason, once" {
+	local want="ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 4 jobs of 2 users in 24h"
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of root)" 0
 	verdict "$(job_of root)" 0
 	run health
 	show
@@ -114,7 +126,7 @@ node2_reason() {
 	run health
 	show
 	[ "$status" -eq 0 ]
-	[ "$output" = "node2: ok: 5 jobs of 1 user named it within 86400s (drained at 3 jobs of 2 users)" ]
+	[ "$output" = "node2: ok: 5 jobs of 1 user named it within 86400s, one user's jobs counting once (drained at 3 jobs of 2 users)" ]
 	[[ $(node2_state) != *DRAIN* ]]
 }
 
@@ -157,16 +169,17 @@ nhc_check() {
 			echo "rc $?"'
 }
 
-@test "the NHC check fails with the reason for three jobs of two users, passes for one user" {
+@test "the NHC check fails with the reason for two jobs each of two users, passes for one user" {
 	verdict "$(job_of ddptest)" "$ddptest_uid"
 	verdict "$(job_of ddptest)" "$ddptest_uid"
 	run nhc_check
 	show
 	[ "$output" = "rc 0" ]
 	verdict "$(job_of root)" 0
+	verdict "$(job_of root)" 0
 	run nhc_check
 	show
-	[ "$output" = "$(printf '%s\n' "die 1: ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 3 jobs of 2 users in 24h" "rc 1")" ]
+	[ "$output" = "$(printf '%s\n' "die 1: ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 4 jobs of 2 users in 24h" "rc 1")" ]
 	# NHC, not the check, takes the node offline.
 	[[ $(node2_state) != *DRAIN* ]]
 }

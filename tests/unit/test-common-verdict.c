@@ -387,17 +387,26 @@ test_rule(void)
 	       "one job naming node2 does not drain it");
 	ddp_verdict_list_free(&l);
 
+	/* One user's two jobs (forged) and another user's one transient
+	 * failure: the first user counts once. */
 	v[1] = verdict(now - 50, "101", 1001, "node2", "link-send", "0.25");
 	v[2] = verdict(now - 40, "102", 1002, "node2", "link-send", "0.22");
 	make_list(&l, v, 3);
 	ddp_drain_evaluate(&l, "node2", &rule, now, &t);
-	tap_ok(t.drain && t.jobs == 3 && t.users == 2,
-	       "three jobs of two users drain node2");
+	tap_ok(!t.drain && t.jobs == 3 && t.users == 2 && t.credited == 2,
+	       "two jobs of one user and one of another do not drain node2");
+	ddp_verdict_list_free(&l);
+
+	v[3] = verdict(now - 30, "103", 1003, "node2", "link-send", "0.23");
+	make_list(&l, v, 4);
+	ddp_drain_evaluate(&l, "node2", &rule, now, &t);
+	tap_ok(t.drain && t.jobs == 4 && t.users == 3 && t.credited == 3,
+	       "a third user's job drains node2");
 	if (!tap_ok(ddp_drain_reason(&t, rule.window, reason, sizeof(reason)) ==
 				    0 &&
 			    !strcmp(reason,
-				    "ddp-check: link-send 0.22 GB/s vs median "
-				    "1.9 GB/s, 3 jobs of 2 users in 24h"),
+				    "ddp-check: link-send 0.23 GB/s vs median "
+				    "1.9 GB/s, 4 jobs of 3 users in 24h"),
 		    "the reason names the newest measurement and the count"))
 		tap_diag("reason '%s'", reason);
 	ddp_drain_evaluate(&l, "node3", &rule, now, &t);
@@ -458,6 +467,43 @@ test_rule(void)
 	ddp_drain_evaluate(&l, "node2", &rule, now, &t);
 	tap_ok(t.drain && t.named == &l.v[1],
 	       "the reason names the check most jobs named");
+	ddp_verdict_list_free(&l);
+
+	/* Two users who each saw it twice. */
+	v[0] = verdict(now - 40, "600", 1001, "node2", "link-recv", "0.3");
+	v[1] = verdict(now - 30, "601", 1001, "node2", "link-recv", "0.3");
+	v[2] = verdict(now - 20, "602", 1002, "node2", "link-recv", "0.4");
+	v[3] = verdict(now - 10, "603", 1002, "node2", "link-recv", "0.4");
+	make_list(&l, v, 4);
+	ddp_drain_evaluate(&l, "node2", &rule, now, &t);
+	tap_ok(t.drain && t.credited == 3 && t.named == &l.v[3],
+	       "two jobs each of two users drain node2");
+	ddp_verdict_list_free(&l);
+
+	/* A check that only one user reports is never the reason, however
+	 * many jobs name it. */
+	for (i = 0; i < 6; i++) {
+		char job[16];
+
+		snprintf(job, sizeof(job), "%d", 700 + i);
+		v[i] = verdict(now - 100 + i, job, 1001, "node2", "gpu", "-");
+	}
+	v[6] = verdict(now - 50, "710", 1002, "node2", "link-send", "0.2");
+	v[7] = verdict(now - 40, "711", 1003, "node2", "link-send", "0.3");
+	v[8] = verdict(now - 30, "712", 1004, "node2", "gpu-forged", "-");
+	make_list(&l, v, 9);
+	ddp_drain_evaluate(&l, "node2", &rule, now, &t);
+	tap_ok(t.drain && t.named == &l.v[7],
+	       "the reason is a check two users reported, not one user's");
+	ddp_verdict_list_free(&l);
+	v[6] = verdict(now - 50, "710", 1002, "node2", "link-send", "0.2");
+	v[7] = verdict(now - 40, "711", 1003, "node2", "link-recv", "0.3");
+	make_list(&l, v, 9);
+	ddp_drain_evaluate(&l, "node2", &rule, now, &t);
+	tap_ok(!t.drain && !t.named && t.credited == 4 &&
+		       ddp_drain_reason(&t, rule.window, reason,
+					sizeof(reason)) < 0,
+	       "no check reported by two users: nothing drains, no reason");
 	ddp_verdict_list_free(&l);
 }
 
