@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "ddp_host.h"
 #include "ddp_util.h"
 #include "net.h"
 #include "reduce.h"
@@ -1046,89 +1047,10 @@ tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to, const void *sbuf,
 	return ns + nr ? run_xops(c, x, ns, nr, deadline) : DDP_OK;
 }
 
-/* CPUs in a list such as "0-3,8,10-11"; -1 when it does not parse. */
-static long
-count_cpu_list(const char *s)
-{
-	const char *p = s, *end;
-	long lo, hi, n = 0;
-
-	while (*p && *p != '\n') {
-		if (ddp_parse_long_prefix(p, 0, 1L << 20, &lo, &end) < 0)
-			return -1;
-		hi = lo;
-		if (*end == '-' &&
-		    ddp_parse_long_prefix(end + 1, lo, 1L << 20, &hi, &end) < 0)
-			return -1;
-		n += hi - lo + 1;
-		p = end;
-		if (*p == ',')
-			p++;
-		else if (*p && *p != '\n')
-			return -1;
-	}
-	return n > 0 ? n : -1;
-}
-
-/* The CPUs a cpuset file lists; -1 when it cannot be read. */
-static long
-cpuset_file_cpus(const char *path)
-{
-	char list[4096];
-	FILE *f = fopen(path, "re");
-	long n = -1;
-
-	if (!f)
-		return -1;
-	if (fgets(list, sizeof(list), f))
-		n = count_cpu_list(list);
-	fclose(f);
-	return n;
-}
-
-/*
- * The CPUs of this process's cpuset cgroup (v1, else v2): the ranks of a
- * job on one host share them, whatever CPU each is bound to (a binding
- * narrows only that rank's affinity). -1 when unknown.
- */
-static long
-cgroup_cpus(void)
-{
-	char line[1024], path[1200], *ctl, *dir;
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	long n, v1 = -1, v2 = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		/* hierarchy-id:controllers:path */
-		ctl = strchr(line, ':');
-		dir = ctl ? strchr(ctl + 1, ':') : NULL;
-		if (!dir)
-			continue;
-		*ctl++ = '\0';
-		*dir++ = '\0';
-		if (strcmp(line, "0") == 0 && ctl[0] == '\0' &&
-		    ddp_fmt(path, sizeof(path),
-			    "/sys/fs/cgroup%s/cpuset.cpus.effective", dir) == 0)
-			v2 = cpuset_file_cpus(path);
-		else if (strstr(ctl, "cpuset") &&
-			 ddp_fmt(path, sizeof(path),
-				 "/sys/fs/cgroup/cpuset%s/"
-				 "cpuset.effective_cpus",
-				 dir) == 0 &&
-			 (n = cpuset_file_cpus(path)) > 0)
-			v1 = n;
-	}
-	fclose(f);
-	return v1 > 0 ? v1 : v2;
-}
-
 void
 tcp_limit_spin(struct wk_mesh *c)
 {
-	long cpus = cgroup_cpus();
+	long cpus = ddp_cgroup_cpus();
 	int i, here = 0;
 
 	if (cpus < 1)
