@@ -451,6 +451,8 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 		comm->mesh.myhost);
 	if (comm->mesh.size > 1) {
 		st = rdv_connect_all(&comm->mesh, cfg);
+		if (!st)
+			st = tcp_mesh_link(&comm->mesh);
 		if (st)
 			goto out;
 		tcp_limit_spin(&comm->mesh);

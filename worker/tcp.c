@@ -233,17 +233,19 @@ static void
 send_notice(struct wk_mesh *c, const struct wk_frame *f, int skip)
 {
 	uint8_t hdr[WK_FRAME_LEN];
-	int i;
+	int k, i;
 
 	if (c->aborted)
 		return;
 	wk_frame_encode(hdr, f);
-	for (i = 0; i < c->size; i++)
-		if (i != c->rank && i != skip && c->peers[i].fd >= 0 &&
-		    !c->peers[i].bye && !c->peers[i].send_mid &&
+	for (k = 0; k < c->nlinked; k++) {
+		i = c->linked[k];
+		if (i != skip && c->peers[i].fd >= 0 && !c->peers[i].bye &&
+		    !c->peers[i].send_mid &&
 		    send(c->peers[i].fd, hdr, sizeof(hdr),
 			 MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hdr))
 			c->peers[i].send_mid = 1; /* framing lost: no more */
+	}
 }
 
 /* A STALL notice about the call in progress. */
@@ -573,26 +575,20 @@ static enum ddp_status
 poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 	  const struct wk_frame *cur)
 {
-	struct pollfd *pfd;
-	int *who;
-	int i, j, n = 0, rc, used;
-	enum ddp_status st = DDP_OK;
+	struct pollfd *pfd = c->wait_pfd;
+	int *who = c->wait_who;
+	int i, j, k, n = 0, rc, used;
+	enum ddp_status st;
 	double left, wake, now;
 
-	pfd = calloc((size_t)(nw + c->size), sizeof(*pfd));
-	who = calloc((size_t)(nw + c->size), sizeof(*who));
-	if (!pfd || !who) {
-		st = wk_err(DDP_ERR_NOMEM, "out of memory");
-		goto out;
-	}
 	for (i = 0; i < nw; i++) {
 		pfd[n].fd = c->peers[w[i].peer].fd;
 		pfd[n].events = w[i].events;
 		who[n++] = w[i].peer;
 	}
-	for (i = 0; i < c->size; i++) {
-		if (i == c->rank || c->peers[i].fd < 0 || c->peers[i].bye ||
-		    c->peers[i].early)
+	for (k = 0; k < c->nlinked; k++) {
+		i = c->linked[k];
+		if (c->peers[i].fd < 0 || c->peers[i].bye || c->peers[i].early)
 			continue;
 		/* A peer this rank only sends to is still read for its
 		 * notices (idle_event leaves its data queued). */
@@ -608,29 +604,22 @@ poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 	c->waiting = w[0].peer;
 	st = survey(c, deadline, &wake);
 	if (st)
-		goto out;
+		return st;
 	now = wk_now();
 	if (now >= deadline) {
 		/* Past the deadline the survey concludes at once. */
 		st = survey(c, deadline, &wake);
-		if (!st)
-			st = timeout_error(c, w[0].peer, w[0].events, cur);
-		goto out;
+		return st ? st : timeout_error(c, w[0].peer, w[0].events, cur);
 	}
 	left = (wake < deadline ? wake : deadline) - now;
 	rc = poll(pfd, (nfds_t)n, (int)(left * 1000) + 1);
 	if (rc < 0 && errno == EINTR)
-		goto out;
-	if (rc < 0) {
-		st = wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
-		goto out;
-	}
+		return DDP_OK;
+	if (rc < 0)
+		return wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
 	for (i = nw; i < n && !st; i++)
 		if (pfd[i].revents)
 			st = idle_event(c, -1 - who[i], cur);
-out:
-	free(pfd);
-	free(who);
 	return st;
 }
 
@@ -643,7 +632,7 @@ out:
 static int
 spin_wait(const struct wk_mesh *c, const struct want *w, int nw, double end)
 {
-	struct pollfd pfd[16];
+	struct pollfd pfd[WK_WAIT_MAX];
 	int i;
 
 	for (i = 0; i < nw; i++) {
@@ -665,7 +654,7 @@ static enum ddp_status
 run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 	 double deadline)
 {
-	struct want w[16];
+	struct want w[WK_WAIT_MAX];
 	enum ddp_status st = DDP_OK;
 	int i, nw, rc, pending;
 	double spin_end = 0;
@@ -693,7 +682,7 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 			rc = recv_progress(c, &x[i], &st);
 			if (rc < 0)
 				return st;
-			if (rc == 0 && nw < 16) {
+			if (rc == 0 && nw < WK_WAIT_MAX) {
 				w[nw].peer = x[i].peer;
 				w[nw++].events = POLLIN;
 			}
@@ -702,7 +691,7 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 		for (i = 0; i < nsend; i++) {
 			if (x[i].done == WK_FRAME_LEN + x[i].len)
 				continue;
-			if (nw < 16) {
+			if (nw < WK_WAIT_MAX) {
 				w[nw].peer = x[i].peer;
 				w[nw++].events = POLLOUT;
 			}
@@ -744,17 +733,18 @@ scratch(struct wk_mesh *c, size_t bytes)
 	return DDP_OK;
 }
 
+/* Only linked peers send notices or data: tcp_mesh_link reset the rest. */
 static void
 op_start(struct wk_mesh *c)
 {
-	int i;
+	int k;
 
 	c->in_grace = 0;
 	c->told = 0;
 	c->waiting = -1;
-	for (i = 0; i < c->size; i++) {
-		c->peers[i].early = 0;
-		c->peers[i].waits_for = -1;
+	for (k = 0; k < c->nlinked; k++) {
+		c->peers[c->linked[k]].early = 0;
+		c->peers[c->linked[k]].waits_for = -1;
 	}
 }
 
@@ -1047,6 +1037,36 @@ tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to, const void *sbuf,
 	return ns + nr ? run_xops(c, x, ns, nr, deadline) : DDP_OK;
 }
 
+enum ddp_status
+tcp_mesh_link(struct wk_mesh *c)
+{
+	int i, n = 0;
+
+	free(c->linked);
+	free(c->wait_pfd);
+	free(c->wait_who);
+	c->nlinked = 0;
+	for (i = 0; i < c->size; i++)
+		n += i != c->rank && c->peers[i].fd >= 0;
+	c->linked = calloc((size_t)n + 1, sizeof(*c->linked));
+	c->wait_pfd = calloc((size_t)n + WK_WAIT_MAX, sizeof(*c->wait_pfd));
+	c->wait_who = calloc((size_t)n + WK_WAIT_MAX, sizeof(*c->wait_who));
+	if (!c->linked || !c->wait_pfd || !c->wait_who)
+		return wk_err(DDP_ERR_NOMEM,
+			      "rank %d: out of memory for the list of its %d "
+			      "peers",
+			      c->rank, n);
+	for (i = 0; i < c->size; i++) {
+		/* What op_start resets, once for the peers it never
+		 * looks at again. */
+		c->peers[i].early = 0;
+		c->peers[i].waits_for = -1;
+		if (i != c->rank && c->peers[i].fd >= 0)
+			c->linked[c->nlinked++] = i;
+	}
+	return DDP_OK;
+}
+
 void
 tcp_limit_spin(struct wk_mesh *c)
 {
@@ -1272,28 +1292,25 @@ tcp_hang_watch(struct wk_mesh *c, const struct wk_frame *cur, int waiting,
 enum ddp_status
 tcp_watch(struct wk_mesh *c, const struct wk_frame *cur)
 {
-	struct pollfd pfd[64];
+	struct pollfd *pfd = c->wait_pfd;
+	int *who = c->wait_who;
 	enum ddp_status st = DDP_OK;
-	int i, base, n, who[64];
+	int i, k, n = 0;
 
-	/* In batches: no allocation on this frequently called path. */
-	for (base = 0; base < c->size && !st; base += 64) {
-		n = 0;
-		for (i = base; i < c->size && i < base + 64; i++) {
-			if (i == c->rank || c->peers[i].fd < 0 ||
-			    c->peers[i].bye || c->peers[i].early)
-				continue;
-			pfd[n].fd = c->peers[i].fd;
-			pfd[n].events = POLLIN | POLLRDHUP;
-			pfd[n].revents = 0;
-			who[n++] = i;
-		}
-		if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0)
+	for (k = 0; k < c->nlinked; k++) {
+		i = c->linked[k];
+		if (c->peers[i].fd < 0 || c->peers[i].bye || c->peers[i].early)
 			continue;
-		for (i = 0; i < n && !st; i++)
-			if (pfd[i].revents)
-				st = idle_event(c, who[i], cur);
+		pfd[n].fd = c->peers[i].fd;
+		pfd[n].events = POLLIN | POLLRDHUP;
+		pfd[n].revents = 0;
+		who[n++] = i;
 	}
+	if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0)
+		return DDP_OK;
+	for (i = 0; i < n && !st; i++)
+		if (pfd[i].revents)
+			st = idle_event(c, who[i], cur);
 	return st;
 }
 
@@ -1372,6 +1389,13 @@ tcp_mesh_fini(struct wk_mesh *c)
 	free(c->peers);
 	free(c->scratch);
 	free(c->pids);
+	free(c->linked);
+	free(c->wait_pfd);
+	free(c->wait_who);
+	c->linked = NULL;
+	c->wait_pfd = NULL;
+	c->wait_who = NULL;
+	c->nlinked = 0;
 	c->pids = NULL;
 	c->peers = NULL;
 	c->scratch = NULL;
