@@ -48,7 +48,7 @@
 #define GPU_ITERS 5
 #define BUSID_LEN 16
 /* The most verdict text rank 0 hands the others (the plugin reads at
- * most 64 KiB); even, as it travels in two-byte elements. */
+ * most 64 KiB). */
 #define VERDICT_MAX (32u << 10)
 /* The warm-up stream before the timed ones (see CHK_WARM). */
 #define WARM_S 0.05
@@ -348,7 +348,7 @@ links(struct check *ck)
 		fprintf(stderr, "ddp-check: getrandom: %s\n", strerror(errno));
 		goto out;
 	}
-	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN / 2, DDP_FLOAT16, 0) !=
+	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN, DDP_UINT8, 0) !=
 	    DDP_OK) {
 		comm_failed(ck, "sending the link-test token");
 		goto out;
@@ -1123,8 +1123,7 @@ share_verdicts(struct check *ck)
 	}
 	if (ck->rank == 0)
 		memcpy(text, lines.s, n);
-	if (ddp_broadcast(ck->comm, text, (n + 1) / 2, DDP_FLOAT16, 0) !=
-	    DDP_OK)
+	if (ddp_broadcast(ck->comm, text, n, DDP_UINT8, 0) != DDP_OK)
 		goto fail;
 	if (ck->o.verdict_fd >= 0)
 		write_all(ck->o.verdict_fd, text, n);

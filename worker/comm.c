@@ -637,7 +637,8 @@ static enum ddp_status
 check_broadcast(const struct ddp_comm *comm, const char *what, const void *buf,
 		size_t count, enum ddp_dtype dtype, int root)
 {
-	if (!wk_dtype_ok(dtype) || root < 0 || root >= comm->mesh.size ||
+	/* Any type, bytes included: a broadcast only copies. */
+	if (!ddp_dtype_size(dtype) || root < 0 || root >= comm->mesh.size ||
 	    (count && !buf))
 		return wk_err(DDP_ERR_INVALID,
 			      "%s: bad arguments (type %d, root %d of %d, "
