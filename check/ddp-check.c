@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <ddp.h>
+#include <ddp_tools.h>
 
 #include "check.h"
 #include "ddp_util.h"
@@ -573,27 +574,12 @@ gpu_visible(void)
 	       (b && *b && strcmp(b, "-") != 0);
 }
 
-/* libddp finds its NCCL backend the same way: DDP_NCCL_PLUGIN, the
- * installation's library folder, then the library path. */
-static void *
-open_backend(void)
-{
-	const char *env = getenv("DDP_NCCL_PLUGIN");
-	void *h = NULL;
-
-	if (env && *env)
-		return dlopen(env, RTLD_NOW | RTLD_LOCAL);
-#ifdef DDP_PLUGIN_DIR
-	h = dlopen(DDP_PLUGIN_DIR "/libddp-nccl.so", RTLD_NOW | RTLD_LOCAL);
-#endif
-	if (!h)
-		h = dlopen("libddp-nccl.so", RTLD_NOW | RTLD_LOCAL);
-	return h;
-}
-
+/* The backend is looked for where libddp looks for it (ddp_tools.h), so
+ * that what the probe finds is what ddp_comm_init loads. */
 static enum gpu_state
 gpu_probe(void)
 {
+	char why[256];
 	void *h;
 
 	if (!gpu_visible())
@@ -602,7 +588,7 @@ gpu_probe(void)
 	if (!h)
 		return GPU_NODRIVER;
 	dlclose(h);
-	h = open_backend();
+	h = ddp_nccl_plugin_open(why, sizeof(why));
 	if (!h)
 		return GPU_NOBACKEND;
 	dlclose(h);

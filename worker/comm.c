@@ -16,6 +16,7 @@
 
 #include "auth.h"
 #include "comm.h"
+#include "ddp_tools.h"
 #include "ddp_util.h"
 #include "rdv.h"
 #include "reduce.h"
@@ -184,9 +185,8 @@ tune_from_env(struct ddp_comm *comm)
 		       sizeof(comm->mesh.myhost));
 }
 
-/* Loads libddp-nccl.so from beside libddp (or DDP_NCCL_PLUGIN). */
-static void *
-open_nccl_plugin(char *why, size_t whylen)
+void *
+ddp_nccl_plugin_open(char *why, size_t whylen)
 {
 	char path[PATH_MAX];
 	const char *env = getenv("DDP_NCCL_PLUGIN");
@@ -352,7 +352,7 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 		return DDP_OK;
 	host.comm = comm;
 	host.rank_host = comm->mesh.myhost;
-	h = open_nccl_plugin(why, sizeof(why));
+	h = ddp_nccl_plugin_open(why, sizeof(why));
 	if (h) {
 		*(void **)&probe = dlsym(h, WK_NCCL_PROBE);
 		*(void **)&open_fn = dlsym(h, WK_NCCL_ENTRY);
