@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <ddp.h>
+#include <ddp_tools.h>
 
 #include "check.h"
 #include "ddp_util.h"
@@ -48,7 +49,7 @@
 #define GPU_ITERS 5
 #define BUSID_LEN 16
 /* The most verdict text rank 0 hands the others (the plugin reads at
- * most 64 KiB); even, as it travels in two-byte elements. */
+ * most 64 KiB). */
 #define VERDICT_MAX (32u << 10)
 /* The warm-up stream before the timed ones (see CHK_WARM). */
 #define WARM_S 0.05
@@ -348,7 +349,7 @@ links(struct check *ck)
 		fprintf(stderr, "ddp-check: getrandom: %s\n", strerror(errno));
 		goto out;
 	}
-	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN / 2, DDP_FLOAT16, 0) !=
+	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN, DDP_UINT8, 0) !=
 	    DDP_OK) {
 		comm_failed(ck, "sending the link-test token");
 		goto out;
@@ -573,27 +574,12 @@ gpu_visible(void)
 	       (b && *b && strcmp(b, "-") != 0);
 }
 
-/* libddp finds its NCCL backend the same way: DDP_NCCL_PLUGIN, the
- * installation's library folder, then the library path. */
-static void *
-open_backend(void)
-{
-	const char *env = getenv("DDP_NCCL_PLUGIN");
-	void *h = NULL;
-
-	if (env && *env)
-		return dlopen(env, RTLD_NOW | RTLD_LOCAL);
-#ifdef DDP_PLUGIN_DIR
-	h = dlopen(DDP_PLUGIN_DIR "/libddp-nccl.so", RTLD_NOW | RTLD_LOCAL);
-#endif
-	if (!h)
-		h = dlopen("libddp-nccl.so", RTLD_NOW | RTLD_LOCAL);
-	return h;
-}
-
+/* The backend is looked for where libddp looks for it (ddp_tools.h), so
+ * that what the probe finds is what ddp_comm_init loads. */
 static enum gpu_state
 gpu_probe(void)
 {
+	char why[256];
 	void *h;
 
 	if (!gpu_visible())
@@ -602,7 +588,7 @@ gpu_probe(void)
 	if (!h)
 		return GPU_NODRIVER;
 	dlclose(h);
-	h = open_backend();
+	h = ddp_nccl_plugin_open(why, sizeof(why));
 	if (!h)
 		return GPU_NOBACKEND;
 	dlclose(h);
@@ -1123,8 +1109,7 @@ share_verdicts(struct check *ck)
 	}
 	if (ck->rank == 0)
 		memcpy(text, lines.s, n);
-	if (ddp_broadcast(ck->comm, text, (n + 1) / 2, DDP_FLOAT16, 0) !=
-	    DDP_OK)
+	if (ddp_broadcast(ck->comm, text, n, DDP_UINT8, 0) != DDP_OK)
 		goto fail;
 	if (ck->o.verdict_fd >= 0)
 		write_all(ck->o.verdict_fd, text, n);

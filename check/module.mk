@@ -8,9 +8,6 @@ DDP_CHECK := $(BUILD)/bin/ddp-check
 # worker/module.mk is read after this file: name its library directly.
 CHECK_LIBDDP := $(BUILD)/worker/libddp.a
 
-# It looks for libddp's NCCL backend where libddp does (worker/module.mk).
-$(BUILD)/check/ddp-check.o: MOD_CFLAGS += -DDDP_PLUGIN_DIR='"$(NCCL_PLUGINDIR)"'
-
 # libddp.a exports only the API; the core helpers come from the core.
 $(DDP_CHECK): $(CHECK_OBJ) $(CHECK_LIBDDP) $(CORE_LIB)
 	@mkdir -p $(@D)

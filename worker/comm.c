@@ -16,6 +16,7 @@
 
 #include "auth.h"
 #include "comm.h"
+#include "ddp_tools.h"
 #include "ddp_util.h"
 #include "rdv.h"
 #include "reduce.h"
@@ -184,9 +185,8 @@ tune_from_env(struct ddp_comm *comm)
 		       sizeof(comm->mesh.myhost));
 }
 
-/* Loads libddp-nccl.so from beside libddp (or DDP_NCCL_PLUGIN). */
-static void *
-open_nccl_plugin(char *why, size_t whylen)
+void *
+ddp_nccl_plugin_open(char *why, size_t whylen)
 {
 	char path[PATH_MAX];
 	const char *env = getenv("DDP_NCCL_PLUGIN");
@@ -352,7 +352,7 @@ choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 		return DDP_OK;
 	host.comm = comm;
 	host.rank_host = comm->mesh.myhost;
-	h = open_nccl_plugin(why, sizeof(why));
+	h = ddp_nccl_plugin_open(why, sizeof(why));
 	if (h) {
 		*(void **)&probe = dlsym(h, WK_NCCL_PROBE);
 		*(void **)&open_fn = dlsym(h, WK_NCCL_ENTRY);
@@ -451,6 +451,8 @@ ddp_comm_init(const struct ddp_config *cfg, struct ddp_comm **out)
 		comm->mesh.myhost);
 	if (comm->mesh.size > 1) {
 		st = rdv_connect_all(&comm->mesh, cfg);
+		if (!st)
+			st = tcp_mesh_link(&comm->mesh);
 		if (st)
 			goto out;
 		tcp_limit_spin(&comm->mesh);
@@ -635,7 +637,8 @@ static enum ddp_status
 check_broadcast(const struct ddp_comm *comm, const char *what, const void *buf,
 		size_t count, enum ddp_dtype dtype, int root)
 {
-	if (!wk_dtype_ok(dtype) || root < 0 || root >= comm->mesh.size ||
+	/* Any type, bytes included: a broadcast only copies. */
+	if (!ddp_dtype_size(dtype) || root < 0 || root >= comm->mesh.size ||
 	    (count && !buf))
 		return wk_err(DDP_ERR_INVALID,
 			      "%s: bad arguments (type %d, root %d of %d, "

@@ -41,7 +41,8 @@ LIBDDP_INTERNAL := $(BUILD)/worker/libddp-internal.a
 # The core objects libddp uses: the static libraries carry them (stepkey's
 # reader, and jobdir for the rest of stepkey.o).
 LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o \
-                   $(BUILD)/common/stepkey.o $(BUILD)/common/jobdir.o
+                   $(BUILD)/common/stepkey.o $(BUILD)/common/jobdir.o \
+                   $(BUILD)/common/ddp_host.o
 $(LIBDDP_INTERNAL): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@

@@ -18,6 +18,19 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* libddp's types and ops go to NCCL as they are, cast (n_allreduce,
+ * n_broadcast, n_bucket_avg): ddp.h promises the values are NCCL's. */
+_Static_assert(DDP_UINT8 == (int)ncclUint8, "DDP_UINT8 is ncclUint8");
+_Static_assert(DDP_FLOAT16 == (int)ncclFloat16, "DDP_FLOAT16 is ncclFloat16");
+_Static_assert(DDP_FLOAT32 == (int)ncclFloat32, "DDP_FLOAT32 is ncclFloat32");
+_Static_assert(DDP_FLOAT64 == (int)ncclFloat64, "DDP_FLOAT64 is ncclFloat64");
+_Static_assert(DDP_BFLOAT16 == (int)ncclBfloat16,
+	       "DDP_BFLOAT16 is ncclBfloat16");
+_Static_assert(DDP_SUM == (int)ncclSum, "DDP_SUM is ncclSum");
+_Static_assert(DDP_MAX == (int)ncclMax, "DDP_MAX is ncclMax");
+_Static_assert(DDP_MIN == (int)ncclMin, "DDP_MIN is ncclMin");
+_Static_assert(DDP_AVG == (int)ncclAvg, "DDP_AVG is ncclAvg");
+
 struct cuda_fns {
 	cudaError_t (*GetDeviceCount)(int *);
 	cudaError_t (*SetDevice)(int);

@@ -3,7 +3,7 @@
  * The job's nodes and the peers a rank's collectives use (peers.h). Any
  * change to a collective's communication pattern in tcp.c or hier.c
  * must be mirrored in wk_peers_wanted, or that collective finds no
- * connection; test-worker-peers checks the two against each other.
+ * connection; test-worker-host checks the two against each other.
  */
 #include <stdlib.h>
 #include <string.h>

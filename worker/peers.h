@@ -48,6 +48,17 @@ void wk_nodes_free(struct wk_nodes *n);
  * (hierarchical allreduce, only where wk_nodes_hier allows it). The
  * relation is symmetric: s wants rank exactly when rank wants s. Returns
  * how many are wanted, or -1.
+ *
+ * How many, at most: 2 ceil(log2 N) ranks at a distance of a power of
+ * two (one fewer when N is a power of two); floor(log2 N) + 1
+ * recursive-doubling partners when N is no power of two (when it is, they
+ * are among the former); and where a
+ * node's ranks all connect (wk_nodes_hier) the other L - 1 of its L and
+ * the stripe's 2 neighbours. The sets overlap: in blocks of 8 ranks per
+ * node a rank has at most 23 peers at 1,024 ranks and 27 at 4,096, one
+ * rank per node 23 at 4,096, and a node of WK_HIER_LOCAL_MAX ranks alone
+ * 127. test-worker-host holds these figures and checks the set against
+ * every algorithm's partners.
  */
 int wk_peers_wanted(const struct wk_mesh *c, uint8_t *want);
 

@@ -663,6 +663,8 @@ const char *
 wk_dtype_name(int dtype)
 {
 	switch (dtype) {
+	case DDP_UINT8:
+		return "uint8";
 	case DDP_FLOAT16:
 		return "float16";
 	case DDP_FLOAT32:

@@ -91,6 +91,7 @@ wk_float_to_bf16(float f)
 	return (uint16_t)(x >> 16);
 }
 
+/* The types a reduction takes: not DDP_UINT8, which only broadcasts. */
 int
 wk_dtype_ok(int dtype)
 {
@@ -177,6 +178,8 @@ wk_reduce(void *dst, const void *src, size_t n, enum ddp_dtype dtype,
 		reduce_half(dst, src, n, op, wk_bf16_to_float,
 			    wk_float_to_bf16);
 		break;
+	case DDP_UINT8: /* bytes are not reduced: wk_dtype_ok refuses them */
+		break;
 	}
 }
 
@@ -206,6 +209,8 @@ wk_scale_div(void *buf, size_t n, enum ddp_dtype dtype, int div)
 		for (i = 0; i < n; i++)
 			h[i] = wk_float_to_bf16(wk_bf16_to_float(h[i]) /
 						(float)div);
+		break;
+	case DDP_UINT8:
 		break;
 	}
 }

@@ -122,6 +122,8 @@ size_t
 ddp_dtype_size(enum ddp_dtype dtype)
 {
 	switch (dtype) {
+	case DDP_UINT8:
+		return 1;
 	case DDP_FLOAT16:
 	case DDP_BFLOAT16:
 		return 2;

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "ddp_host.h"
 #include "ddp_util.h"
 #include "net.h"
 #include "reduce.h"
@@ -232,17 +233,19 @@ static void
 send_notice(struct wk_mesh *c, const struct wk_frame *f, int skip)
 {
 	uint8_t hdr[WK_FRAME_LEN];
-	int i;
+	int k, i;
 
 	if (c->aborted)
 		return;
 	wk_frame_encode(hdr, f);
-	for (i = 0; i < c->size; i++)
-		if (i != c->rank && i != skip && c->peers[i].fd >= 0 &&
-		    !c->peers[i].bye && !c->peers[i].send_mid &&
+	for (k = 0; k < c->nlinked; k++) {
+		i = c->linked[k];
+		if (i != skip && c->peers[i].fd >= 0 && !c->peers[i].bye &&
+		    !c->peers[i].send_mid &&
 		    send(c->peers[i].fd, hdr, sizeof(hdr),
 			 MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hdr))
 			c->peers[i].send_mid = 1; /* framing lost: no more */
+	}
 }
 
 /* A STALL notice about the call in progress. */
@@ -572,26 +575,20 @@ static enum ddp_status
 poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 	  const struct wk_frame *cur)
 {
-	struct pollfd *pfd;
-	int *who;
-	int i, j, n = 0, rc, used;
-	enum ddp_status st = DDP_OK;
+	struct pollfd *pfd = c->wait_pfd;
+	int *who = c->wait_who;
+	int i, j, k, n = 0, rc, used;
+	enum ddp_status st;
 	double left, wake, now;
 
-	pfd = calloc((size_t)(nw + c->size), sizeof(*pfd));
-	who = calloc((size_t)(nw + c->size), sizeof(*who));
-	if (!pfd || !who) {
-		st = wk_err(DDP_ERR_NOMEM, "out of memory");
-		goto out;
-	}
 	for (i = 0; i < nw; i++) {
 		pfd[n].fd = c->peers[w[i].peer].fd;
 		pfd[n].events = w[i].events;
 		who[n++] = w[i].peer;
 	}
-	for (i = 0; i < c->size; i++) {
-		if (i == c->rank || c->peers[i].fd < 0 || c->peers[i].bye ||
-		    c->peers[i].early)
+	for (k = 0; k < c->nlinked; k++) {
+		i = c->linked[k];
+		if (c->peers[i].fd < 0 || c->peers[i].bye || c->peers[i].early)
 			continue;
 		/* A peer this rank only sends to is still read for its
 		 * notices (idle_event leaves its data queued). */
@@ -607,29 +604,22 @@ poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 	c->waiting = w[0].peer;
 	st = survey(c, deadline, &wake);
 	if (st)
-		goto out;
+		return st;
 	now = wk_now();
 	if (now >= deadline) {
 		/* Past the deadline the survey concludes at once. */
 		st = survey(c, deadline, &wake);
-		if (!st)
-			st = timeout_error(c, w[0].peer, w[0].events, cur);
-		goto out;
+		return st ? st : timeout_error(c, w[0].peer, w[0].events, cur);
 	}
 	left = (wake < deadline ? wake : deadline) - now;
 	rc = poll(pfd, (nfds_t)n, (int)(left * 1000) + 1);
 	if (rc < 0 && errno == EINTR)
-		goto out;
-	if (rc < 0) {
-		st = wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
-		goto out;
-	}
+		return DDP_OK;
+	if (rc < 0)
+		return wk_err(DDP_ERR_SYSTEM, "poll: %s", strerror(errno));
 	for (i = nw; i < n && !st; i++)
 		if (pfd[i].revents)
 			st = idle_event(c, -1 - who[i], cur);
-out:
-	free(pfd);
-	free(who);
 	return st;
 }
 
@@ -642,7 +632,7 @@ out:
 static int
 spin_wait(const struct wk_mesh *c, const struct want *w, int nw, double end)
 {
-	struct pollfd pfd[16];
+	struct pollfd pfd[WK_WAIT_MAX];
 	int i;
 
 	for (i = 0; i < nw; i++) {
@@ -664,7 +654,7 @@ static enum ddp_status
 run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 	 double deadline)
 {
-	struct want w[16];
+	struct want w[WK_WAIT_MAX];
 	enum ddp_status st = DDP_OK;
 	int i, nw, rc, pending;
 	double spin_end = 0;
@@ -692,7 +682,7 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 			rc = recv_progress(c, &x[i], &st);
 			if (rc < 0)
 				return st;
-			if (rc == 0 && nw < 16) {
+			if (rc == 0 && nw < WK_WAIT_MAX) {
 				w[nw].peer = x[i].peer;
 				w[nw++].events = POLLIN;
 			}
@@ -701,7 +691,7 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 		for (i = 0; i < nsend; i++) {
 			if (x[i].done == WK_FRAME_LEN + x[i].len)
 				continue;
-			if (nw < 16) {
+			if (nw < WK_WAIT_MAX) {
 				w[nw].peer = x[i].peer;
 				w[nw++].events = POLLOUT;
 			}
@@ -743,17 +733,18 @@ scratch(struct wk_mesh *c, size_t bytes)
 	return DDP_OK;
 }
 
+/* Only linked peers send notices or data: tcp_mesh_link reset the rest. */
 static void
 op_start(struct wk_mesh *c)
 {
-	int i;
+	int k;
 
 	c->in_grace = 0;
 	c->told = 0;
 	c->waiting = -1;
-	for (i = 0; i < c->size; i++) {
-		c->peers[i].early = 0;
-		c->peers[i].waits_for = -1;
+	for (k = 0; k < c->nlinked; k++) {
+		c->peers[c->linked[k]].early = 0;
+		c->peers[c->linked[k]].waits_for = -1;
 	}
 }
 
@@ -1046,89 +1037,40 @@ tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to, const void *sbuf,
 	return ns + nr ? run_xops(c, x, ns, nr, deadline) : DDP_OK;
 }
 
-/* CPUs in a list such as "0-3,8,10-11"; -1 when it does not parse. */
-static long
-count_cpu_list(const char *s)
+enum ddp_status
+tcp_mesh_link(struct wk_mesh *c)
 {
-	const char *p = s, *end;
-	long lo, hi, n = 0;
+	int i, n = 0;
 
-	while (*p && *p != '\n') {
-		if (ddp_parse_long_prefix(p, 0, 1L << 20, &lo, &end) < 0)
-			return -1;
-		hi = lo;
-		if (*end == '-' &&
-		    ddp_parse_long_prefix(end + 1, lo, 1L << 20, &hi, &end) < 0)
-			return -1;
-		n += hi - lo + 1;
-		p = end;
-		if (*p == ',')
-			p++;
-		else if (*p && *p != '\n')
-			return -1;
+	free(c->linked);
+	free(c->wait_pfd);
+	free(c->wait_who);
+	c->nlinked = 0;
+	for (i = 0; i < c->size; i++)
+		n += i != c->rank && c->peers[i].fd >= 0;
+	c->linked = calloc((size_t)n + 1, sizeof(*c->linked));
+	c->wait_pfd = calloc((size_t)n + WK_WAIT_MAX, sizeof(*c->wait_pfd));
+	c->wait_who = calloc((size_t)n + WK_WAIT_MAX, sizeof(*c->wait_who));
+	if (!c->linked || !c->wait_pfd || !c->wait_who)
+		return wk_err(DDP_ERR_NOMEM,
+			      "rank %d: out of memory for the list of its %d "
+			      "peers",
+			      c->rank, n);
+	for (i = 0; i < c->size; i++) {
+		/* What op_start resets, once for the peers it never
+		 * looks at again. */
+		c->peers[i].early = 0;
+		c->peers[i].waits_for = -1;
+		if (i != c->rank && c->peers[i].fd >= 0)
+			c->linked[c->nlinked++] = i;
 	}
-	return n > 0 ? n : -1;
-}
-
-/* The CPUs a cpuset file lists; -1 when it cannot be read. */
-static long
-cpuset_file_cpus(const char *path)
-{
-	char list[4096];
-	FILE *f = fopen(path, "re");
-	long n = -1;
-
-	if (!f)
-		return -1;
-	if (fgets(list, sizeof(list), f))
-		n = count_cpu_list(list);
-	fclose(f);
-	return n;
-}
-
-/*
- * The CPUs of this process's cpuset cgroup (v1, else v2): the ranks of a
- * job on one host share them, whatever CPU each is bound to (a binding
- * narrows only that rank's affinity). -1 when unknown.
- */
-static long
-cgroup_cpus(void)
-{
-	char line[1024], path[1200], *ctl, *dir;
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	long n, v1 = -1, v2 = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		/* hierarchy-id:controllers:path */
-		ctl = strchr(line, ':');
-		dir = ctl ? strchr(ctl + 1, ':') : NULL;
-		if (!dir)
-			continue;
-		*ctl++ = '\0';
-		*dir++ = '\0';
-		if (strcmp(line, "0") == 0 && ctl[0] == '\0' &&
-		    ddp_fmt(path, sizeof(path),
-			    "/sys/fs/cgroup%s/cpuset.cpus.effective", dir) == 0)
-			v2 = cpuset_file_cpus(path);
-		else if (strstr(ctl, "cpuset") &&
-			 ddp_fmt(path, sizeof(path),
-				 "/sys/fs/cgroup/cpuset%s/"
-				 "cpuset.effective_cpus",
-				 dir) == 0 &&
-			 (n = cpuset_file_cpus(path)) > 0)
-			v1 = n;
-	}
-	fclose(f);
-	return v1 > 0 ? v1 : v2;
+	return DDP_OK;
 }
 
 void
 tcp_limit_spin(struct wk_mesh *c)
 {
-	long cpus = cgroup_cpus();
+	long cpus = ddp_cgroup_cpus();
 	int i, here = 0;
 
 	if (cpus < 1)
@@ -1350,28 +1292,25 @@ tcp_hang_watch(struct wk_mesh *c, const struct wk_frame *cur, int waiting,
 enum ddp_status
 tcp_watch(struct wk_mesh *c, const struct wk_frame *cur)
 {
-	struct pollfd pfd[64];
+	struct pollfd *pfd = c->wait_pfd;
+	int *who = c->wait_who;
 	enum ddp_status st = DDP_OK;
-	int i, base, n, who[64];
+	int i, k, n = 0;
 
-	/* In batches: no allocation on this frequently called path. */
-	for (base = 0; base < c->size && !st; base += 64) {
-		n = 0;
-		for (i = base; i < c->size && i < base + 64; i++) {
-			if (i == c->rank || c->peers[i].fd < 0 ||
-			    c->peers[i].bye || c->peers[i].early)
-				continue;
-			pfd[n].fd = c->peers[i].fd;
-			pfd[n].events = POLLIN | POLLRDHUP;
-			pfd[n].revents = 0;
-			who[n++] = i;
-		}
-		if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0)
+	for (k = 0; k < c->nlinked; k++) {
+		i = c->linked[k];
+		if (c->peers[i].fd < 0 || c->peers[i].bye || c->peers[i].early)
 			continue;
-		for (i = 0; i < n && !st; i++)
-			if (pfd[i].revents)
-				st = idle_event(c, who[i], cur);
+		pfd[n].fd = c->peers[i].fd;
+		pfd[n].events = POLLIN | POLLRDHUP;
+		pfd[n].revents = 0;
+		who[n++] = i;
 	}
+	if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0)
+		return DDP_OK;
+	for (i = 0; i < n && !st; i++)
+		if (pfd[i].revents)
+			st = idle_event(c, who[i], cur);
 	return st;
 }
 
@@ -1450,6 +1389,13 @@ tcp_mesh_fini(struct wk_mesh *c)
 	free(c->peers);
 	free(c->scratch);
 	free(c->pids);
+	free(c->linked);
+	free(c->wait_pfd);
+	free(c->wait_who);
+	c->linked = NULL;
+	c->wait_pfd = NULL;
+	c->wait_who = NULL;
+	c->nlinked = 0;
 	c->pids = NULL;
 	c->peers = NULL;
 	c->scratch = NULL;

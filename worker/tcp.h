@@ -9,7 +9,8 @@
  *
  * Ownership: the mesh is embedded in its communicator, which allocates
  * peers (size entries, fd -1) before the rendezvous fills them and frees
- * everything with tcp_mesh_fini. tcp.c grows scratch as it needs.
+ * everything with tcp_mesh_fini. tcp.c grows scratch as it needs and
+ * makes the list of linked peers (tcp_mesh_link).
  *
  * Errors: the collectives set the thread's last error (wk_err) naming the
  * rank, its host and the call, and return DDP_ERR_PEER (a peer died or
@@ -67,7 +68,27 @@ struct wk_mesh {
 	int in_grace; /* timed out; collecting STALL notices */
 	double grace_end;
 	double spin_s; /* how long a wait polls its sockets before sleeping */
+	/* The ranks this one has a connection to, ascending, and the poll
+	 * set of a wait (nlinked + WK_WAIT_MAX entries): made once by
+	 * tcp_mesh_link, so that a call's cost follows the peers (peers.h
+	 * bounds them), not the world, and no call allocates. */
+	int *linked;
+	int nlinked;
+	struct pollfd *wait_pfd;
+	int *wait_who;
 };
+
+/* The most sockets one wait of a collective waits for. */
+#define WK_WAIT_MAX 16
+
+/*
+ * Lists the peers the rendezvous connected (peers[].fd >= 0) and makes
+ * the poll set of the waits: call once the rendezvous is over and before
+ * the first collective; no connection is made after it. DDP_OK, or
+ * DDP_ERR_NOMEM (the mesh then still takes tcp_send_abort and
+ * tcp_mesh_fini).
+ */
+enum ddp_status tcp_mesh_link(struct wk_mesh *c);
 
 /*
  * Allreduce of host buffers (s may equal r) with a flat algorithm: algo

@@ -91,6 +91,9 @@ put(void *buf, enum ddp_dtype t, size_t i, double x)
 	case DDP_BFLOAT16:
 		((uint16_t *)buf)[i] = (uint16_t)(v.u >> 16);
 		break;
+	case DDP_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)(x + 128);
+		break;
 	}
 }
 
@@ -112,6 +115,8 @@ get(const void *buf, enum ddp_dtype t, size_t i)
 	case DDP_BFLOAT16:
 		v.u = (uint32_t)((const uint16_t *)buf)[i] << 16;
 		return v.f;
+	case DDP_UINT8:
+		return (double)((const uint8_t *)buf)[i] - 128;
 	}
 	return NAN;
 }
@@ -357,6 +362,22 @@ stream_bcast_barrier(struct ddp_comm *c, int rank, int size, FILE *out)
 		if (size == 1)
 			break;
 	}
+	/* N bytes (odd) from the last rank as DDP_UINT8, which NCCL takes
+	 * as ncclUint8; an allreduce of bytes is refused before NCCL. */
+	root = size - 1;
+	for (i = 0; i < N; i++)
+		((uint8_t *)h)[i] = (uint8_t)(rank * 31 + i * 7);
+	ddp_mem_copy(c, d, h, N, 0);
+	st = ddp_broadcast(c, d, N, DDP_UINT8, root);
+	ddp_mem_copy(c, h, d, N, 1);
+	for (i = 0, wrong = 0; i < N && !st; i++)
+		wrong += ((uint8_t *)h)[i] != (uint8_t)(root * 31 + i * 7);
+	res(out, "bcast-bytes",
+	    !st && !wrong &&
+		    ddp_allreduce(c, d, d, N, DDP_UINT8, DDP_SUM) ==
+			    DDP_ERR_INVALID,
+	    "broadcast of %d bytes from rank %d: %zu wrong %s", N, root, wrong,
+	    st ? ddp_last_error() : "");
 	st = ddp_barrier(c);
 	res(out, "barrier", !st, "%s", st ? ddp_last_error() : "");
 out:
@@ -688,9 +709,9 @@ static void
 report_healthy(int size, struct tw_rank *rk)
 {
 	static const char *const names[] = {
-		"backend",	"matrix",     "stream",	     "bcast-first",
-		"bcast-last",	"barrier",    "grad-copied", "grad-views",
-		"fence-copied", "fence-views"};
+		"backend",    "matrix",	      "stream",	    "bcast-first",
+		"bcast-last", "bcast-bytes",  "barrier",    "grad-copied",
+		"grad-views", "fence-copied", "fence-views"};
 	char key[64], *line, *eol;
 	unsigned k;
 	int r, ok, seen, same = 1, n_hash = 0;

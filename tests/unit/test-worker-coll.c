@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libddp TCP collectives against a serial reference: every type and op,
- * 1 element to 64 MiB, world sizes 1-8, both algorithms, over loopback.
+ * 1 element to 64 MiB, world sizes 1-8, both algorithms, over loopback;
+ * broadcasts of bytes, which the reductions refuse.
  */
 #include <dirent.h>
 #include <math.h>
@@ -118,6 +119,45 @@ check_bcast(struct ddp_comm *c, FILE *out, const char *tag, enum ddp_dtype t,
 	return 0;
 }
 
+/*
+ * Bytes (DDP_UINT8) of an odd length broadcast from root, as ddp-check
+ * sends its token and verdict text; a reduction of bytes is refused
+ * (DDP_ERR_INVALID) and leaves the communicator usable.
+ */
+static int
+check_bytes(struct ddp_comm *c, FILE *out, const char *tag, size_t n, int root)
+{
+	int rank = ddp_comm_rank(c);
+	uint8_t *b = malloc(n + 1), *r = malloc(n + 1);
+	enum ddp_status st;
+	size_t i, bad = 0;
+
+	if (!b || !r) {
+		free(b);
+		free(r);
+		return -1;
+	}
+	for (i = 0; i <= n; i++)
+		b[i] = (uint8_t)(rank * 31 + i * 7);
+	if (ddp_broadcast(c, b, n, DDP_UINT8, root)) {
+		fprintf(out, "E %s\n", ddp_last_error());
+		free(b);
+		free(r);
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		bad += b[i] != (uint8_t)(root * 31 + i * 7);
+	/* The byte past count is not touched. */
+	bad += b[n] != (uint8_t)(rank * 31 + n * 7);
+	st = ddp_allreduce(c, b, r, n, DDP_UINT8, DDP_SUM);
+	fprintf(out, "R %s/bcast-u8/n=%zu/root=%d %d %016llx\n", tag, n, root,
+		bad == 0 && st == DDP_ERR_INVALID,
+		(unsigned long long)tw_fnv(b, n));
+	free(b);
+	free(r);
+	return 0;
+}
+
 static int
 rank_main(int rank, int size, int port, FILE *out, void *arg)
 {
@@ -155,6 +195,12 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 					 : si == 1 ? 1000
 						   : 1,
 					 si == 0 ? 0 : size - 1);
+		for (si = 0; si < 3 && !rc; si++)
+			rc = check_bytes(c, out, tag,
+					 si == 2   ? 300001
+					 : si == 1 ? 33
+						   : 1,
+					 si == 1 ? size - 1 : 0);
 	}
 	if (rd->big && !rc) {
 		rc = check_allreduce(c, out, tag, DDP_FLOAT32, DDP_SUM,

@@ -36,6 +36,9 @@ store(void *buf, size_t i, enum ddp_dtype t, double v)
 	case DDP_BFLOAT16:
 		((uint16_t *)buf)[i] = wk_float_to_bf16((float)v);
 		break;
+	case DDP_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)(v + 128);
+		break;
 	}
 }
 
@@ -51,6 +54,8 @@ load(const void *buf, size_t i, enum ddp_dtype t)
 		return wk_half_to_float(((const uint16_t *)buf)[i]);
 	case DDP_BFLOAT16:
 		return wk_bf16_to_float(((const uint16_t *)buf)[i]);
+	case DDP_UINT8:
+		return (double)((const uint8_t *)buf)[i] - 128;
 	}
 	return 0;
 }

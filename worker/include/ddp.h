@@ -68,8 +68,13 @@ enum ddp_status {
 	DDP_ERR_RENDEZVOUS = 12,
 };
 
-/* Element types; the values equal NCCL's ncclDataType_t. */
+/*
+ * Element types; the values equal NCCL's ncclDataType_t (worker/nccl.c
+ * asserts it). DDP_UINT8 is bytes, for ddp_broadcast() of opaque data
+ * (tokens, text): the reductions refuse it with DDP_ERR_INVALID.
+ */
 enum ddp_dtype {
+	DDP_UINT8 = 1,
 	DDP_FLOAT16 = 6,
 	DDP_FLOAT32 = 7,
 	DDP_FLOAT64 = 8,
@@ -77,7 +82,8 @@ enum ddp_dtype {
 };
 
 /*
- * Reduction operations; the values equal NCCL's ncclRedOp_t. Half types
+ * Reduction operations; the values equal NCCL's ncclRedOp_t (asserted in
+ * worker/nccl.c). Half types
  * (FLOAT16, BFLOAT16) are accumulated in fp32 and rounded once per
  * reduction step. DDP_AVG divides the sum by the world size.
  */
@@ -219,6 +225,7 @@ DDP_EXPORT const char *ddp_comm_host(const struct ddp_comm *comm, int r);
  * rank. sendbuf == recvbuf is an in-place reduction; otherwise the two must
  * not overlap. Buffers are host memory with the TCP backend and CUDA device
  * memory with the NCCL backend. Every rank gets bitwise identical results.
+ * A dtype that is no floating-point type (DDP_UINT8) is DDP_ERR_INVALID.
  *
  * Collective and blocking: every rank must make the same sequence of calls
  * with the same count, dtype and op. A mismatch fails at once with
@@ -237,7 +244,8 @@ DDP_EXPORT enum ddp_status ddp_allreduce(struct ddp_comm *comm,
 
 /*
  * Copies count elements of buf on rank root into buf on every other rank.
- * Same collective rules as ddp_allreduce().
+ * Takes every dtype, DDP_UINT8 included (count is then in bytes). Same
+ * collective rules as ddp_allreduce().
  */
 DDP_EXPORT enum ddp_status ddp_broadcast(struct ddp_comm *comm, void *buf,
 					 size_t count, enum ddp_dtype dtype,
