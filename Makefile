@@ -71,6 +71,14 @@ HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
 HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 MUNGE_LIBS   := $(shell pkg-config --libs munge 2>/dev/null || echo -lmunge)
 
+# install-man SRC DEST: a manual page with the paths of this installation
+# in place of the /usr/local ones it is written with.
+MAN_PATHS_SED = sed -e 's|/usr/local/libexec/slurm-ddp|$(LIBEXECDIR)|g' \
+	-e 's|/usr/local/share/slurm-ddp|$(DATADIR)|g' \
+	-e 's|/usr/local/sbin|$(SBINDIR)|g' -e 's|/usr/local/bin|$(BINDIR)|g' \
+	-e 's|/usr/local/lib/slurm|$(SLURM_PLUGINDIR)|g'
+install-man = $(MAN_PATHS_SED) $(1) >$(2).tmp && chmod 0644 $(2).tmp && mv -f $(2).tmp $(2)
+
 # Filled in by the module.mk files.
 TARGETS      :=
 UNIT_TESTS   :=

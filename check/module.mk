@@ -21,7 +21,7 @@ endif
 install-check: $(DDP_CHECK)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 $(DDP_CHECK) $(DESTDIR)$(BINDIR)/ddp-check
-	install -m 0644 doc/ddp-check.1 $(DESTDIR)$(MANDIR)/man1/ddp-check.1
+	$(call install-man,doc/ddp-check.1,$(DESTDIR)$(MANDIR)/man1/ddp-check.1)
 INSTALL_RULES += install-check
 
 # Unit tests of the decisions (options, slow links, the report, the

@@ -28,8 +28,8 @@ install-plugin: $(PLUGIN_SO) $(DDP_PLAN)
 	install -m 0755 $(PLUGIN_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_ddp.so
 	install -m 0755 $(DDP_PLAN) $(DESTDIR)$(BINDIR)/ddp-plan
 	install -d $(DESTDIR)$(MANDIR)/man1
-	install -m 0644 doc/spank-ddp.8 $(DESTDIR)$(MANDIR)/man8/spank-ddp.8
-	install -m 0644 doc/ddp-plan.1 $(DESTDIR)$(MANDIR)/man1/ddp-plan.1
+	$(call install-man,doc/spank-ddp.8,$(DESTDIR)$(MANDIR)/man8/spank-ddp.8)
+	$(call install-man,doc/ddp-plan.1,$(DESTDIR)$(MANDIR)/man1/ddp-plan.1)
 	install -d $(DESTDIR)$(DATADIR)/examples/plugstack.conf.d
 	sed -e 's|/usr/local/lib/slurm/spank_ddp.so|$(SLURM_PLUGINDIR)/spank_ddp.so|g' \
 	    -e 's|/etc/slurm/ddp.conf|$(DDP_CONF)|g' examples/plugstack.conf.d/ddp.conf \

@@ -60,9 +60,9 @@ install-prolog: $(BUILD)/bin/ddp-nodectl
 	sed 's|@SBINDIR@|$(SBINDIR)|g' prolog/ddp.nhc >$(DESTDIR)$(DATADIR)/nhc/ddp.nhc
 	chmod 0644 $(DESTDIR)$(DATADIR)/nhc/ddp.nhc
 	install -m 0644 examples/ddp.conf $(DESTDIR)$(DATADIR)/examples/ddp.conf
-	install -m 0644 doc/ddp-prolog.8 $(DESTDIR)$(MANDIR)/man8/ddp-prolog.8
+	$(call install-man,doc/ddp-prolog.8,$(DESTDIR)$(MANDIR)/man8/ddp-prolog.8)
 	install -d $(DESTDIR)$(MANDIR)/man5
-	install -m 0644 doc/ddp.conf.5 $(DESTDIR)$(MANDIR)/man5/ddp.conf.5
+	$(call install-man,doc/ddp.conf.5,$(DESTDIR)$(MANDIR)/man5/ddp.conf.5)
 	for m in ddp-epilog ddp-healthcheck ddp-nodectl; do \
 	    echo '.so man8/ddp-prolog.8' >$(DESTDIR)$(MANDIR)/man8/$$m.8 || exit 1; \
 	done

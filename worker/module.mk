@@ -153,7 +153,7 @@ install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN) $(if $(filter 1,$
 	install -m 0644 $(LIBDDP_A) $(DESTDIR)$(LIBDIR)/libddp.a
 	install -m 0644 worker/include/ddp.h $(DESTDIR)$(INCLUDEDIR)/ddp.h
 	$(LIBDDP_PC_SED) >$(DESTDIR)$(PKGCONFIGDIR)/ddp.pc
-	install -m 0644 doc/libddp.3 $(DESTDIR)$(MANDIR)/man3/libddp.3
+	$(call install-man,doc/libddp.3,$(DESTDIR)$(MANDIR)/man3/libddp.3)
 	install -m 0755 $(TRAIN) $(DESTDIR)$(LIBEXECDIR)/examples/train
 	install -d $(DESTDIR)$(DATADIR)/examples
 	install -m 0644 examples/train.c examples/train_compute.h \

@@ -62,6 +62,13 @@ teardown_file() {
 	[ -f "$dest/opt/slurm-ddp/share/man/man8/spank-ddp.8" ]
 	[ -f "$dest/opt/slurm-ddp/share/man/man8/ddp-prolog.8" ]
 	[ -f "$dest/opt/slurm-ddp/share/man/man3/libddp.3" ]
+	[ -f "$dest/opt/slurm-ddp/share/man/man5/ddp.conf.5" ]
+}
+
+@test "installed man pages name this installation's paths, not /usr/local" {
+	run grep -rl /usr/local "$dest/opt/slurm-ddp/share/man"
+	[ "$status" -eq 1 ]
+	grep -q /opt/slurm-ddp/libexec/slurm-ddp/ddp-prolog "$dest/opt/slurm-ddp/share/man/man8/ddp-prolog.8"
 }
 
 @test "nothing is installed outside DESTDIR" {
