@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ddp_net.h"
 #include "ddp_util.h"
 #include "sha256.h"
 
@@ -476,33 +477,6 @@ pend_make_room(struct listener *l, const char *addr)
 			  "many pending)");
 }
 
-/* "ADDR" and "ADDR:PORT" of an accepted connection's peer. */
-static void
-peer_name(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
-	  char *from, size_t fromlen)
-{
-	int port = 0;
-
-	ddp_fmt(addr, addrlen, "?");
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const void *)ss;
-
-		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
-			inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], addr,
-				  (socklen_t)addrlen);
-		else
-			inet_ntop(AF_INET6, &s6->sin6_addr, addr,
-				  (socklen_t)addrlen);
-		port = ntohs(s6->sin6_port);
-	} else if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const void *)ss;
-
-		inet_ntop(AF_INET, &s4->sin_addr, addr, (socklen_t)addrlen);
-		port = ntohs(s4->sin_port);
-	}
-	ddp_fmt(from, fromlen, "%s:%d", addr, port);
-}
-
 static void
 accept_new(struct listener *l)
 {
@@ -510,7 +484,7 @@ accept_new(struct listener *l)
 	struct pend *p;
 	socklen_t sl;
 	char addr[INET6_ADDRSTRLEN], from[INET6_ADDRSTRLEN + 8];
-	int fd, k;
+	int fd, k, port;
 
 	for (k = 0; k < ACCEPT_BATCH; k++) {
 		sl = sizeof(ss);
@@ -518,7 +492,8 @@ accept_new(struct listener *l)
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		peer_name(&ss, addr, sizeof(addr), from, sizeof(from));
+		ddp_net_sa_format(&ss, addr, sizeof(addr), &port);
+		ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
 		pend_make_room(l, addr);
 		if (l->np == MAX_PENDING) {
 			refuse_log(l->r, from, "too many pending connections");
@@ -737,20 +712,13 @@ hold_addr(struct sockaddr_un *sa, const uint8_t token[CHK_TOKEN_LEN], int node)
 			 (uint8_t)((unsigned)node >> 16),
 			 (uint8_t)((unsigned)node >> 8), (uint8_t)node};
 	struct ddp_sha256 st;
-	size_t k, len;
 
 	ddp_sha256_init(&st);
 	ddp_sha256_update(&st, tag, sizeof(tag));
 	ddp_sha256_update(&st, token, CHK_TOKEN_LEN);
 	ddp_sha256_update(&st, be, sizeof(be));
 	ddp_sha256_final(&st, h);
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	len = 1 + (size_t)snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1,
-				   "ddp-check-");
-	for (k = 0; k < 16 && len + 2 < sizeof(sa->sun_path); k++, len += 2)
-		snprintf(sa->sun_path + len, 3, "%02x", h[k]);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+	return ddp_net_abstract_name(sa, "ddp-check-", h);
 }
 
 int

@@ -3,7 +3,7 @@
 # the optional NCCL backend object, examples/train, unit tests and fuzzers.
 
 WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
-              worker/net.c worker/auth.c worker/rdv.c worker/tcp.c \
+              worker/auth.c worker/rdv.c worker/tcp.c \
               worker/grad.c worker/shm.c worker/hier.c worker/peers.c \
               worker/host.c worker/straggler.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
@@ -39,7 +39,8 @@ $(LIBDDP_SO): $(WORKER_OBJ) $(CORE_LIB) worker/libddp.map
 # archive.
 LIBDDP_INTERNAL := $(BUILD)/worker/libddp-internal.a
 # The core objects libddp uses: the static libraries carry them.
-LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o
+LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o \
+                   $(BUILD)/common/ddp_net.o
 $(LIBDDP_INTERNAL): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@

@@ -43,7 +43,7 @@
 
 #include "auth.h"
 #include "ddp_util.h"
-#include "net.h"
+#include "ddp_net.h"
 #include "proto.h"
 #include "peers.h"
 #include "rdv.h"
@@ -77,6 +77,8 @@
  * LATE_BATCH_S after the first of them. */
 #define BATCH_WAIT_S 1.0
 #define LATE_BATCH_S 0.2
+/* The name of a node's join socket: this, then a digest's hex. */
+#define NODE_SOCKET_PREFIX "slurm-ddp/"
 
 /* What a pending connection is (accept_new). */
 enum pend_kind {
@@ -206,7 +208,7 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 
 	*body = NULL;
 	*other_version = 0;
-	rc = net_recv_all(fd, hdr, sizeof(hdr), deadline);
+	rc = ddp_net_recv_all(fd, hdr, sizeof(hdr), deadline);
 	if (rc == 0 && rdv_parse_header(hdr, sizeof(hdr), type, blen, why,
 					sizeof(why)) < 0) {
 		*other_version =
@@ -218,7 +220,7 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 		*body = malloc(*blen ? *blen : 1);
 		if (!*body)
 			return wk_err(DDP_ERR_NOMEM, "%s: out of memory", what);
-		rc = net_recv_all(fd, *body, *blen, deadline);
+		rc = ddp_net_recv_all(fd, *body, *blen, deadline);
 	}
 	if (rc == 1)
 		return wk_err(DDP_ERR_RENDEZVOUS, "%s: connection closed",
@@ -240,7 +242,7 @@ rank_addr(int fd, int local, char *out, size_t outlen)
 	char addr[WK_ADDR_LEN];
 	int port;
 
-	net_sock_addr(fd, local, addr, sizeof(addr), &port);
+	ddp_net_sock_addr(fd, local, addr, sizeof(addr), &port);
 	ddp_fmt(out, outlen, "%s:%d", addr, port);
 }
 
@@ -334,7 +336,7 @@ pend_drop(struct rdv *r, int i, const char *reason, int tell, uint16_t version)
 			wk_log(3, "refusal not delivered: %s", strerror(errno));
 		wk_buf_free(&b);
 	}
-	net_close(&r->pend[i].fd);
+	ddp_net_close(&r->pend[i].fd);
 	free(r->pend[i].buf);
 	r->pend[i] = r->pend[--r->npend];
 }
@@ -388,7 +390,7 @@ pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 	char why[256];
 
 	if (!b->bad &&
-	    net_send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
+	    ddp_net_send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
 		return 0;
 	ddp_fmt(why, sizeof(why), "sending the %s failed: %s", what,
 		b->bad ? "out of memory" : strerror(errno));
@@ -603,9 +605,9 @@ learn_self_addr(struct rdv *r, int fd)
 
 	if (r->self_addr_seen ||
 	    getpeername(fd, (struct sockaddr *)&peer, &len) < 0 ||
-	    net_sa_loopback((struct sockaddr *)&peer))
+	    ddp_net_sa_loopback((struct sockaddr *)&peer))
 		return;
-	net_sock_addr(fd, 1, r->self_addr, sizeof(r->self_addr), &port);
+	ddp_net_sock_addr(fd, 1, r->self_addr, sizeof(r->self_addr), &port);
 	r->self_addr_seen = 1;
 }
 
@@ -823,7 +825,7 @@ take_roster(struct rdv *r, const uint8_t *body, size_t blen, char *why,
 				"rank %d connects from %s, but joined from %s",
 				s, c->peers[s].addr, r->ents[s].addr);
 			refuse_log(r, c->peers[s].addr, said);
-			net_close(&c->peers[s].fd);
+			ddp_net_close(&c->peers[s].fd);
 		}
 		ddp_fmt(c->peers[s].host, DDP_HOST_MAX, "%s", r->ents[s].host);
 		ddp_fmt(c->peers[s].addr, WK_ADDR_LEN, "%s", r->ents[s].addr);
@@ -1102,7 +1104,7 @@ resource_error(const struct rdv *r, int err, const char *doing)
 {
 	char advice[512];
 
-	net_resource_advice(err, advice, sizeof(advice));
+	ddp_net_resource_advice(err, advice, sizeof(advice));
 	return wk_err(DDP_ERR_SYSTEM, "rank %d on %s: %s: %s; %s",
 		      r->mesh->rank, r->mesh->myhost, doing, strerror(err),
 		      advice);
@@ -1157,7 +1159,7 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 		sl = sizeof(ss);
 		fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0 && net_out_of_resources(errno))
+		if (fd < 0 && ddp_net_out_of_resources(errno))
 			return resource_error(
 				r, errno,
 				kind == PK_PEER	    ? "accepting a peer"
@@ -1176,12 +1178,12 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 			}
 			src = src_hash(from);
 		} else {
-			net_sa_format(&ss, addr, sizeof(addr), &port);
+			ddp_net_sa_format(&ss, addr, sizeof(addr), &port);
 			ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
 			src = src_hash(addr);
 		}
 		if (kind != PK_MEMBER && r->local_only &&
-		    !net_sa_loopback((struct sockaddr *)&ss)) {
+		    !ddp_net_sa_loopback((struct sockaddr *)&ss)) {
 			refuse_log(r, from,
 				   "not from this host (DDP_AUTH=none with a "
 				   "loopback MASTER_ADDR accepts only local "
@@ -1198,7 +1200,7 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 			continue;
 		}
 		if (kind != PK_MEMBER)
-			net_no_delay(fd);
+			ddp_net_no_delay(fd);
 		p = &r->pend[r->npend];
 		memset(p, 0, sizeof(*p));
 		p->fd = fd;
@@ -1419,7 +1421,7 @@ accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 	return st;
 }
 
-/* net_listen_retry's note that MASTER_PORT is held: one line. */
+/* ddp_net_listen_retry's note that MASTER_PORT is held: one line. */
 static void
 master_port_busy(int port, void *arg)
 {
@@ -1442,15 +1444,15 @@ listen_master(struct rdv *r, double deadline)
 {
 	int port = r->cfg->master_port;
 
-	r->lfd = net_listen_retry(port, deadline, &r->lport, master_port_busy,
-				  r);
+	r->lfd = ddp_net_listen_retry(port, deadline, &r->lport,
+				      master_port_busy, r);
 	if (r->lfd >= 0) {
 		if (r->port_waited)
 			wk_log(0, "rank 0: port %d is free now; listening",
 			       port);
 		return DDP_OK;
 	}
-	if (net_out_of_resources(errno))
+	if (ddp_net_out_of_resources(errno))
 		return resource_error(r, errno, "listening on MASTER_PORT");
 	if (errno != EADDRINUSE)
 		return wk_err(DDP_ERR_RENDEZVOUS,
@@ -1479,7 +1481,7 @@ node_listen(struct rdv *r)
 	int fd;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 && net_out_of_resources(errno))
+	if (fd < 0 && ddp_net_out_of_resources(errno))
 		return resource_error(r, errno, "the node's join socket");
 	if (fd >= 0 &&
 	    bind(fd, (struct sockaddr *)&r->node_sa, r->node_salen) == 0 &&
@@ -1511,16 +1513,16 @@ dial_peer(struct rdv *r, int to, const char *addr, int port,
 	char why[512];
 	int fd;
 
-	fd = net_connect_retry(addr, port, deadline, why, sizeof(why));
-	if (fd < 0 && net_out_of_resources(errno))
+	fd = ddp_net_connect_retry(addr, port, deadline, why, sizeof(why));
+	if (fd < 0 && ddp_net_out_of_resources(errno))
 		return resource_error(r, errno, "connecting to a peer");
-	if (fd >= 0 && net_send_all(fd, b->p, b->len, deadline) == 0) {
+	if (fd >= 0 && ddp_net_send_all(fd, b->p, b->len, deadline) == 0) {
 		*out = fd;
 		return DDP_OK;
 	}
 	if (fd >= 0)
 		ddp_fmt(why, sizeof(why), "%s", strerror(errno));
-	net_close(&fd);
+	ddp_net_close(&fd);
 	return wk_err(DDP_ERR_RENDEZVOUS,
 		      "rank %d could not %s rank %d at %s:%d (%s): %s; the "
 		      "firewall between the job's nodes must allow TCP between "
@@ -1573,7 +1575,7 @@ push_roster(struct rdv *r, double deadline)
 		st = dial_peer(r, (int)child, r->ents[child].addr,
 			       r->ents[child].port, &b, deadline,
 			       "hand the roster to", &fd);
-		net_close(&fd);
+		ddp_net_close(&fd);
 	}
 out:
 	if (b.p)
@@ -1606,8 +1608,9 @@ master_refuse_joined(struct rdv *r)
 	head = b.len - (size_t)RDV_HDR_LEN - WK_TOKEN_LEN - 4;
 	for (i = r->npend - 1; i >= 0; i--) {
 		if (r->pend[i].stage == 2) {
-			(void)net_send_all(r->pend[i].fd, b.p + b.len - head,
-					   head, wk_now() + 0.5);
+			(void)ddp_net_send_all(r->pend[i].fd,
+					       b.p + b.len - head, head,
+					       wk_now() + 0.5);
 			told[r->pend[i].rank] = 1;
 		}
 	}
@@ -1618,11 +1621,11 @@ master_refuse_joined(struct rdv *r)
 			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
 				r->self_addr);
 		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
-		fd = net_connect_once(c->peers[i].addr, c->peers[i].port, until,
-				      why, sizeof(why));
+		fd = ddp_net_connect_once(c->peers[i].addr, c->peers[i].port,
+					  until, why, sizeof(why));
 		if (fd >= 0)
-			(void)net_send_all(fd, b.p, b.len, until);
-		net_close(&fd);
+			(void)ddp_net_send_all(fd, b.p, b.len, until);
+		ddp_net_close(&fd);
 	}
 out:
 	if (b.p)
@@ -1649,7 +1652,7 @@ keep_wanted(struct rdv *r)
 		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
 	for (i = 0; i < c->size; i++)
 		if (i != c->rank && !r->want[i])
-			net_close(&c->peers[i].fd);
+			ddp_net_close(&c->peers[i].fd);
 	wk_log(3, "rank %d: %d of %d peers connected", c->rank, n, c->size - 1);
 	return DDP_OK;
 }
@@ -1680,7 +1683,7 @@ master_side(struct rdv *r, double deadline)
 		master_refuse_joined(r);
 		return st;
 	}
-	net_close(&r->ufd);
+	ddp_net_close(&r->ufd);
 	r->roster = 1;
 	for (i = 0; i < c->size; i++) {
 		if (i &&
@@ -1739,7 +1742,7 @@ join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
 		r->mesh->rank, waiting_for);
 	st = recv_msg(fd, wait, what, type, body, blen, &other);
 	if (st && other && !proven) {
-		net_sock_addr(fd, 0, peer, sizeof(peer), &port);
+		ddp_net_sock_addr(fd, 0, peer, sizeof(peer), &port);
 		ddp_fmt(text, sizeof(text), "%s", wk_errbuf());
 		return wk_err(DDP_ERR_RENDEZVOUS,
 			      "%s; the process at %s:%d has not proven it is "
@@ -1752,7 +1755,7 @@ join_recv(struct rdv *r, int fd, double wait, const char *waiting_for,
 		return st;
 	}
 	if (!proven) {
-		net_sock_addr(fd, 0, peer, sizeof(peer), &port);
+		ddp_net_sock_addr(fd, 0, peer, sizeof(peer), &port);
 		return wk_err(DDP_ERR_AUTH,
 			      "rank %d: the process at %s:%d (MASTER_ADDR %s) "
 			      "refused before proving it is rank 0 of this "
@@ -1792,7 +1795,7 @@ join_send_open(struct rdv *r, int fd, double wait, uint32_t relay,
 		*retry = 0;
 		st = wk_err(DDP_ERR_INVALID, "rank %d: job or step id too long",
 			    c->rank);
-	} else if (net_send_all(fd, b.p, b.len, wait) < 0) {
+	} else if (ddp_net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending the open failed: %s", c->rank,
 			    strerror(errno));
@@ -1871,7 +1874,7 @@ join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
 		   (nrelay && rdv_encode_relay(&b, nrelay, relay) < 0)) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: hello too large", c->rank);
-	} else if (net_send_all(fd, b.p, b.len, wait) < 0) {
+	} else if (ddp_net_send_all(fd, b.p, b.len, wait) < 0) {
 		st = wk_err(DDP_ERR_RENDEZVOUS,
 			    "rank %d: sending hello to %s:%d failed: %s",
 			    c->rank, r->cfg->master_addr, r->cfg->master_port,
@@ -1984,9 +1987,9 @@ join_master(struct rdv *r, double deadline, const struct rdv_relay_entry *relay,
 
 	lasterr[0] = '\0';
 	for (;;) {
-		fd = net_connect_retry(cfg->master_addr, cfg->master_port,
-				       deadline, why, sizeof(why));
-		if (fd < 0 && net_out_of_resources(errno))
+		fd = ddp_net_connect_retry(cfg->master_addr, cfg->master_port,
+					   deadline, why, sizeof(why));
+		if (fd < 0 && ddp_net_out_of_resources(errno))
 			return resource_error(r, errno, "connecting to rank 0");
 		if (fd < 0 && last)
 			return wk_err(last, "%s (until the timeout, %g s)",
@@ -2012,11 +2015,11 @@ join_master(struct rdv *r, double deadline, const struct rdv_relay_entry *relay,
 				wk_log(0, "rank %d joined rank 0 at attempt %d",
 				       c->rank, attempts);
 			if (c->rank > RDV_FANOUT || r->leader)
-				net_close(&fd);
+				ddp_net_close(&fd);
 			*out = fd;
 			return DDP_OK;
 		}
-		net_close(&fd);
+		ddp_net_close(&fd);
 		if (!retry)
 			return st;
 		/* The first failure is worth a line: a squatter, or a
@@ -2025,7 +2028,7 @@ join_master(struct rdv *r, double deadline, const struct rdv_relay_entry *relay,
 		       wk_errbuf());
 		last = st;
 		ddp_fmt(lasterr, sizeof(lasterr), "%s", wk_errbuf());
-		if (net_back_off(&delay, deadline) < 0)
+		if (ddp_net_back_off(&delay, deadline) < 0)
 			return wk_err(last, "%s (until the timeout, %g s)",
 				      lasterr, c->timeout_s);
 	}
@@ -2054,7 +2057,7 @@ leader_flush(struct rdv *r, double deadline)
 		n++;
 	}
 	st = join_master(r, deadline, e, (uint32_t)n, &fd);
-	net_close(&fd);
+	ddp_net_close(&fd);
 	r->batch_end = 0;
 	if (!st) {
 		r->joined_once = 1;
@@ -2086,8 +2089,8 @@ refuse_held(struct rdv *r, const char *why)
 		for (i = 0; i < r->npend; i++)
 			if (r->pend[i].kind == PK_MEMBER &&
 			    r->pend[i].stage == 2)
-				(void)net_send_all(r->pend[i].fd, b.p, b.len,
-						   wk_now() + 0.5);
+				(void)ddp_net_send_all(r->pend[i].fd, b.p,
+						       b.len, wk_now() + 0.5);
 	wk_buf_free(&b);
 }
 
@@ -2109,7 +2112,7 @@ dial_node(struct rdv *r, double until)
 		close(fd);
 		if ((errno != ECONNREFUSED && errno != ENOENT &&
 		     errno != EAGAIN) ||
-		    net_back_off(&delay, until) < 0)
+		    ddp_net_back_off(&delay, until) < 0)
 			return -1;
 	}
 }
@@ -2143,7 +2146,7 @@ join_leader(struct rdv *r, double deadline, int *joined)
 	wait = wk_now() + LEADER_WAIT_S < deadline ? wk_now() + LEADER_WAIT_S
 						   : deadline;
 	fd = dial_node(r, wait);
-	if (fd < 0 && net_out_of_resources(errno))
+	if (fd < 0 && ddp_net_out_of_resources(errno))
 		return resource_error(r, errno,
 				      "connecting to its node leader");
 	if (fd < 0) {
@@ -2226,7 +2229,7 @@ fallback:
 out:
 	free(body);
 	free(pr);
-	net_close(&fd);
+	ddp_net_close(&fd);
 	return st;
 }
 
@@ -2316,8 +2319,8 @@ worker_side(struct rdv *r, double deadline)
 	enum ddp_status st;
 	int fd = -1, joined = 0;
 
-	r->lfd = net_listen(0, &r->lport);
-	if (r->lfd < 0 && net_out_of_resources(errno))
+	r->lfd = ddp_net_listen(0, &r->lport);
+	if (r->lfd < 0 && ddp_net_out_of_resources(errno))
 		return resource_error(r, errno, "data listener");
 	if (r->lfd < 0)
 		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
@@ -2342,10 +2345,10 @@ worker_side(struct rdv *r, double deadline)
 		st = fd >= 0 ? join_roster(r, fd, deadline + 5)
 			     : accept_ranks(r, c->rank + 1, WAIT_ROSTER,
 					    deadline + 5);
-	net_close(&fd);
+	ddp_net_close(&fd);
 	if (r->leader && (st || r->roster < 0))
 		refuse_held(r, st ? wk_errbuf() : r->gave_up);
-	net_close(&r->ufd);
+	ddp_net_close(&r->ufd);
 	if (st)
 		return st;
 	if (!st && r->roster > 0) {
@@ -2375,7 +2378,7 @@ auth_none_policy(struct rdv *r, const struct ddp_config *cfg)
 	const char *v = getenv("DDP_AUTH_NONE_NETWORK");
 	int network = v && strcmp(v, "1") == 0;
 
-	r->local_only = net_host_is_loopback(cfg->master_addr);
+	r->local_only = ddp_net_host_is_loopback(cfg->master_addr);
 	if (!r->local_only && !network)
 		return wk_err(
 			DDP_ERR_ENV,
@@ -2396,13 +2399,12 @@ auth_none_policy(struct rdv *r, const struct ddp_config *cfg)
 	return DDP_OK;
 }
 
-int
-rdv_node_socket(const struct ddp_config *cfg, int world, const char *host,
-		char *name, size_t namelen)
+/* The digest that names a node's join socket (rdv_node_socket). */
+static int
+node_digest(const struct ddp_config *cfg, int world, const char *host,
+	    unsigned char h[DDP_SHA256_LEN])
 {
-	unsigned char h[DDP_SHA256_LEN];
-	char id[1024], tag[2 * 16 + 1];
-	int k;
+	char id[1024];
 
 	if (ddp_fmt(id, sizeof(id),
 		    "slurm-ddp rdv %d uid=%u job=%s step=%s master=%s:%d "
@@ -2411,9 +2413,20 @@ rdv_node_socket(const struct ddp_config *cfg, int world, const char *host,
 		    cfg->master_addr, cfg->master_port, world, host) < 0)
 		return -1;
 	ddp_sha256(id, strlen(id), h);
-	for (k = 0; k < 16; k++)
-		ddp_fmt(tag + 2 * k, 3, "%02x", h[k]);
-	return ddp_fmt(name, namelen, "slurm-ddp/%s", tag);
+	return 0;
+}
+
+int
+rdv_node_socket(const struct ddp_config *cfg, int world, const char *host,
+		char *name, size_t namelen)
+{
+	unsigned char h[DDP_SHA256_LEN];
+	struct sockaddr_un sa;
+
+	if (node_digest(cfg, world, host, h) < 0 ||
+	    !ddp_net_abstract_name(&sa, NODE_SOCKET_PREFIX, h))
+		return -1;
+	return ddp_fmt(name, namelen, "%s", sa.sun_path + 1);
 }
 
 /* A whole number in [lo, hi] from the environment, or -1 when unset or
@@ -2440,22 +2453,22 @@ static void
 node_setup(struct rdv *r)
 {
 	struct wk_mesh *c = r->mesh;
-	char name[64];
+	unsigned char h[DDP_SHA256_LEN];
 	long lr = env_in("LOCAL_RANK", 0, c->size - 1);
 	long ls = env_in("LOCAL_WORLD_SIZE", 2, c->size);
 
 	if (lr < 0 || ls < 0 || lr >= ls ||
-	    rdv_node_socket(r->cfg, c->size, c->myhost, name, sizeof(name)) < 0)
+	    node_digest(r->cfg, c->size, c->myhost, h) < 0)
+		return;
+	r->node_salen =
+		ddp_net_abstract_name(&r->node_sa, NODE_SOCKET_PREFIX, h);
+	if (!r->node_salen)
 		return;
 	r->local_rank = (int)lr;
 	r->local_size = (int)ls;
 	r->leader = lr == 0 && c->rank != 0;
 	ddp_fmt(r->node_tag, sizeof(r->node_tag), "%s",
-		name + strlen("slurm-ddp/"));
-	r->node_sa.sun_family = AF_UNIX;
-	memcpy(r->node_sa.sun_path + 1, name, strlen(name));
-	r->node_salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-				    strlen(name));
+		r->node_sa.sun_path + 1 + strlen(NODE_SOCKET_PREFIX));
 }
 
 /* Rank 0's numeric address for MASTER_ADDR, until a rank's connection
@@ -2477,7 +2490,7 @@ self_addr_guess(struct rdv *r)
 	memset(&ss, 0, sizeof(ss));
 	if (ai->ai_addrlen <= sizeof(ss)) {
 		memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-		net_sa_format(&ss, r->self_addr, sizeof(r->self_addr), &p);
+		ddp_net_sa_format(&ss, r->self_addr, sizeof(r->self_addr), &p);
 	}
 	freeaddrinfo(ai);
 }
@@ -2505,7 +2518,7 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 		free(r);
 		return wk_err(DDP_ERR_NOMEM, "rendezvous: out of memory");
 	}
-	nofile = net_raise_nofile(&was);
+	nofile = ddp_net_raise_nofile(&was);
 	if (was >= 0)
 		wk_log(3, "rank %d: open-file limit raised from %ld to %ld",
 		       m->rank, was, nofile);
@@ -2535,13 +2548,13 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	for (i = 0; i < m->size; i++) {
 		if (i == m->rank || m->peers[i].fd < 0)
 			continue;
-		net_tune_data(m->peers[i].fd);
+		ddp_net_tune_data(m->peers[i].fd);
 	}
 out:
 	while (r->npend > 0)
 		pend_drop(r, r->npend - 1, NULL, 0, 0);
-	net_close(&r->lfd);
-	net_close(&r->ufd);
+	ddp_net_close(&r->lfd);
+	ddp_net_close(&r->ufd);
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
 	free(r->want);

@@ -7,7 +7,7 @@
  * roster goes down a tree of ranks, then each rank connects the peers its
  * collectives use (peers.h), authenticated with a token rank 0 handed
  * out. The wire formats are in proto.h, the credentials in auth.h, the
- * sockets in net.h; the result is a connected sparse TCP mesh (tcp.h).
+ * sockets in ddp_net.h; the result is a connected sparse TCP mesh (tcp.h).
  */
 #ifndef DDP_WK_RDV_H
 #define DDP_WK_RDV_H
