@@ -40,7 +40,7 @@ $(LIBDDP_SO): $(WORKER_OBJ) $(CORE_LIB) worker/libddp.map
 LIBDDP_INTERNAL := $(BUILD)/worker/libddp-internal.a
 # The core objects libddp uses: the static libraries carry them.
 LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o \
-                   $(BUILD)/common/ddp_net.o
+                   $(BUILD)/common/ddp_net.o $(BUILD)/common/ddp_guard.o
 $(LIBDDP_INTERNAL): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@

@@ -42,28 +42,28 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "ddp_util.h"
+#include "ddp_guard.h"
 #include "ddp_net.h"
+#include "ddp_util.h"
 #include "proto.h"
 #include "peers.h"
 #include "rdv.h"
 #include "sha256.h"
 #include "status.h"
 
+/* The pending table's size (at most DDP_GUARD_MAX). */
 #define MAX_PENDING 256
+_Static_assert(MAX_PENDING <= DDP_GUARD_MAX,
+	       "the guard tracks every pending connection");
 /* One address may hold at most this many pending connections: the ranks
  * of one node connect from one address, so it is generous. */
 #define PER_SOURCE_MAX 64
-#define SRC_SLOTS (2 * MAX_PENDING) /* a power of two */
 /* Connections accepted per wake-up, so that a flood of connects does not
  * starve the reads of those already pending. */
 #define ACCEPT_BATCH 32
 /* A genuine rank sends its open right after connecting and its hello one
  * munge round trip after rank 0's proof. */
 #define HELLO_GRACE_S 10.0
-/* Refusals logged one per line; then one summary line per interval. */
-#define REFUSE_LOG_FIRST 8
-#define REFUSE_LOG_EVERY_S 10.0
 /* How long a rank waits for each reply of rank 0 before it connects
  * again (rank 0 answers an open or a hello at once). */
 #define REPLY_WAIT_S 10.0
@@ -107,8 +107,6 @@ struct pend {
 	uint32_t relay;	    /* the open's: members the leader relays */
 	uint16_t data_port; /* a held member's */
 	int pid;	    /* a member's process, as the kernel names it */
-	uint32_t src;	    /* hash of addr, to count connections per source */
-	uint64_t seq;	    /* arrival order */
 	uint8_t nonce[RDV_NONCE_LEN];
 	char bind[WK_ADDR_LEN + 48]; /* rdv_conn_binding of the connection */
 	uint8_t *buf;
@@ -117,17 +115,6 @@ struct pend {
 	double deadline;
 	char from[WK_ADDR_LEN + 48]; /* ADDR:PORT, or the member's process */
 	char addr[WK_ADDR_LEN];
-};
-
-/* Refusals so far, and those not logged one by one yet. */
-struct refusals {
-	unsigned long logged;
-	unsigned long quiet;
-	unsigned long total;
-	double since; /* the last line about refusals */
-	double next;
-	char last_from[WK_ADDR_LEN + 48];
-	char last_why[256];
 };
 
 /* State of one rank's rendezvous. */
@@ -163,15 +150,14 @@ struct rdv {
 	uint8_t token[WK_TOKEN_LEN];
 	struct pend pend[MAX_PENDING];
 	int npend;
-	/* The table's size and one address's share of it: MAX_PENDING and
-	 * PER_SOURCE_MAX, less under a low limit of open files, so that
-	 * pending connections never take the descriptors the rank needs. */
-	int pend_max;
-	int per_source_max;
+	/* pend's accounting, index for index. Its size and one address's
+	 * share of it: MAX_PENDING and PER_SOURCE_MAX, less under a low
+	 * limit of open files, so that pending connections never take the
+	 * descriptors the rank needs. */
+	struct ddp_guard guard;
 	double wait_end; /* the deadline of the current accept_ranks */
 	int lost;	 /* rank 0: a rank that died after it joined, or -1 */
-	uint64_t seq;
-	struct refusals ref;
+	struct ddp_guard_refusals ref;
 	const struct ddp_config *cfg;
 	/* After the roster: the peers this rank's collectives use
 	 * (peers.h), the only ones it connects; NULL before, when rank 0
@@ -248,50 +234,48 @@ rank_addr(int fd, int local, char *out, size_t outlen)
 
 /* ---- refusals: the first few one per line, then summarised ---- */
 
+/* Words the refusals' lines of rank r (struct rdv) for its log. */
+static void
+refuse_line(void *arg, const struct ddp_guard_line *l)
+{
+	const struct rdv *r = arg;
+
+	switch (l->kind) {
+	case DDP_GUARD_ONE:
+	case DDP_GUARD_LAST:
+		wk_log(0,
+		       "rank %d refused connection from %s: %s (still "
+		       "waiting for the job's ranks)%s",
+		       r->mesh->rank, l->from, l->why,
+		       l->kind == DDP_GUARD_LAST
+			       ? "; further refusals are counted and "
+				 "summarised every 10 s"
+			       : "");
+		break;
+	case DDP_GUARD_QUIET:
+		wk_log(3, "rank %d refused connection from %s: %s",
+		       r->mesh->rank, l->from, l->why);
+		break;
+	case DDP_GUARD_SUMMARY:
+		wk_log(0,
+		       "rank %d refused %lu more connection%s in the last "
+		       "%.0f s (%lu in all; the latest from %s: %s)",
+		       r->mesh->rank, l->count, l->count == 1 ? "" : "s",
+		       l->seconds, l->total, l->from, l->why);
+		break;
+	}
+}
+
 static void
 refuse_flush(struct rdv *r, int force)
 {
-	struct refusals *f = &r->ref;
-	double now = wk_now();
-
-	if (!f->quiet || (!force && now < f->next))
-		return;
-	wk_log(0,
-	       "rank %d refused %lu more connection%s in the last %.0f s "
-	       "(%lu in all; the latest from %s: %s)",
-	       r->mesh->rank, f->quiet, f->quiet == 1 ? "" : "s",
-	       now - f->since, f->total, f->last_from, f->last_why);
-	f->quiet = 0;
-	f->since = now;
-	f->next = now + REFUSE_LOG_EVERY_S;
+	ddp_guard_flush(&r->ref, wk_now(), force);
 }
 
 static void
 refuse_log(struct rdv *r, const char *from, const char *why)
 {
-	struct refusals *f = &r->ref;
-
-	f->total++;
-	if (f->logged < REFUSE_LOG_FIRST) {
-		f->logged++;
-		wk_log(0,
-		       "rank %d refused connection from %s: %s (still "
-		       "waiting for the job's ranks)%s",
-		       r->mesh->rank, from, why,
-		       f->logged == REFUSE_LOG_FIRST
-			       ? "; further refusals are counted and "
-				 "summarised every 10 s"
-			       : "");
-		f->since = wk_now();
-		f->next = f->since + REFUSE_LOG_EVERY_S;
-		return;
-	}
-	f->quiet++;
-	wk_log(3, "rank %d refused connection from %s: %s", r->mesh->rank, from,
-	       why);
-	ddp_fmt(f->last_from, sizeof(f->last_from), "%s", from);
-	ddp_fmt(f->last_why, sizeof(f->last_why), "%s", why);
-	refuse_flush(r, 0);
+	ddp_guard_refused(&r->ref, wk_now(), from, why);
 }
 
 /* The text of a REFUSE body, or why it could not be read. */
@@ -339,6 +323,7 @@ pend_drop(struct rdv *r, int i, const char *reason, int tell, uint16_t version)
 	ddp_net_close(&r->pend[i].fd);
 	free(r->pend[i].buf);
 	r->pend[i] = r->pend[--r->npend];
+	ddp_guard_remove(&r->guard, i);
 }
 
 static void
@@ -1006,81 +991,27 @@ pend_read(struct rdv *r, int i)
 	}
 }
 
-static uint32_t
-src_hash(const char *addr)
-{
-	uint32_t h = 2166136261u;
-
-	while (*addr)
-		h = (h ^ (uint8_t)*addr++) * 16777619u;
-	return h;
-}
-
-/* cnt[i]: how many pending connections share pending connection i's
- * source (one pass, a small open-addressing table). */
-static void
-src_counts(const struct rdv *r, int *cnt)
-{
-	uint32_t key[SRC_SLOTS];
-	int n[SRC_SLOTS], slot[MAX_PENDING], i, h;
-	uint8_t used[SRC_SLOTS];
-
-	memset(used, 0, sizeof(used));
-	for (i = 0; i < r->npend; i++) {
-		h = (int)(r->pend[i].src & (SRC_SLOTS - 1));
-		while (used[h] && key[h] != r->pend[i].src)
-			h = (h + 1) & (SRC_SLOTS - 1);
-		if (!used[h]) {
-			used[h] = 1;
-			key[h] = r->pend[i].src;
-			n[h] = 0;
-		}
-		n[h]++;
-		slot[i] = h;
-	}
-	for (i = 0; i < r->npend; i++)
-		cnt[i] = n[slot[i]];
-}
-
-/*
- * The pending connection to give up for a newcomer from source src: one
- * of src's own when src holds PER_SOURCE_MAX, else (table full) one of the
- * busiest source's. Prefers connections that have not said anything
- * valid yet, then the oldest. -1: no need.
- */
+/* The guard's measure of pending connection i (struct rdv): its stage,
+ * so that one that has proved part of its hello is spared. */
 static int
-pend_victim(const struct rdv *r, uint32_t src)
+pend_proof(void *arg, int i)
 {
-	int cnt[MAX_PENDING], i, v = -1, own = 0;
+	const struct rdv *r = arg;
 
-	for (i = 0; i < r->npend; i++)
-		own += r->pend[i].src == src;
-	if (own < r->per_source_max && r->npend < r->pend_max)
-		return -1;
-	src_counts(r, cnt);
-	for (i = 0; i < r->npend; i++) {
-		if (own >= r->per_source_max && r->pend[i].src != src)
-			continue;
-		if (v < 0 || r->pend[i].stage < r->pend[v].stage ||
-		    (r->pend[i].stage == r->pend[v].stage &&
-		     (cnt[i] > cnt[v] ||
-		      (cnt[i] == cnt[v] && r->pend[i].seq < r->pend[v].seq))))
-			v = i;
-	}
-	return v;
+	return r->pend[i].stage;
 }
 
 /*
- * Makes room for a newcomer from src: reads a would-be victim first (its
- * open may be waiting, which saves it), then evicts one.
+ * Makes room for a newcomer from source: reads a would-be victim first
+ * (its open may be waiting, which saves it), then evicts one.
  */
 static void
-pend_make_room(struct rdv *r, uint32_t src)
+pend_make_room(struct rdv *r, const char *source)
 {
 	int tries, v, n;
 
 	for (tries = 0;; tries++) {
-		v = pend_victim(r, src);
+		v = ddp_guard_admit(&r->guard, source);
 		if (v < 0)
 			return;
 		if (r->pend[v].stage > 0 || tries == 3)
@@ -1152,8 +1083,8 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 	struct pend *p;
 	socklen_t sl;
 	char addr[WK_ADDR_LEN], from[WK_ADDR_LEN + 48], why[128];
+	const char *source;
 	int fd, port, k, pid = 0;
-	uint32_t src;
 
 	for (k = 0; k < ACCEPT_BATCH; k++) {
 		sl = sizeof(ss);
@@ -1176,11 +1107,11 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 				close(fd);
 				continue;
 			}
-			src = src_hash(from);
+			source = from;
 		} else {
 			ddp_net_sa_format(&ss, addr, sizeof(addr), &port);
 			ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
-			src = src_hash(addr);
+			source = addr;
 		}
 		if (kind != PK_MEMBER && r->local_only &&
 		    !ddp_net_sa_loopback((struct sockaddr *)&ss)) {
@@ -1191,8 +1122,8 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 			close(fd);
 			continue;
 		}
-		pend_make_room(r, src);
-		if (r->npend == r->pend_max) {
+		pend_make_room(r, source);
+		if (r->npend == r->guard.max) {
 			refuse_log(r, from,
 				   "too many pending connections from this "
 				   "address");
@@ -1206,8 +1137,7 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 		p->fd = fd;
 		p->kind = kind;
 		p->pid = pid;
-		p->src = src;
-		p->seq = ++r->seq;
+		ddp_guard_add(&r->guard, source);
 		p->need = RDV_HDR_LEN;
 		p->buf = malloc(RDV_HDR_LEN);
 		/* A rank's peer hello may be late on a busy host, and the
@@ -1301,7 +1231,7 @@ static int
 members_complete(const struct rdv *r, int held)
 {
 	return held + r->relayed >= r->local_size - 1 ||
-	       held >= r->pend_max / 2;
+	       held >= r->guard.max / 2;
 }
 
 static enum ddp_status leader_flush(struct rdv *r, double deadline);
@@ -2522,11 +2452,15 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 	if (was >= 0)
 		wk_log(3, "rank %d: open-file limit raised from %ld to %ld",
 		       m->rank, was, nofile);
-	r->pend_max = nofile < 0 || nofile / 2 >= MAX_PENDING ? MAX_PENDING
-		      : nofile / 2 > 8 ? (int)(nofile / 2)
-				       : 8;
-	r->per_source_max =
-		r->pend_max < PER_SOURCE_MAX ? r->pend_max : PER_SOURCE_MAX;
+	r->guard.max = nofile < 0 || nofile / 2 >= MAX_PENDING ? MAX_PENDING
+		       : nofile / 2 > 8 ? (int)(nofile / 2)
+					: 8;
+	r->guard.per_source =
+		r->guard.max < PER_SOURCE_MAX ? r->guard.max : PER_SOURCE_MAX;
+	r->guard.proof = pend_proof;
+	r->guard.arg = r;
+	r->ref.log = refuse_line;
+	r->ref.arg = r;
 	st = auth_init(&r->auth, cfg);
 	if (!st && !cfg->auth)
 		st = auth_none_policy(r, cfg);
