@@ -108,7 +108,7 @@ struct pend {
 	uint16_t data_port; /* a held member's */
 	int pid;	    /* a member's process, as the kernel names it */
 	uint8_t nonce[RDV_NONCE_LEN];
-	char bind[WK_ADDR_LEN + 48]; /* rdv_conn_binding of the connection */
+	char bind[WK_ADDR_LEN + 48]; /* proto_conn_binding of the connection */
 	uint8_t *buf;
 	size_t have;
 	size_t need;
@@ -195,11 +195,11 @@ recv_msg(int fd, double deadline, const char *what, uint16_t *type,
 	*body = NULL;
 	*other_version = 0;
 	rc = ddp_net_recv_all(fd, hdr, sizeof(hdr), deadline);
-	if (rc == 0 && rdv_parse_header(hdr, sizeof(hdr), type, blen, why,
-					sizeof(why)) < 0) {
+	if (rc == 0 && proto_parse_header(hdr, sizeof(hdr), type, blen, why,
+					  sizeof(why)) < 0) {
 		*other_version =
-			rdv_header_version(hdr, sizeof(hdr)) != 0 &&
-			rdv_header_version(hdr, sizeof(hdr)) != RDV_VERSION;
+			proto_header_version(hdr, sizeof(hdr)) != 0 &&
+			proto_header_version(hdr, sizeof(hdr)) != RDV_VERSION;
 		return wk_err(DDP_ERR_RENDEZVOUS, "%s: %s", what, why);
 	}
 	if (rc == 0) {
@@ -284,7 +284,7 @@ refuse_text(const uint8_t *body, uint32_t blen, char *text, size_t textlen)
 {
 	char why[256];
 
-	if (rdv_parse_text(body, blen, text, textlen, why, sizeof(why)) < 0)
+	if (proto_parse_text(body, blen, text, textlen, why, sizeof(why)) < 0)
 		ddp_fmt(text, textlen, "(%s)", why);
 }
 
@@ -312,8 +312,8 @@ pend_drop(struct rdv *r, int i, const char *reason, int tell, uint16_t version)
 		refuse_log(r, r->pend[i].from, reason);
 		/* Best effort, never block. */
 		if (tell &&
-		    rdv_encode_refuse_as(&b, version ? version : RDV_VERSION,
-					 version ? reason : REFUSAL_TEXT) ==
+		    proto_encode_refuse_as(&b, version ? version : RDV_VERSION,
+					   version ? reason : REFUSAL_TEXT) ==
 			    0 &&
 		    send(r->pend[i].fd, b.p, b.len,
 			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
@@ -455,7 +455,7 @@ member_binding(const struct rdv *r, int pid, int leader, const uint8_t *nonce,
 	if (ddp_fmt(addr, sizeof(addr), "unix:@%s pid=%d leader=%d",
 		    r->node_tag, pid, leader) < 0)
 		return -1;
-	return rdv_conn_binding(out, outlen, addr, nonce);
+	return proto_conn_binding(out, outlen, addr, nonce);
 }
 
 /*
@@ -472,7 +472,7 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 	struct wk_buf b = {0};
 	char why[512];
 
-	if (rdv_parse_open(body, blen, &o, why, sizeof(why)) < 0)
+	if (proto_parse_open(body, blen, &o, why, sizeof(why)) < 0)
 		goto refuse;
 	if (open_claim_ok(r, p->kind, &o, why, sizeof(why)) < 0)
 		goto refuse;
@@ -487,8 +487,8 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 	if ((p->kind == PK_MEMBER
 		     ? member_binding(r, p->pid, r->mesh->rank, o.nonce,
 				      p->bind, sizeof(p->bind))
-		     : rdv_conn_binding(p->bind, sizeof(p->bind), p->from,
-					o.nonce)) < 0) {
+		     : proto_conn_binding(p->bind, sizeof(p->bind), p->from,
+					  o.nonce)) < 0) {
 		ddp_fmt(why, sizeof(why), "address %s too long", p->from);
 		goto refuse;
 	}
@@ -501,7 +501,7 @@ pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		wk_log(0, "%s", why);
 		goto refuse;
 	}
-	if (rdv_encode_proof(&b, pr) < 0)
+	if (proto_encode_proof(&b, pr) < 0)
 		b.bad = 1;
 	if (pend_send(r, i, &b, "proof") < 0)
 		goto out;
@@ -542,7 +542,7 @@ send_welcome(struct rdv *r, int i)
 	struct wk_buf b = {0};
 	int rc;
 
-	if (rdv_encode_welcome(&b, r->token) < 0)
+	if (proto_encode_welcome(&b, r->token) < 0)
 		b.bad = 1;
 	rc = pend_send(r, i, &b, "welcome");
 	if (b.p)
@@ -616,7 +616,7 @@ pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		ddp_fmt(why, sizeof(why), "out of memory");
 		goto refuse;
 	}
-	if (rdv_parse_hello(body, blen, h, why, sizeof(why)) < 0)
+	if (proto_parse_hello(body, blen, h, why, sizeof(why)) < 0)
 		goto refuse;
 	if (h->rank != p->rank || (int)h->world != c->size) {
 		ddp_fmt(why, sizeof(why),
@@ -687,7 +687,7 @@ pend_relay(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		pend_refuse(r, i, "out of memory");
 		return;
 	}
-	if (rdv_parse_relay(body, blen, p->relay, e, why, sizeof(why)) < 0)
+	if (proto_parse_relay(body, blen, p->relay, e, why, sizeof(why)) < 0)
 		goto refuse;
 	for (k = 0; k < p->relay; k++) {
 		for (m = 0; m < k && e[m].rank != e[k].rank; m++)
@@ -740,7 +740,7 @@ pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 	uint8_t diff = 0;
 	int k, from;
 
-	if (rdv_parse_peer(body, blen, &ph, why, sizeof(why)) < 0)
+	if (proto_parse_peer(body, blen, &ph, why, sizeof(why)) < 0)
 		goto refuse;
 	for (k = 0; k < WK_TOKEN_LEN; k++)
 		diff |= (uint8_t)(ph.token[k] ^ r->token[k]);
@@ -790,8 +790,8 @@ take_roster(struct rdv *r, const uint8_t *body, size_t blen, char *why,
 	uint32_t world;
 	int s, rc = -1;
 
-	if (rdv_parse_roster(body, blen, (uint32_t)c->size, &world, token,
-			     r->ents, why, whylen) < 0)
+	if (proto_parse_roster(body, blen, (uint32_t)c->size, &world, token,
+			       r->ents, why, whylen) < 0)
 		goto out;
 	if ((int)world != c->size ||
 	    memcmp(token, r->token, WK_TOKEN_LEN) != 0) {
@@ -852,8 +852,8 @@ send_roster(struct rdv *r, int i)
 	struct wk_buf b = {0};
 	int rc;
 
-	if (rdv_encode_roster(&b, (uint32_t)r->mesh->size, r->token, r->ents) <
-	    0)
+	if (proto_encode_roster(&b, (uint32_t)r->mesh->size, r->token,
+				r->ents) < 0)
 		b.bad = 1;
 	rc = pend_send(r, i, &b, "roster");
 	if (b.p)
@@ -877,9 +877,9 @@ pend_header(struct rdv *r, int i)
 	char why[512];
 	uint8_t *nb;
 
-	if (rdv_parse_header(p->buf, p->have, &type, &blen, why, sizeof(why)) <
-	    0) {
-		ver = rdv_header_version(p->buf, p->have);
+	if (proto_parse_header(p->buf, p->have, &type, &blen, why,
+			       sizeof(why)) < 0) {
+		ver = proto_header_version(p->buf, p->have);
 		pend_drop(r, i, why, 1, ver != RDV_VERSION ? ver : 0);
 		return -1;
 	}
@@ -1469,7 +1469,7 @@ encode_push(struct rdv *r, struct wk_buf *b)
 
 	ph.rank = (uint32_t)r->mesh->rank;
 	memcpy(ph.token, r->token, WK_TOKEN_LEN);
-	rc = rdv_encode_peer(b, &ph);
+	rc = proto_encode_peer(b, &ph);
 	explicit_bzero(ph.token, sizeof(ph.token));
 	return rc;
 }
@@ -1489,7 +1489,7 @@ push_roster(struct rdv *r, double deadline)
 	int k, fd = -1;
 
 	if (encode_push(r, &b) < 0 ||
-	    rdv_encode_roster(&b, (uint32_t)c->size, r->token, r->ents) < 0) {
+	    proto_encode_roster(&b, (uint32_t)c->size, r->token, r->ents) < 0) {
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: roster too large",
 			    c->rank);
 		goto out;
@@ -1531,7 +1531,7 @@ master_refuse_joined(struct rdv *r)
 	int i, fd;
 
 	if (encode_push(r, &b) < 0 ||
-	    rdv_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
+	    proto_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
 		goto out;
 	/* Rank 0's children wait on their join connection: the REFUSE
 	 * alone, without the peer hello. */
@@ -1721,7 +1721,7 @@ join_send_open(struct rdv *r, int fd, double wait, uint32_t relay,
 		*retry = 0;
 		st = wk_err(DDP_ERR_SYSTEM, "rank %d: getrandom: %s", c->rank,
 			    strerror(errno));
-	} else if (rdv_encode_open(&b, &o) < 0) {
+	} else if (proto_encode_open(&b, &o) < 0) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_INVALID, "rank %d: job or step id too long",
 			    c->rank);
@@ -1760,7 +1760,7 @@ join_check_proof(struct rdv *r, uint16_t type, const uint8_t *body,
 		ddp_fmt(why, sizeof(why), "it sent message type %u first",
 			type);
 	if (type != RDV_PROOF ||
-	    rdv_parse_proof(body, blen, pr, why, sizeof(why)) < 0 ||
+	    proto_parse_proof(body, blen, pr, why, sizeof(why)) < 0 ||
 	    auth_verify(&r->auth, pr->cred, "rank0", c->rank, pr->nonce, bind,
 			why, sizeof(why)) < 0)
 		return wk_err(DDP_ERR_AUTH,
@@ -1800,8 +1800,8 @@ join_send_hello(struct rdv *r, int fd, double wait, const struct rdv_proof *pr,
 			 sizeof(h->cred));
 	if (st) {
 		*retry = 0;
-	} else if (rdv_encode_hello(&b, h) < 0 ||
-		   (nrelay && rdv_encode_relay(&b, nrelay, relay) < 0)) {
+	} else if (proto_encode_hello(&b, h) < 0 ||
+		   (nrelay && proto_encode_relay(&b, nrelay, relay) < 0)) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: hello too large", c->rank);
 	} else if (ddp_net_send_all(fd, b.p, b.len, wait) < 0) {
@@ -1825,7 +1825,7 @@ join_take_welcome(struct rdv *r, uint16_t type, const uint8_t *body,
 	int again = r->relayed > 0 || r->joined_once;
 
 	if (type == RDV_WELCOME &&
-	    rdv_parse_welcome(body, blen, token, why, sizeof(why)) == 0) {
+	    proto_parse_welcome(body, blen, token, why, sizeof(why)) == 0) {
 		if (again && memcmp(token, r->token, WK_TOKEN_LEN) != 0) {
 			explicit_bzero(token, sizeof(token));
 			return wk_err(DDP_ERR_RENDEZVOUS,
@@ -1869,7 +1869,7 @@ join_once(struct rdv *r, int fd, double deadline,
 						  : deadline;
 	rank_addr(fd, 1, myaddr, sizeof(myaddr));
 	st = join_send_open(r, fd, wait, nrelay, nonce, retry);
-	if (!st && rdv_conn_binding(bind, sizeof(bind), myaddr, nonce) < 0) {
+	if (!st && proto_conn_binding(bind, sizeof(bind), myaddr, nonce) < 0) {
 		*retry = 0;
 		st = wk_err(DDP_ERR_INVALID, "rank %d: address %s too long",
 			    r->mesh->rank, myaddr);
@@ -2015,7 +2015,7 @@ refuse_held(struct rdv *r, const char *why)
 	struct wk_buf b = {0};
 	int i;
 
-	if (rdv_encode_text(&b, RDV_REFUSE, why) == 0)
+	if (proto_encode_text(&b, RDV_REFUSE, why) == 0)
 		for (i = 0; i < r->npend; i++)
 			if (r->pend[i].kind == PK_MEMBER &&
 			    r->pend[i].stage == 2)
@@ -2109,7 +2109,7 @@ join_leader(struct rdv *r, double deadline, int *joined)
 	}
 	ddp_fmt(why, sizeof(why), "message type %u first", type);
 	if (type != RDV_PROOF ||
-	    rdv_parse_proof(body, blen, pr, why, sizeof(why)) < 0)
+	    proto_parse_proof(body, blen, pr, why, sizeof(why)) < 0)
 		goto fallback;
 	leader = (int)pr->rank;
 	if (leader < 0 || leader >= c->size || leader == c->rank) {
