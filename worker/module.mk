@@ -3,7 +3,9 @@
 # the optional NCCL backend object, examples/train, unit tests and fuzzers.
 
 WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
-              worker/auth.c worker/rdv.c worker/tcp.c \
+              worker/auth.c worker/rdv.c worker/rdv_accept.c \
+              worker/rdv_master.c worker/rdv_leader.c worker/rdv_join.c \
+              worker/rdv_roster.c worker/tcp.c \
               worker/grad.c worker/shm.c worker/hier.c worker/peers.c \
               worker/host.c worker/straggler.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
