@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ddp_guard.h"
+
 #define CHK_TOKEN_LEN 32
 #define CHK_HOST_MAX 256
 #define CHK_TEXT_LEN 1024
@@ -103,17 +105,6 @@ struct chk_target {
  * most every 10 s and one when chk_ring_connect ends. */
 typedef void chk_refuse_fn(void *arg, const char *line);
 
-/* The refusals so far, and those not told one by one yet. */
-struct chk_refusals {
-	unsigned long logged;
-	unsigned long quiet;
-	unsigned long total;
-	double since; /* the last line about refusals */
-	double next;
-	char last_from[CHK_HOST_MAX];
-	char last_why[128];
-};
-
 struct chk_ring {
 	int lfd;
 	int lport;
@@ -123,7 +114,7 @@ struct chk_ring {
 	int conn_errno[CHK_NDIRS];
 	chk_refuse_fn *refused;
 	void *refused_arg;
-	struct chk_refusals ref;
+	struct ddp_guard_refusals ref; /* chk_ring_connect sets its log */
 };
 
 /* Sets every descriptor to -1. */

@@ -23,15 +23,17 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ddp_guard.h"
+#include "ddp_net.h"
 #include "ddp_util.h"
 #include "sha256.h"
 
 /* token, node index (4 bytes, big endian), direction (1 byte) */
 #define HELLO_LEN (CHK_TOKEN_LEN + 5)
-/* Against a flood, the policies of libddp's rendezvous (worker/rdv.c,
- * pend_victim and refuse_log): a bounded pending table, a cap per source
- * address, eviction of the busiest source's oldest connection, refusals
- * logged one per line for the first few, then summarised. */
+/* Against a flood, the guard of libddp's rendezvous (ddp_guard.h): a
+ * bounded pending table, a cap per source address, eviction of the
+ * busiest source's oldest connection, refusals logged one per line for
+ * the first few, then summarised. */
 #define MAX_PENDING 32
 /* A node's neighbours connect at most CHK_NDIRS times each, from one
  * address: the cap leaves them room. */
@@ -39,8 +41,6 @@
 /* Connections accepted per wake-up, so that a flood of connects does not
  * starve the reads of those already pending. */
 #define ACCEPT_BATCH 32
-#define REFUSE_LOG_FIRST 8
-#define REFUSE_LOG_EVERY_S 10.0
 #define CHUNK (1u << 20)
 
 double
@@ -175,9 +175,7 @@ struct dial {
 struct pend {
 	int fd;
 	size_t have;
-	uint64_t seq; /* arrival order */
 	uint8_t buf[HELLO_LEN];
-	char addr[INET6_ADDRSTRLEN]; /* its source, counted against the cap */
 	char from[INET6_ADDRSTRLEN + 8];
 };
 
@@ -186,7 +184,7 @@ struct listener {
 	struct chk_ring *r;
 	struct pend p[MAX_PENDING];
 	int np;
-	uint64_t seq;
+	struct ddp_guard guard; /* p's accounting, index for index */
 	int ndir;
 	const struct chk_target *from;
 	const uint8_t *token;
@@ -301,21 +299,37 @@ active(int ndir, int d)
 
 /* ---- refusals: the first few one per line, then summarised ---- */
 
-static void refuse_line(struct chk_ring *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
+/* Words the refusals' lines of ring r (struct chk_ring) for r->refused. */
 static void
-refuse_line(struct chk_ring *r, const char *fmt, ...)
+refuse_line(void *arg, const struct ddp_guard_line *l)
 {
+	struct chk_ring *r = arg;
 	char line[512];
-	va_list ap;
 
 	if (!r->refused)
 		return;
-	va_start(ap, fmt);
 	/* A cut line is still worth showing. */
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
+	switch (l->kind) {
+	case DDP_GUARD_ONE:
+	case DDP_GUARD_LAST:
+		ddp_fmt(line, sizeof(line),
+			"refused a link-test connection from %s: %s%s", l->from,
+			l->why,
+			l->kind == DDP_GUARD_LAST
+				? " (further refusals are counted and "
+				  "summarised every 10 s)"
+				: "");
+		break;
+	case DDP_GUARD_SUMMARY:
+		ddp_fmt(line, sizeof(line),
+			"refused %lu more link-test connection%s in the last "
+			"%.0f s (%lu in all; the latest from %s: %s)",
+			l->count, l->count == 1 ? "" : "s", l->seconds,
+			l->total, l->from, l->why);
+		break;
+	default:
+		return;
+	}
 	r->refused(r->refused_arg, line);
 }
 
@@ -324,43 +338,13 @@ refuse_line(struct chk_ring *r, const char *fmt, ...)
 static void
 refuse_flush(struct chk_ring *r, int force)
 {
-	struct chk_refusals *f = &r->ref;
-	double now = chk_now();
-
-	if (!f->quiet || (!force && now < f->next))
-		return;
-	refuse_line(r,
-		    "refused %lu more link-test connection%s in the last "
-		    "%.0f s (%lu in all; the latest from %s: %s)",
-		    f->quiet, f->quiet == 1 ? "" : "s", now - f->since,
-		    f->total, f->last_from, f->last_why);
-	f->quiet = 0;
-	f->since = now;
-	f->next = now + REFUSE_LOG_EVERY_S;
+	ddp_guard_flush(&r->ref, chk_now(), force);
 }
 
 static void
 refuse_log(struct chk_ring *r, const char *from, const char *why)
 {
-	struct chk_refusals *f = &r->ref;
-
-	f->total++;
-	if (f->logged < REFUSE_LOG_FIRST) {
-		f->logged++;
-		refuse_line(r, "refused a link-test connection from %s: %s%s",
-			    from, why,
-			    f->logged == REFUSE_LOG_FIRST
-				    ? " (further refusals are counted and "
-				      "summarised every 10 s)"
-				    : "");
-		f->since = chk_now();
-		f->next = f->since + REFUSE_LOG_EVERY_S;
-		return;
-	}
-	f->quiet++;
-	ddp_fmt(f->last_from, sizeof(f->last_from), "%s", from);
-	ddp_fmt(f->last_why, sizeof(f->last_why), "%s", why);
-	refuse_flush(r, 0);
+	ddp_guard_refused(&r->ref, chk_now(), from, why);
 }
 
 /* ---- the pending connections ---- */
@@ -372,6 +356,7 @@ pend_drop(struct listener *l, int i, const char *why)
 		refuse_log(l->r, l->p[i].from, why);
 	xclose(&l->p[i].fd);
 	l->p[i] = l->p[--l->np];
+	ddp_guard_remove(&l->guard, i);
 }
 
 /* Reads a pending connection's hello; adopts it as in[d] when it is the
@@ -415,42 +400,6 @@ pend_read(struct listener *l, int i)
 	pend_drop(l, i, NULL);
 }
 
-static int
-pend_from(const struct listener *l, const char *addr)
-{
-	int i, n = 0;
-
-	for (i = 0; i < l->np; i++)
-		n += strcmp(l->p[i].addr, addr) == 0;
-	return n;
-}
-
-/*
- * The pending connection to give up for a newcomer from addr: one of
- * addr's own when it holds PER_SOURCE_MAX, else (table full) one of the
- * busiest source's; the oldest of them. -1: no need. Unlike the
- * rendezvous, nothing a connection sends before its whole hello counts
- * for it: a token prefix that saved a connection would let a stranger
- * guess the token byte by byte from what survives.
- */
-static int
-pend_victim(const struct listener *l, const char *addr)
-{
-	int cnt[MAX_PENDING], own = pend_from(l, addr), i, v = -1;
-
-	if (own < PER_SOURCE_MAX && l->np < MAX_PENDING)
-		return -1;
-	for (i = 0; i < l->np; i++) {
-		if (own >= PER_SOURCE_MAX && strcmp(l->p[i].addr, addr) != 0)
-			continue;
-		cnt[i] = pend_from(l, l->p[i].addr);
-		if (v < 0 || cnt[i] > cnt[v] ||
-		    (cnt[i] == cnt[v] && l->p[i].seq < l->p[v].seq))
-			v = i;
-	}
-	return v;
-}
-
 /* Makes room for a newcomer from addr: reads a would-be victim first (its
  * hello may be waiting, which saves it), then evicts one. */
 static void
@@ -459,7 +408,7 @@ pend_make_room(struct listener *l, const char *addr)
 	int tries, v = -1, n;
 
 	for (tries = 0; tries < 3; tries++) {
-		v = pend_victim(l, addr);
+		v = ddp_guard_admit(&l->guard, addr);
 		if (v < 0)
 			return;
 		n = l->np;
@@ -469,38 +418,11 @@ pend_make_room(struct listener *l, const char *addr)
 		v = -1;
 	}
 	if (v < 0)
-		v = pend_victim(l, addr);
+		v = ddp_guard_admit(&l->guard, addr);
 	if (v >= 0)
 		pend_drop(l, v,
 			  "evicted to make room for newer connections (too "
 			  "many pending)");
-}
-
-/* "ADDR" and "ADDR:PORT" of an accepted connection's peer. */
-static void
-peer_name(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
-	  char *from, size_t fromlen)
-{
-	int port = 0;
-
-	ddp_fmt(addr, addrlen, "?");
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const void *)ss;
-
-		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
-			inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], addr,
-				  (socklen_t)addrlen);
-		else
-			inet_ntop(AF_INET6, &s6->sin6_addr, addr,
-				  (socklen_t)addrlen);
-		port = ntohs(s6->sin6_port);
-	} else if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const void *)ss;
-
-		inet_ntop(AF_INET, &s4->sin_addr, addr, (socklen_t)addrlen);
-		port = ntohs(s4->sin_port);
-	}
-	ddp_fmt(from, fromlen, "%s:%d", addr, port);
 }
 
 static void
@@ -510,7 +432,7 @@ accept_new(struct listener *l)
 	struct pend *p;
 	socklen_t sl;
 	char addr[INET6_ADDRSTRLEN], from[INET6_ADDRSTRLEN + 8];
-	int fd, k;
+	int fd, k, port;
 
 	for (k = 0; k < ACCEPT_BATCH; k++) {
 		sl = sizeof(ss);
@@ -518,7 +440,8 @@ accept_new(struct listener *l)
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		peer_name(&ss, addr, sizeof(addr), from, sizeof(from));
+		ddp_net_sa_format(&ss, addr, sizeof(addr), &port);
+		ddp_fmt(from, sizeof(from), "%s:%d", addr, port);
 		pend_make_room(l, addr);
 		if (l->np == MAX_PENDING) {
 			refuse_log(l->r, from, "too many pending connections");
@@ -528,8 +451,7 @@ accept_new(struct listener *l)
 		p = &l->p[l->np++];
 		memset(p, 0, sizeof(*p));
 		p->fd = fd;
-		p->seq = ++l->seq;
-		ddp_fmt(p->addr, sizeof(p->addr), "%s", addr);
+		ddp_guard_add(&l->guard, addr);
 		ddp_fmt(p->from, sizeof(p->from), "%s", from);
 	}
 }
@@ -542,13 +464,23 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 	struct pollfd pfd[1 + CHK_NDIRS + MAX_PENDING];
 	int who[1 + CHK_NDIRS + MAX_PENDING];
 	struct dial dl[CHK_NDIRS];
+	/* Unlike the rendezvous, the guard spares no connection for what
+	 * it sent before its whole hello: a token prefix that saved a
+	 * connection would let a stranger guess the token byte by byte
+	 * from what survives. */
 	struct listener l = {
-		.r = r, .ndir = ndir, .from = from, .token = token};
+		.r = r,
+		.guard = {.max = MAX_PENDING, .per_source = PER_SOURCE_MAX},
+		.ndir = ndir,
+		.from = from,
+		.token = token};
 	uint8_t hello[CHK_NDIRS][HELLO_LEN];
 	int n, i, d, err, left, rc = -1;
 	socklen_t sl;
 	double now;
 
+	r->ref.log = refuse_line;
+	r->ref.arg = r;
 	memset(dl, 0, sizeof(dl));
 	for (d = 0; d < CHK_NDIRS; d++) {
 		dl[d].fd = -1;
@@ -737,20 +669,13 @@ hold_addr(struct sockaddr_un *sa, const uint8_t token[CHK_TOKEN_LEN], int node)
 			 (uint8_t)((unsigned)node >> 16),
 			 (uint8_t)((unsigned)node >> 8), (uint8_t)node};
 	struct ddp_sha256 st;
-	size_t k, len;
 
 	ddp_sha256_init(&st);
 	ddp_sha256_update(&st, tag, sizeof(tag));
 	ddp_sha256_update(&st, token, CHK_TOKEN_LEN);
 	ddp_sha256_update(&st, be, sizeof(be));
 	ddp_sha256_final(&st, h);
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	len = 1 + (size_t)snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1,
-				   "ddp-check-");
-	for (k = 0; k < 16 && len + 2 < sizeof(sa->sun_path); k++, len += 2)
-		snprintf(sa->sun_path + len, 3, "%02x", h[k]);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+	return ddp_net_abstract_name(sa, "ddp-check-", h);
 }
 
 int

@@ -281,8 +281,8 @@ auth_encode(struct wk_auth *a, const char *kind, int rank,
 		ddp_fmt(out, outlen, "none");
 		return DDP_OK;
 	}
-	if (rdv_cred_payload(payload, sizeof(payload), kind, a->job, a->step,
-			     rank, a->world, nonce, addr) < 0)
+	if (proto_cred_payload(payload, sizeof(payload), kind, a->job, a->step,
+			       rank, a->world, nonce, addr) < 0)
 		return wk_err(DDP_ERR_INVALID, "job or step id too long");
 	if (a->mode == DDP_AUTH_KEY) {
 		key_cred(a, payload, mine);
@@ -379,8 +379,8 @@ auth_verify(struct wk_auth *a, const char *cred, const char *kind, int rank,
 			cred_mode(cred));
 		return -1;
 	}
-	if (rdv_cred_payload(want, sizeof(want), kind, a->job, a->step, rank,
-			     a->world, nonce, addr) < 0) {
+	if (proto_cred_payload(want, sizeof(want), kind, a->job, a->step, rank,
+			       a->world, nonce, addr) < 0) {
 		ddp_fmt(why, whylen, "job or step id too long");
 		return -1;
 	}

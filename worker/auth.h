@@ -4,7 +4,7 @@
  * the rendezvous, each bound to a kind ("rank0" for rank 0's proof,
  * "hello" for a rank's own), the job, the step, the rank, the world size,
  * rank 0's nonce for the connection and the binding (the rank's address
- * on it and the rank's own nonce: the payload proto.h's rdv_cred_payload
+ * on it and the rank's own nonce: the payload proto.h's proto_cred_payload
  * builds). Uses status.h and proto.h; knows nothing of sockets beyond
  * probing munged's.
  *
@@ -98,7 +98,7 @@ void auth_fini(struct wk_auth *a);
 /*
  * A credential proving this process's uid (munge) or knowledge of the
  * step's key (key), bound to kind, rank, nonce and addr (the connection's
- * binding, rdv_conn_binding), into out; a munge one only the same uid can
+ * binding, proto_conn_binding), into out; a munge one only the same uid can
  * decode. Made anew for every connection, so it is fresh whatever
  * DDP_TIMEOUT is. DDP_OK, or DDP_ERR_AUTH/DDP_ERR_INVALID naming munged's
  * socket or the field that did not fit.

@@ -8,7 +8,7 @@
  *
  *   status.h       last error, log, clock
  *   proto.h        wire formats (pure)       reduce.h  reductions (pure)
- *   net.h          sockets                   shm.h     node shared memory
+ *   ddp_net.h      sockets (common/)         shm.h     node shared memory
  *   auth.h         munge credentials
  *   backend.h      the data-plane backend contract
  *   tcp.h          the TCP mesh and its collectives

@@ -3,7 +3,9 @@
 # the optional NCCL backend object, examples/train, unit tests and fuzzers.
 
 WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
-              worker/net.c worker/auth.c worker/rdv.c worker/tcp.c \
+              worker/auth.c worker/rdv.c worker/rdv_accept.c \
+              worker/rdv_master.c worker/rdv_leader.c worker/rdv_join.c \
+              worker/rdv_roster.c worker/tcp.c \
               worker/grad.c worker/shm.c worker/hier.c worker/peers.c \
               worker/host.c worker/straggler.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
@@ -42,7 +44,8 @@ LIBDDP_INTERNAL := $(BUILD)/worker/libddp-internal.a
 # reader, and jobdir for the rest of stepkey.o).
 LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o \
                    $(BUILD)/common/stepkey.o $(BUILD)/common/jobdir.o \
-                   $(BUILD)/common/ddp_host.o
+                   $(BUILD)/common/ddp_host.o $(BUILD)/common/ddp_net.o \
+                   $(BUILD)/common/ddp_guard.o
 $(LIBDDP_INTERNAL): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@

@@ -160,7 +160,7 @@ buf_str16(struct wk_buf *b, const char *str, size_t max)
 }
 
 int
-rdv_encode_open(struct wk_buf *b, const struct rdv_open *o)
+proto_encode_open(struct wk_buf *b, const struct rdv_open *o)
 {
 	size_t off = msg_begin(b, RDV_OPEN);
 
@@ -175,7 +175,7 @@ rdv_encode_open(struct wk_buf *b, const struct rdv_open *o)
 }
 
 int
-rdv_encode_proof(struct wk_buf *b, const struct rdv_proof *p)
+proto_encode_proof(struct wk_buf *b, const struct rdv_proof *p)
 {
 	size_t off = msg_begin(b, RDV_PROOF);
 	size_t cl = strnlen(p->cred, sizeof(p->cred) - 1);
@@ -188,7 +188,7 @@ rdv_encode_proof(struct wk_buf *b, const struct rdv_proof *p)
 }
 
 int
-rdv_encode_hello(struct wk_buf *b, const struct rdv_hello *h)
+proto_encode_hello(struct wk_buf *b, const struct rdv_hello *h)
 {
 	size_t off = msg_begin(b, RDV_HELLO);
 	size_t hl = strnlen(h->host, sizeof(h->host));
@@ -205,7 +205,7 @@ rdv_encode_hello(struct wk_buf *b, const struct rdv_hello *h)
 }
 
 int
-rdv_encode_text(struct wk_buf *b, enum rdv_type type, const char *text)
+proto_encode_text(struct wk_buf *b, enum rdv_type type, const char *text)
 {
 	size_t off = msg_begin(b, type);
 	size_t tl = strnlen(text, 4096);
@@ -216,7 +216,7 @@ rdv_encode_text(struct wk_buf *b, enum rdv_type type, const char *text)
 }
 
 int
-rdv_encode_refuse_as(struct wk_buf *b, uint16_t version, const char *text)
+proto_encode_refuse_as(struct wk_buf *b, uint16_t version, const char *text)
 {
 	size_t off = msg_begin_as(b, RDV_REFUSE, version);
 	size_t tl = strnlen(text, 4096);
@@ -227,9 +227,9 @@ rdv_encode_refuse_as(struct wk_buf *b, uint16_t version, const char *text)
 }
 
 int
-rdv_encode_roster(struct wk_buf *b, uint32_t world,
-		  const uint8_t token[WK_TOKEN_LEN],
-		  const struct rdv_roster_entry *ents)
+proto_encode_roster(struct wk_buf *b, uint32_t world,
+		    const uint8_t token[WK_TOKEN_LEN],
+		    const struct rdv_roster_entry *ents)
 {
 	size_t off = msg_begin(b, RDV_ROSTER);
 	size_t al, hl;
@@ -250,7 +250,7 @@ rdv_encode_roster(struct wk_buf *b, uint32_t world,
 }
 
 int
-rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN])
+proto_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN])
 {
 	size_t off = msg_begin(b, RDV_WELCOME);
 
@@ -259,8 +259,8 @@ rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN])
 }
 
 int
-rdv_encode_relay(struct wk_buf *b, uint32_t n,
-		 const struct rdv_relay_entry *ents)
+proto_encode_relay(struct wk_buf *b, uint32_t n,
+		   const struct rdv_relay_entry *ents)
 {
 	size_t off = msg_begin(b, RDV_RELAY);
 	uint32_t i;
@@ -274,7 +274,7 @@ rdv_encode_relay(struct wk_buf *b, uint32_t n,
 }
 
 int
-rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p)
+proto_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p)
 {
 	size_t off = msg_begin(b, RDV_PEER);
 
@@ -284,8 +284,8 @@ rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p)
 }
 
 int
-rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
-		 uint32_t *body_len, char *err, size_t errlen)
+proto_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
+		   uint32_t *body_len, char *err, size_t errlen)
 {
 	uint16_t t;
 	uint32_t bl;
@@ -325,7 +325,7 @@ rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
 }
 
 uint16_t
-rdv_header_version(const uint8_t *buf, size_t len)
+proto_header_version(const uint8_t *buf, size_t len)
 {
 	if (len < RDV_HDR_LEN || get32(buf) != RDV_MAGIC)
 		return 0;
@@ -421,8 +421,8 @@ rd_done(struct rd *r, const char *what, char *err, size_t errlen)
 }
 
 int
-rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o, char *err,
-	       size_t errlen)
+proto_parse_open(const uint8_t *body, size_t len, struct rdv_open *o, char *err,
+		 size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	const uint8_t *t;
@@ -457,8 +457,8 @@ rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o, char *err,
 }
 
 int
-rdv_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p, char *err,
-		size_t errlen)
+proto_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p,
+		  char *err, size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	const uint8_t *t;
@@ -475,8 +475,8 @@ rdv_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p, char *err,
 }
 
 int
-rdv_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h, char *err,
-		size_t errlen)
+proto_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h,
+		  char *err, size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	size_t n;
@@ -500,8 +500,8 @@ rdv_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h, char *err,
 }
 
 int
-rdv_parse_text(const uint8_t *body, size_t len, char *text, size_t textlen,
-	       char *err, size_t errlen)
+proto_parse_text(const uint8_t *body, size_t len, char *text, size_t textlen,
+		 char *err, size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	size_t n = rd_u32(&r);
@@ -511,9 +511,9 @@ rdv_parse_text(const uint8_t *body, size_t len, char *text, size_t textlen,
 }
 
 int
-rdv_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
-		 uint32_t *world, uint8_t token[WK_TOKEN_LEN],
-		 struct rdv_roster_entry *ents, char *err, size_t errlen)
+proto_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
+		   uint32_t *world, uint8_t token[WK_TOKEN_LEN],
+		   struct rdv_roster_entry *ents, char *err, size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	const uint8_t *t;
@@ -544,8 +544,8 @@ rdv_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
 }
 
 int
-rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
-	       char *err, size_t errlen)
+proto_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
+		 char *err, size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	const uint8_t *t;
@@ -558,8 +558,8 @@ rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 }
 
 int
-rdv_parse_welcome(const uint8_t *body, size_t len, uint8_t token[WK_TOKEN_LEN],
-		  char *err, size_t errlen)
+proto_parse_welcome(const uint8_t *body, size_t len,
+		    uint8_t token[WK_TOKEN_LEN], char *err, size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	const uint8_t *t = rd_take(&r, WK_TOKEN_LEN);
@@ -570,8 +570,8 @@ rdv_parse_welcome(const uint8_t *body, size_t len, uint8_t token[WK_TOKEN_LEN],
 }
 
 int
-rdv_parse_relay(const uint8_t *body, size_t len, uint32_t n,
-		struct rdv_relay_entry *ents, char *err, size_t errlen)
+proto_parse_relay(const uint8_t *body, size_t len, uint32_t n,
+		  struct rdv_relay_entry *ents, char *err, size_t errlen)
 {
 	struct rd r = {body, len, 0, 0};
 	uint32_t i, got = rd_u32(&r);
@@ -602,8 +602,8 @@ hex_of(char *out, const uint8_t *in, size_t n)
 }
 
 int
-rdv_conn_binding(char *buf, size_t size, const char *addr,
-		 const uint8_t rank_nonce[RDV_NONCE_LEN])
+proto_conn_binding(char *buf, size_t size, const char *addr,
+		   const uint8_t rank_nonce[RDV_NONCE_LEN])
 {
 	char nx[2 * RDV_NONCE_LEN + 1];
 
@@ -612,9 +612,9 @@ rdv_conn_binding(char *buf, size_t size, const char *addr,
 }
 
 int
-rdv_cred_payload(char *buf, size_t size, const char *kind, const char *job,
-		 const char *step, int rank, int world,
-		 const uint8_t nonce[RDV_NONCE_LEN], const char *addr)
+proto_cred_payload(char *buf, size_t size, const char *kind, const char *job,
+		   const char *step, int rank, int world,
+		   const uint8_t nonce[RDV_NONCE_LEN], const char *addr)
 {
 	char nx[2 * RDV_NONCE_LEN + 1];
 

@@ -140,72 +140,73 @@ struct wk_buf {
 
 void wk_buf_free(struct wk_buf *b);
 /*
- * Each rdv_encode_* appends one complete message (header + body) to b.
+ * Each proto_encode_* appends one complete message (header + body) to b.
  * Returns 0 or -1 (too long or out of memory).
  */
-int rdv_encode_open(struct wk_buf *b, const struct rdv_open *o);
-int rdv_encode_proof(struct wk_buf *b, const struct rdv_proof *p);
-int rdv_encode_hello(struct wk_buf *b, const struct rdv_hello *h);
-int rdv_encode_text(struct wk_buf *b, enum rdv_type type, const char *text);
+int proto_encode_open(struct wk_buf *b, const struct rdv_open *o);
+int proto_encode_proof(struct wk_buf *b, const struct rdv_proof *p);
+int proto_encode_hello(struct wk_buf *b, const struct rdv_hello *h);
+int proto_encode_text(struct wk_buf *b, enum rdv_type type, const char *text);
 /* A REFUSE under another protocol version's header, so that a rank of
  * another slurm-ddp release can read why (text messages are unchanged). */
-int rdv_encode_refuse_as(struct wk_buf *b, uint16_t version, const char *text);
-int rdv_encode_roster(struct wk_buf *b, uint32_t world,
-		      const uint8_t token[WK_TOKEN_LEN],
-		      const struct rdv_roster_entry *ents);
-int rdv_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
-int rdv_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN]);
-int rdv_encode_relay(struct wk_buf *b, uint32_t n,
-		     const struct rdv_relay_entry *ents);
+int proto_encode_refuse_as(struct wk_buf *b, uint16_t version,
+			   const char *text);
+int proto_encode_roster(struct wk_buf *b, uint32_t world,
+			const uint8_t token[WK_TOKEN_LEN],
+			const struct rdv_roster_entry *ents);
+int proto_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
+int proto_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN]);
+int proto_encode_relay(struct wk_buf *b, uint32_t n,
+		       const struct rdv_relay_entry *ents);
 
 /*
  * Checks a 12-byte message header: returns 0 with *type and *body_len, or
  * -1 with a reason in err for a bad magic, version, type or length.
  */
-int rdv_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
-		     uint32_t *body_len, char *err, size_t errlen);
+int proto_parse_header(const uint8_t *buf, size_t len, uint16_t *type,
+		       uint32_t *body_len, char *err, size_t errlen);
 /* The protocol version of a header with slurm-ddp's magic, else 0. */
-uint16_t rdv_header_version(const uint8_t *buf, size_t len);
+uint16_t proto_header_version(const uint8_t *buf, size_t len);
 /* Body decoders: 0, or -1 with a reason in err. Never read past len. */
-int rdv_parse_open(const uint8_t *body, size_t len, struct rdv_open *o,
-		   char *err, size_t errlen);
-int rdv_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p,
-		    char *err, size_t errlen);
-int rdv_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h,
-		    char *err, size_t errlen);
-int rdv_parse_text(const uint8_t *body, size_t len, char *text, size_t textlen,
-		   char *err, size_t errlen);
+int proto_parse_open(const uint8_t *body, size_t len, struct rdv_open *o,
+		     char *err, size_t errlen);
+int proto_parse_proof(const uint8_t *body, size_t len, struct rdv_proof *p,
+		      char *err, size_t errlen);
+int proto_parse_hello(const uint8_t *body, size_t len, struct rdv_hello *h,
+		      char *err, size_t errlen);
+int proto_parse_text(const uint8_t *body, size_t len, char *text,
+		     size_t textlen, char *err, size_t errlen);
 /* ents must hold max_world entries; *world receives the count. */
-int rdv_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
-		     uint32_t *world, uint8_t token[WK_TOKEN_LEN],
-		     struct rdv_roster_entry *ents, char *err, size_t errlen);
-int rdv_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
-		   char *err, size_t errlen);
-int rdv_parse_welcome(const uint8_t *body, size_t len,
-		      uint8_t token[WK_TOKEN_LEN], char *err, size_t errlen);
+int proto_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
+		       uint32_t *world, uint8_t token[WK_TOKEN_LEN],
+		       struct rdv_roster_entry *ents, char *err, size_t errlen);
+int proto_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
+		     char *err, size_t errlen);
+int proto_parse_welcome(const uint8_t *body, size_t len,
+			uint8_t token[WK_TOKEN_LEN], char *err, size_t errlen);
 /* Exactly n entries, into ents (room for n). */
-int rdv_parse_relay(const uint8_t *body, size_t len, uint32_t n,
-		    struct rdv_relay_entry *ents, char *err, size_t errlen);
+int proto_parse_relay(const uint8_t *body, size_t len, uint32_t n,
+		      struct rdv_relay_entry *ents, char *err, size_t errlen);
 
 /*
  * What a credential binds the connection to: the rank's socket address
  * as rank 0 sees it ("ADDR:PORT") and the rank's nonce, as
  * "ADDR:PORT rn=HEX" into buf. 0, or -1 when it does not fit.
  */
-int rdv_conn_binding(char *buf, size_t size, const char *addr,
-		     const uint8_t rank_nonce[RDV_NONCE_LEN]);
+int proto_conn_binding(char *buf, size_t size, const char *addr,
+		       const uint8_t rank_nonce[RDV_NONCE_LEN]);
 
 /*
  * The payload bound into a munge credential: kind ("rank0" for rank 0's
  * proof to `rank`, "hello" for the rank's own), job, step, rank, world,
  * rank 0's nonce for this connection and the connection's binding
- * (rdv_conn_binding: the rank's address and nonce). Both sides build it
+ * (proto_conn_binding: the rank's address and nonce). Both sides build it
  * from what they know and compare it with the decoded payload byte for
  * byte. 0, or -1 when it does not fit in size.
  */
-int rdv_cred_payload(char *buf, size_t size, const char *kind, const char *job,
-		     const char *step, int rank, int world,
-		     const uint8_t nonce[RDV_NONCE_LEN], const char *addr);
+int proto_cred_payload(char *buf, size_t size, const char *kind,
+		       const char *job, const char *step, int rank, int world,
+		       const uint8_t nonce[RDV_NONCE_LEN], const char *addr);
 
 /* Collective frame header, 32 bytes on the wire. */
 #define WK_FRAME_LEN 32

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libddp's rendezvous (rdv.c, protocol 3): rank 0 (or a rank's node
- * leader, which relays its node's joins to rank 0) proves itself with
- * munge before any rank says more than which rank it claims, every rank
- * proves itself bound to both sides' nonces and to its connection, the
- * roster goes down a tree of ranks, then each rank connects the peers its
- * collectives use (peers.h), authenticated with a token rank 0 handed
- * out. The wire formats are in proto.h, the credentials in auth.h, the
- * sockets in net.h; the result is a connected sparse TCP mesh (tcp.h).
+ * libddp's rendezvous (rdv.c, protocol 3; its files and states are in
+ * rdv_internal.h): rank 0 (or a rank's node leader, which relays its
+ * node's joins to rank 0) proves itself with munge before any rank says
+ * more than which rank it claims, every rank proves itself bound to both
+ * sides' nonces and to its connection, the roster goes down a tree of
+ * ranks, then each rank connects the peers its collectives use
+ * (peers.h), authenticated with a token rank 0 handed out. The wire
+ * formats are in proto.h, the credentials in auth.h, the sockets in
+ * ddp_net.h; the result is a connected sparse TCP mesh (tcp.h).
  */
 #ifndef DDP_WK_RDV_H
 #define DDP_WK_RDV_H

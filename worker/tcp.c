@@ -17,7 +17,7 @@
 
 #include "ddp_host.h"
 #include "ddp_util.h"
-#include "net.h"
+#include "ddp_net.h"
 #include "reduce.h"
 #include "status.h"
 #include "tcp.h"
@@ -152,7 +152,7 @@ peer_aborted(struct wk_mesh *c, int p, const struct wk_frame *f)
 	enum ddp_status st;
 
 	if (f->len > ABORT_MSG_MAX ||
-	    net_recv_all(c->peers[p].fd, msg, f->len, wk_now() + 1.0) != 0)
+	    ddp_net_recv_all(c->peers[p].fd, msg, f->len, wk_now() + 1.0) != 0)
 		return wk_err(DDP_ERR_PEER,
 			      "rank %d (%s) aborted the job (reason not "
 			      "received)",
@@ -1368,8 +1368,8 @@ tcp_close_all(struct wk_mesh *c)
 		/* Best effort: a peer that takes nothing for a second
 		 * sees the connection close instead. */
 		if (!c->aborted && !c->peers[i].send_mid)
-			(void)net_send_all(c->peers[i].fd, hdr, sizeof(hdr),
-					   deadline);
+			(void)ddp_net_send_all(c->peers[i].fd, hdr, sizeof(hdr),
+					       deadline);
 		shutdown(c->peers[i].fd, SHUT_WR);
 		/* Unread bytes at close() would reset the connection and
 		 * could discard our goodbye at the peer; drain first. */

@@ -4,7 +4,7 @@
  * of ranks whose collectives exchange data (peers.h), made by the
  * rendezvous (rdv.h), carrying the control plane of every communicator
  * and the flat algorithms of the host backend (host.h, which chooses
- * between them and the hierarchical allreduce). Uses status.h, net.h,
+ * between them and the hierarchical allreduce). Uses status.h, ddp_net.h,
  * proto.h and reduce.h; knows nothing of the layers above it.
  *
  * Ownership: the mesh is embedded in its communicator, which allocates

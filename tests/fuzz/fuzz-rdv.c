@@ -24,10 +24,11 @@ roundtrip_hello(const struct rdv_hello *h)
 
 	if (!h2)
 		return;
-	if (rdv_encode_hello(&b, h) == 0 &&
-	    rdv_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) == 0) {
-		if (rdv_parse_hello(b.p + RDV_HDR_LEN, blen, h2, err,
-				    sizeof(err)) != 0 ||
+	if (proto_encode_hello(&b, h) == 0 &&
+	    proto_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) ==
+		    0) {
+		if (proto_parse_hello(b.p + RDV_HDR_LEN, blen, h2, err,
+				      sizeof(err)) != 0 ||
 		    h2->rank != h->rank || strcmp(h2->cred, h->cred) != 0 ||
 		    strcmp(h2->host, h->host) != 0)
 			abort();
@@ -45,11 +46,12 @@ roundtrip_open(const struct rdv_open *o)
 	uint32_t blen;
 	char err[256], payload[512];
 
-	if (rdv_encode_open(&b, o) == 0 &&
-	    rdv_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) == 0) {
+	if (proto_encode_open(&b, o) == 0 &&
+	    proto_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) ==
+		    0) {
 		if (type != RDV_OPEN ||
-		    rdv_parse_open(b.p + RDV_HDR_LEN, blen, &o2, err,
-				   sizeof(err)) != 0 ||
+		    proto_parse_open(b.p + RDV_HDR_LEN, blen, &o2, err,
+				     sizeof(err)) != 0 ||
 		    o2.rank != o->rank || o2.world != o->world ||
 		    memcmp(o2.nonce, o->nonce, RDV_NONCE_LEN) != 0 ||
 		    strcmp(o2.job, o->job) != 0 ||
@@ -57,9 +59,9 @@ roundtrip_open(const struct rdv_open *o)
 			abort();
 	}
 	/* The payload built from peer-supplied ids fits or says so. */
-	(void)rdv_cred_payload(payload, sizeof(payload), "hello", o->job,
-			       o->step, (int)o->rank, (int)o->world,
-			       (const uint8_t *)o->job, "127.0.0.1:1");
+	(void)proto_cred_payload(payload, sizeof(payload), "hello", o->job,
+				 o->step, (int)o->rank, (int)o->world,
+				 (const uint8_t *)o->job, "127.0.0.1:1");
 	wk_buf_free(&b);
 }
 
@@ -74,11 +76,12 @@ roundtrip_proof(const struct rdv_proof *p)
 
 	if (!p2)
 		return;
-	if (rdv_encode_proof(&b, p) == 0 &&
-	    rdv_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) == 0) {
+	if (proto_encode_proof(&b, p) == 0 &&
+	    proto_parse_header(b.p, b.len, &type, &blen, err, sizeof(err)) ==
+		    0) {
 		if (type != RDV_PROOF ||
-		    rdv_parse_proof(b.p + RDV_HDR_LEN, blen, p2, err,
-				    sizeof(err)) != 0 ||
+		    proto_parse_proof(b.p + RDV_HDR_LEN, blen, p2, err,
+				      sizeof(err)) != 0 ||
 		    memcmp(p2->nonce, p->nonce, RDV_NONCE_LEN) != 0 ||
 		    strcmp(p2->cred, p->cred) != 0)
 			abort();
@@ -109,9 +112,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (memcmp(hdr, data, WK_FRAME_LEN) != 0)
 			abort();
 	}
-	if (rdv_parse_header(data, size, &type, &blen, err, sizeof(err)) < 0) {
+	if (proto_parse_header(data, size, &type, &blen, err, sizeof(err)) <
+	    0) {
 		/* Another version of the protocol: answered in its own. */
-		(void)rdv_header_version(data, size);
+		(void)proto_header_version(data, size);
 		return 0;
 	}
 	body = data + RDV_HDR_LEN;
@@ -126,39 +130,40 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	switch (type) {
 	case RDV_OPEN:
-		if (rdv_parse_open(body, blen, &o, err, sizeof(err)) == 0)
+		if (proto_parse_open(body, blen, &o, err, sizeof(err)) == 0)
 			roundtrip_open(&o);
 		break;
 	case RDV_PROOF:
-		if (rdv_parse_proof(body, blen, pr, err, sizeof(err)) == 0)
+		if (proto_parse_proof(body, blen, pr, err, sizeof(err)) == 0)
 			roundtrip_proof(pr);
 		break;
 	case RDV_HELLO:
-		if (rdv_parse_hello(body, blen, h, err, sizeof(err)) == 0)
+		if (proto_parse_hello(body, blen, h, err, sizeof(err)) == 0)
 			roundtrip_hello(h);
 		break;
 	case RDV_WELCOME:
-		(void)rdv_parse_welcome(body, blen, token, err, sizeof(err));
+		(void)proto_parse_welcome(body, blen, token, err, sizeof(err));
 		break;
 	case RDV_REFUSE:
-		(void)rdv_parse_text(body, blen, text, sizeof(text), err,
-				     sizeof(err));
+		(void)proto_parse_text(body, blen, text, sizeof(text), err,
+				       sizeof(err));
 		break;
 	case RDV_ROSTER:
-		(void)rdv_parse_roster(body, blen, 64, &world, token, ents, err,
-				       sizeof(err));
+		(void)proto_parse_roster(body, blen, 64, &world, token, ents,
+					 err, sizeof(err));
 		break;
 	case RDV_RELAY:
 		/* The count the open announced: the body's own, up to 64. */
-		(void)rdv_parse_relay(body, blen,
-				      blen >= 4 && body[0] <= 64 && !body[1] &&
-						      !body[2] && !body[3]
-					      ? body[0]
-					      : 64,
-				      relay, err, sizeof(err));
+		(void)proto_parse_relay(body, blen,
+					blen >= 4 && body[0] <= 64 &&
+							!body[1] && !body[2] &&
+							!body[3]
+						? body[0]
+						: 64,
+					relay, err, sizeof(err));
 		break;
 	case RDV_PEER:
-		(void)rdv_parse_peer(body, blen, &ph, err, sizeof(err));
+		(void)proto_parse_peer(body, blen, &ph, err, sizeof(err));
 		break;
 	}
 	free(pr);

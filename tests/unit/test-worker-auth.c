@@ -115,11 +115,11 @@ open_as_rank1(int port, struct rdv_proof *pr, FILE *out)
 
 	snprintf(o.job, sizeof(o.job), "777");
 	snprintf(o.step, sizeof(o.step), "0");
-	if (fd < 0 || rdv_encode_open(&b, &o) < 0 ||
+	if (fd < 0 || proto_encode_open(&b, &o) < 0 ||
 	    write(fd, b.p, b.len) != (ssize_t)b.len ||
 	    tr_read_msg(fd, 5, raw, sizeof(raw), &len) != RDV_PROOF ||
-	    rdv_parse_proof(raw + RDV_HDR_LEN, len - RDV_HDR_LEN, pr, err,
-			    sizeof(err)) < 0) {
+	    proto_parse_proof(raw + RDV_HDR_LEN, len - RDV_HDR_LEN, pr, err,
+			      sizeof(err)) < 0) {
 		fprintf(out, "E no proof from rank 0\n");
 		if (fd >= 0)
 			close(fd);
@@ -143,7 +143,7 @@ send_hello(int fd, const char *cred)
 	h->world = 2;
 	snprintf(h->host, sizeof(h->host), "crafted");
 	snprintf(h->cred, sizeof(h->cred), "%s", cred);
-	if (rdv_encode_hello(&b, h) == 0 &&
+	if (proto_encode_hello(&b, h) == 0 &&
 	    write(fd, b.p, b.len) == (ssize_t)b.len)
 		rc = 0;
 	wk_buf_free(&b);
@@ -162,8 +162,8 @@ hello_cred(int fd, const struct rdv_proof *pr, const char *addr)
 	char payload[512], mine[80];
 
 	local_addr(fd, mine, sizeof(mine));
-	if (rdv_cred_payload(payload, sizeof(payload), "hello", "777", "0", 1,
-			     2, pr->nonce, addr ? addr : mine) < 0)
+	if (proto_cred_payload(payload, sizeof(payload), "hello", "777", "0", 1,
+			       2, pr->nonce, addr ? addr : mine) < 0)
 		return NULL;
 	return encode_cred(payload);
 }
@@ -352,13 +352,13 @@ impostor(int i, int size, int port, FILE *out, void *arg)
 			return 1;
 		inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
 		snprintf(peer, sizeof(peer), "%s:%d", a, ntohs(sa.sin_port));
-		rdv_cred_payload(payload, sizeof(payload), "rank0", "777", "0",
-				 1, 2, pr->nonce, peer);
+		proto_cred_payload(payload, sizeof(payload), "rank0", "777",
+				   "0", 1, 2, pr->nonce, peer);
 		free(cred);
 		cred = encode_cred(payload);
 		snprintf(pr->cred, sizeof(pr->cred), "%s", cred ? cred : "");
 		b.len = 0;
-		if (!cred || rdv_encode_proof(&b, pr) < 0 ||
+		if (!cred || proto_encode_proof(&b, pr) < 0 ||
 		    write(fd, b.p, b.len) != (ssize_t)b.len)
 			return 1;
 		n++;
@@ -402,7 +402,8 @@ old_master(int i, int size, int port, FILE *out, void *arg)
 	fd = accept(lfd, NULL, NULL);
 	if (fd < 0 || tr_read_msg(fd, 2, raw, sizeof(raw), &len) == 0)
 		return 1;
-	if (rdv_encode_refuse_as(&b, 1, "protocol version 2, expected 1") < 0 ||
+	if (proto_encode_refuse_as(&b, 1, "protocol version 2, expected 1") <
+		    0 ||
 	    write(fd, b.p, b.len) != (ssize_t)b.len)
 		return 1;
 	while (tr_wait_in(fd, 5) > 0 && read(fd, raw, sizeof(raw)) > 0)

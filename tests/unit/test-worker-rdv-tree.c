@@ -177,7 +177,7 @@ send_open(int fd, int relay)
 	snprintf(o.step, sizeof(o.step), "0");
 	o.flags = relay ? RDV_OPEN_LEADER : 0;
 	o.relay = relay ? 1 : 0;
-	ok = rdv_encode_open(&b, &o) == 0 &&
+	ok = proto_encode_open(&b, &o) == 0 &&
 	     write(fd, b.p, b.len) == (ssize_t)b.len;
 	wk_buf_free(&b);
 	return ok;
@@ -199,8 +199,8 @@ send_relay(int fd, int hello)
 	h.data_port = 1;
 	snprintf(h.host, sizeof(h.host), "nC");
 	snprintf(h.cred, sizeof(h.cred), "MUNGE:forged");
-	ok = (!hello || rdv_encode_hello(&b, &h) == 0) &&
-	     rdv_encode_relay(&b, 1, &e) == 0 &&
+	ok = (!hello || proto_encode_hello(&b, &h) == 0) &&
+	     proto_encode_relay(&b, 1, &e) == 0 &&
 	     write(fd, b.p, b.len) == (ssize_t)b.len;
 	wk_buf_free(&b);
 	return ok;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libddp's sockets: the one place that loops over partial reads and
- * writes, retries connects and binds, and tunes connections (net.h).
+ * slurm-ddp's sockets: the one place that loops over partial reads and
+ * writes, retries connects and binds, and tunes connections (ddp_net.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,19 +11,32 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ddp_util.h"
-#include "net.h"
-#include "status.h"
+#include "ddp_net.h"
+
+/* The deadlines' clock: CLOCK_MONOTONIC seconds, as mono_now() and
+ * chk_now() read it. */
+static double
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 void
-net_close(int *fd)
+ddp_net_close(int *fd)
 {
 	if (*fd >= 0)
 		close(*fd);
@@ -31,14 +44,14 @@ net_close(int *fd)
 }
 
 int
-net_wait(int fd, short ev, double deadline)
+ddp_net_wait(int fd, short ev, double deadline)
 {
 	struct pollfd p = {.fd = fd, .events = ev};
 	double left;
 	int rc;
 
 	for (;;) {
-		left = deadline - wk_now();
+		left = deadline - mono_now();
 		if (left <= 0)
 			return 0;
 		rc = poll(&p, 1, (int)(left * 1000) + 1);
@@ -52,7 +65,7 @@ net_wait(int fd, short ev, double deadline)
 }
 
 int
-net_send_all(int fd, const void *buf, size_t len, double deadline)
+ddp_net_send_all(int fd, const void *buf, size_t len, double deadline)
 {
 	const uint8_t *p = buf;
 	ssize_t n;
@@ -69,7 +82,7 @@ net_send_all(int fd, const void *buf, size_t len, double deadline)
 			continue;
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return -1;
-		rc = net_wait(fd, POLLOUT, deadline);
+		rc = ddp_net_wait(fd, POLLOUT, deadline);
 		if (rc <= 0) {
 			if (rc == 0)
 				errno = ETIMEDOUT;
@@ -80,7 +93,7 @@ net_send_all(int fd, const void *buf, size_t len, double deadline)
 }
 
 int
-net_recv_all(int fd, void *buf, size_t len, double deadline)
+ddp_net_recv_all(int fd, void *buf, size_t len, double deadline)
 {
 	uint8_t *p = buf;
 	ssize_t n;
@@ -99,7 +112,7 @@ net_recv_all(int fd, void *buf, size_t len, double deadline)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -1;
-		rc = net_wait(fd, POLLIN, deadline);
+		rc = ddp_net_wait(fd, POLLIN, deadline);
 		if (rc <= 0) {
 			if (rc == 0)
 				errno = ETIMEDOUT;
@@ -126,7 +139,7 @@ read_wmem_max(void)
 }
 
 void
-net_tune_data(int fd)
+ddp_net_tune_data(int fd)
 {
 	int one = 1, size = 4 << 20, fl;
 
@@ -144,7 +157,7 @@ net_tune_data(int fd)
 }
 
 void
-net_no_delay(int fd)
+ddp_net_no_delay(int fd)
 {
 	int one = 1;
 
@@ -152,7 +165,7 @@ net_no_delay(int fd)
 }
 
 int
-net_sa_loopback(const struct sockaddr *sa)
+ddp_net_sa_loopback(const struct sockaddr *sa)
 {
 	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
 	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
@@ -167,8 +180,8 @@ net_sa_loopback(const struct sockaddr *sa)
 }
 
 void
-net_sa_format(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
-	      int *port)
+ddp_net_sa_format(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
+		  int *port)
 {
 	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
 	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
@@ -189,7 +202,7 @@ net_sa_format(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
 }
 
 void
-net_sock_addr(int fd, int local, char *addr, size_t addrlen, int *port)
+ddp_net_sock_addr(int fd, int local, char *addr, size_t addrlen, int *port)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -200,11 +213,11 @@ net_sock_addr(int fd, int local, char *addr, size_t addrlen, int *port)
 		   : getpeername(fd, (struct sockaddr *)&ss, &sl);
 	if (rc < 0)
 		ss.ss_family = AF_UNSPEC;
-	net_sa_format(&ss, addr, addrlen, port);
+	ddp_net_sa_format(&ss, addr, addrlen, port);
 }
 
 int
-net_listen(int port, int *bound)
+ddp_net_listen(int port, int *bound)
 {
 	struct sockaddr_in6 s6;
 	struct sockaddr_in s4;
@@ -256,20 +269,20 @@ fail:
 }
 
 int
-net_listen_retry(int port, double deadline, int *bound,
-		 void (*busy)(int port, void *arg), void *arg)
+ddp_net_listen_retry(int port, double deadline, int *bound,
+		     void (*busy)(int port, void *arg), void *arg)
 {
 	double delay = 0.05;
 	int fd, told = 0;
 
 	for (;;) {
-		fd = net_listen(port, bound);
+		fd = ddp_net_listen(port, bound);
 		if (fd >= 0 || errno != EADDRINUSE)
 			return fd;
 		if (!told && busy)
 			busy(port, arg);
 		told = 1;
-		if (net_back_off(&delay, deadline) < 0) {
+		if (ddp_net_back_off(&delay, deadline) < 0) {
 			errno = EADDRINUSE;
 			return -1;
 		}
@@ -289,8 +302,8 @@ net_self_connected(int fd)
 }
 
 int
-net_connect_once(const char *host, int port, double deadline, char *why,
-		 size_t whylen)
+ddp_net_connect_once(const char *host, int port, double deadline, char *why,
+		     size_t whylen)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	char service[16];
@@ -314,22 +327,22 @@ net_connect_once(const char *host, int port, double deadline, char *why,
 			int err = errno;
 
 			ddp_fmt(why, whylen, "socket: %s", strerror(err));
-			if (net_out_of_resources(err)) {
+			if (ddp_net_out_of_resources(err)) {
 				freeaddrinfo(res);
 				errno = err;
 				return -1;
 			}
 			continue;
 		}
-		net_no_delay(fd);
+		ddp_net_no_delay(fd);
 		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
 		if (rc < 0 && errno == EINPROGRESS) {
-			rc = net_wait(fd, POLLOUT, deadline);
+			rc = ddp_net_wait(fd, POLLOUT, deadline);
 			if (rc == 0) {
 				ddp_fmt(why, whylen,
 					"connection timed out (packets "
 					"dropped?)");
-				net_close(&fd);
+				ddp_net_close(&fd);
 				continue;
 			}
 			sl = sizeof(soerr);
@@ -349,21 +362,21 @@ net_connect_once(const char *host, int port, double deadline, char *why,
 		if (rc == 0)
 			break;
 		ddp_fmt(why, whylen, "%s", strerror(errno));
-		net_close(&fd);
+		ddp_net_close(&fd);
 	}
 	freeaddrinfo(res);
 	return fd;
 }
 
 int
-net_out_of_resources(int err)
+ddp_net_out_of_resources(int err)
 {
 	return err == EMFILE || err == ENFILE || err == ENOMEM ||
 	       err == ENOBUFS;
 }
 
 void
-net_resource_advice(int err, char *buf, size_t len)
+ddp_net_resource_advice(int err, char *buf, size_t len)
 {
 	struct rlimit rl;
 	char lim[96] = "";
@@ -394,7 +407,7 @@ net_resource_advice(int err, char *buf, size_t len)
 }
 
 long
-net_raise_nofile(long *raised_from)
+ddp_net_raise_nofile(long *raised_from)
 {
 	struct rlimit rl;
 	rlim_t old;
@@ -414,9 +427,9 @@ net_raise_nofile(long *raised_from)
 }
 
 int
-net_back_off(double *delay, double deadline)
+ddp_net_back_off(double *delay, double deadline)
 {
-	if (wk_now() + *delay >= deadline)
+	if (mono_now() + *delay >= deadline)
 		return -1;
 	usleep((useconds_t)(*delay * 1e6));
 	*delay = *delay * 2 < 1.0 ? *delay * 2 : 1.0;
@@ -424,28 +437,28 @@ net_back_off(double *delay, double deadline)
 }
 
 int
-net_connect_retry(const char *host, int port, double deadline, char *why,
-		  size_t whylen)
+ddp_net_connect_retry(const char *host, int port, double deadline, char *why,
+		      size_t whylen)
 {
 	double delay = 0.01, now, attempt;
 	int fd;
 
 	for (;;) {
-		now = wk_now();
+		now = mono_now();
 		attempt = now + 5.0 < deadline ? now + 5.0 : deadline;
 		errno = 0;
-		fd = net_connect_once(host, port, attempt, why, whylen);
+		fd = ddp_net_connect_once(host, port, attempt, why, whylen);
 		if (fd >= 0)
 			return fd;
-		if (net_out_of_resources(errno))
+		if (ddp_net_out_of_resources(errno))
 			return -1;
-		if (net_back_off(&delay, deadline) < 0)
+		if (ddp_net_back_off(&delay, deadline) < 0)
 			return -1;
 	}
 }
 
 int
-net_host_is_loopback(const char *host)
+ddp_net_host_is_loopback(const char *host)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	int all = 1;
@@ -456,8 +469,27 @@ net_host_is_loopback(const char *host)
 	if (getaddrinfo(host, NULL, &hints, &res) != 0)
 		return 0;
 	for (ai = res; ai; ai = ai->ai_next)
-		if (!net_sa_loopback(ai->ai_addr))
+		if (!ddp_net_sa_loopback(ai->ai_addr))
 			all = 0;
 	freeaddrinfo(res);
 	return all;
+}
+
+socklen_t
+ddp_net_abstract_name(struct sockaddr_un *sa, const char *prefix,
+		      const unsigned char digest[DDP_SHA256_LEN])
+{
+	size_t len = strlen(prefix), k;
+
+	/* The NUL, the prefix, 32 hex digits and a terminator for
+	 * callers that print the name. */
+	if (1 + len + 32 + 1 > sizeof(sa->sun_path))
+		return 0;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path + 1, prefix, len);
+	len++;
+	for (k = 0; k < 16; k++, len += 2)
+		ddp_fmt(sa->sun_path + len, 3, "%02x", digest[k]);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
 }

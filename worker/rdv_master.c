@@ -1,0 +1,537 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rendezvous on rank 0: MASTER_PORT, admitting the joins (a rank's
+ * open and hello, a node leader's relay; a leader admits its members
+ * with the same code) and the roster's start (rdv_internal.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "rdv_internal.h"
+
+/* A member p of this leader's node holds (stage 2) for rank, or -1. */
+static int
+held_slot(const struct rdv *r, uint32_t rank)
+{
+	int i;
+
+	for (i = 0; i < r->npend; i++)
+		if (r->pend[i].kind == PK_MEMBER && r->pend[i].stage == 2 &&
+		    r->pend[i].rank == rank)
+			return i;
+	return -1;
+}
+
+/*
+ * 0 when an open's claim fits this job and a rank still missing (at rank
+ * 0: a rank that has not joined, or a leader relaying more of its node;
+ * at a leader: a member it has not held or relayed); else -1 and why.
+ */
+static int
+open_claim_ok(const struct rdv *r, enum pend_kind kind,
+	      const struct rdv_open *o, char *why, size_t whylen)
+{
+	const struct wk_mesh *c = r->mesh;
+
+	if (strcmp(o->job, r->auth.job) != 0 ||
+	    strcmp(o->step, r->auth.step) != 0) {
+		ddp_fmt(why, whylen,
+			"rank %u claims job=%s step=%s, this is job=%s "
+			"step=%s (another job or step of the same user, or a "
+			"stale MASTER_PORT?)",
+			o->rank, o->job, o->step, r->auth.job, r->auth.step);
+		return -1;
+	}
+	if ((int)o->world != c->size) {
+		ddp_fmt(why, whylen,
+			"rank %u claims world size %u, this job has %d",
+			o->rank, o->world, c->size);
+		return -1;
+	}
+	if (o->rank == 0 || (int)o->rank == c->rank) {
+		ddp_fmt(why, whylen, "rank %u is %s", o->rank,
+			(int)o->rank == c->rank ? "this process" : "rank 0");
+		return -1;
+	}
+	if (kind == PK_MEMBER && (o->flags || o->relay)) {
+		ddp_fmt(why, whylen,
+			"rank %u opens as a node leader on a member's socket",
+			o->rank);
+		return -1;
+	}
+	if (kind == PK_JOIN && r->joined[o->rank] &&
+	    (o->relay && (o->flags & RDV_OPEN_LEADER)))
+		return 0; /* a leader's next session */
+	if (r->joined[o->rank] || held_slot(r, o->rank) >= 0) {
+		ddp_fmt(why, whylen, "rank %u already joined", o->rank);
+		return -1;
+	}
+	return 0;
+}
+
+/* A member's address in its credential's binding: the node's join
+ * socket, the member's process (as the kernel names it to the leader)
+ * and the leader's rank. */
+int
+rdv_member_binding(const struct rdv *r, int pid, int leader,
+		   const uint8_t *nonce, char *out, size_t outlen)
+{
+	char addr[WK_ADDR_LEN + 48];
+
+	if (ddp_fmt(addr, sizeof(addr), "unix:@%s pid=%d leader=%d",
+		    r->node_tag, pid, leader) < 0)
+		return -1;
+	return proto_conn_binding(out, outlen, addr, nonce);
+}
+
+/*
+ * An open: the rank it claims. Checked against this job before rank 0
+ * spends a munge credential on it; then rank 0's proof, bound to a fresh
+ * nonce and to the address the connection comes from.
+ */
+void
+rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
+{
+	struct pend *p = &r->pend[i];
+	struct rdv_proof *pr = NULL;
+	struct rdv_open o;
+	struct wk_buf b = {0};
+	char why[512];
+
+	if (proto_parse_open(body, blen, &o, why, sizeof(why)) < 0)
+		goto refuse;
+	if (open_claim_ok(r, p->kind, &o, why, sizeof(why)) < 0)
+		goto refuse;
+	pr = calloc(1, sizeof(*pr));
+	if (!pr || getrandom(p->nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
+		ddp_fmt(why, sizeof(why), "rank 0: %s",
+			pr ? "getrandom failed" : "out of memory");
+		goto refuse;
+	}
+	memcpy(pr->nonce, p->nonce, RDV_NONCE_LEN);
+	pr->rank = (uint32_t)r->mesh->rank;
+	if ((p->kind == PK_MEMBER
+		     ? rdv_member_binding(r, p->pid, r->mesh->rank, o.nonce,
+					  p->bind, sizeof(p->bind))
+		     : proto_conn_binding(p->bind, sizeof(p->bind), p->from,
+					  o.nonce)) < 0) {
+		ddp_fmt(why, sizeof(why), "address %s too long", p->from);
+		goto refuse;
+	}
+	if (auth_encode(&r->auth, p->kind == PK_MEMBER ? "leader" : "rank0",
+			(int)o.rank, p->nonce, p->bind, pr->cred,
+			sizeof(pr->cred)) != DDP_OK) {
+		/* Our own munge failed: not the peer's fault. */
+		ddp_fmt(why, sizeof(why), "rank %d cannot authenticate: %s",
+			r->mesh->rank, wk_errbuf());
+		wk_log(0, "%s", why);
+		goto refuse;
+	}
+	if (proto_encode_proof(&b, pr) < 0)
+		b.bad = 1;
+	if (rdv_pend_send(r, i, &b, "proof") < 0)
+		goto out;
+	p->stage = 1;
+	p->rank = o.rank;
+	p->flags = o.flags;
+	p->relay = o.relay;
+	p->have = 0;
+	p->need = RDV_HDR_LEN;
+	goto out;
+refuse:
+	rdv_pend_refuse(r, i, why);
+out:
+	free(pr);
+	wk_buf_free(&b);
+}
+
+/* Records a rank that joined: its host, address and data port. */
+static void
+note_joined(struct rdv *r, uint32_t rank, const char *host, const char *addr,
+	    uint16_t port)
+{
+	struct wk_peer *peer = &r->mesh->peers[rank];
+
+	ddp_fmt(peer->host, DDP_HOST_MAX, "%s", host);
+	ddp_fmt(peer->addr, WK_ADDR_LEN, "%s", addr);
+	peer->port = port;
+	r->joined[rank] = 1;
+	wk_log(3, "rank %d: rank %u joined from %s (%s)", r->mesh->rank, rank,
+	       addr[0] ? addr : "this node", host);
+}
+
+/* The welcome (the mesh token) to pending connection i; 0 or -1
+ * (dropped). */
+int
+rdv_send_welcome(struct rdv *r, int i)
+{
+	struct wk_buf b = {0};
+	int rc;
+
+	if (proto_encode_welcome(&b, r->token) < 0)
+		b.bad = 1;
+	rc = rdv_pend_send(r, i, &b, "welcome");
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	return rc;
+}
+
+/*
+ * Connection i joined (rank 0: its welcome sent): a child of rank 0 that
+ * is not a node leader keeps it for the roster (stage 2: never evicted
+ * first, its close means the rank died); the others get the roster down
+ * the tree.
+ */
+static void
+pend_joined(struct rdv *r, int i)
+{
+	struct pend *p = &r->pend[i];
+
+	if (p->kind == PK_JOIN && p->rank <= RDV_FANOUT &&
+	    !(p->flags & RDV_OPEN_LEADER)) {
+		p->stage = 2;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		p->deadline = r->deadline_all + 5;
+	} else {
+		rdv_pend_drop(r, i, NULL, 0, 0);
+	}
+}
+
+/*
+ * Rank 0: how the job's ranks reach it, the address its own node's
+ * members (joined on the node's socket) get in the roster: the local end
+ * of the first verified join from another host. A connection before its
+ * credential verifies, or a local one, says nothing about that (another
+ * user's connection to MASTER_PORT must not choose the address); until
+ * then MASTER_ADDR's own address stands (rdv_self_addr_guess).
+ */
+static void
+learn_self_addr(struct rdv *r, int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	int port;
+
+	if (r->self_addr_seen ||
+	    getpeername(fd, (struct sockaddr *)&peer, &len) < 0 ||
+	    ddp_net_sa_loopback((struct sockaddr *)&peer))
+		return;
+	ddp_net_sock_addr(fd, 1, r->self_addr, sizeof(r->self_addr), &port);
+	r->self_addr_seen = 1;
+}
+
+/*
+ * A hello after this rank's proof: the rank's credential for that proof
+ * ("hello" at rank 0's port, "member" on the node's socket). At rank 0 a
+ * rank joins; a leader's hello announcing members is followed by its
+ * relay; a member at another leader is held until rank 0 welcomes it.
+ */
+void
+rdv_pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
+{
+	struct wk_mesh *c = r->mesh;
+	struct pend *p = &r->pend[i];
+	struct rdv_hello *h = NULL;
+	char why[1200];
+	int member = p->kind == PK_MEMBER;
+
+	h = malloc(sizeof(*h));
+	if (!h) {
+		ddp_fmt(why, sizeof(why), "out of memory");
+		goto refuse;
+	}
+	if (proto_parse_hello(body, blen, h, why, sizeof(why)) < 0)
+		goto refuse;
+	if (h->rank != p->rank || (int)h->world != c->size) {
+		ddp_fmt(why, sizeof(why),
+			"hello of rank %u of %u after an open for rank %u of "
+			"%d",
+			h->rank, h->world, p->rank, c->size);
+		goto refuse;
+	}
+	if (auth_verify(&r->auth, h->cred, member ? "member" : "hello",
+			(int)h->rank, p->nonce, p->bind, why, sizeof(why)) < 0)
+		goto refuse;
+	if (member && strcmp(h->host, c->myhost) != 0) {
+		ddp_fmt(why, sizeof(why),
+			"rank %u on the join socket of node %s says its host "
+			"is %s",
+			h->rank, c->myhost, h->host);
+		goto refuse;
+	}
+	if (member && c->rank != 0) {
+		/* Held until rank 0 welcomes the leader's relay. */
+		p->stage = 2;
+		p->data_port = h->data_port;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		p->deadline = r->deadline_all + 5;
+		if (r->batch_end == 0)
+			r->batch_end = wk_now() + LATE_BATCH_S;
+		goto out;
+	}
+	if (!member && c->rank == 0)
+		learn_self_addr(r, p->fd);
+	if (!r->joined[h->rank])
+		note_joined(r, h->rank, h->host, member ? "" : p->addr,
+			    h->data_port);
+	if (p->relay) {
+		/* The leader's members come next, in this session. */
+		p->stage = 3;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		goto out;
+	}
+	if (rdv_send_welcome(r, i) == 0)
+		pend_joined(r, i);
+	goto out;
+refuse:
+	rdv_pend_refuse(r, i, why);
+out:
+	free(h);
+}
+
+/*
+ * Rank 0: a leader's relay, in the session its hello just authenticated:
+ * each member's rank and data port (the leader verified its credential
+ * on the node's socket; the member's host and address are the
+ * leader's). All of them or none.
+ */
+void
+rdv_pend_relay(struct rdv *r, int i, const uint8_t *body, size_t blen)
+{
+	struct wk_mesh *c = r->mesh;
+	struct pend *p = &r->pend[i];
+	struct rdv_relay_entry *e;
+	char why[512];
+	uint32_t k, m;
+
+	e = calloc(p->relay, sizeof(*e));
+	if (!e) {
+		rdv_pend_refuse(r, i, "out of memory");
+		return;
+	}
+	if (proto_parse_relay(body, blen, p->relay, e, why, sizeof(why)) < 0)
+		goto refuse;
+	for (k = 0; k < p->relay; k++) {
+		for (m = 0; m < k && e[m].rank != e[k].rank; m++)
+			;
+		if (e[k].rank == 0 || e[k].rank == p->rank ||
+		    (int)e[k].rank >= c->size || r->joined[e[k].rank] ||
+		    m < k) {
+			ddp_fmt(why, sizeof(why),
+				"node leader rank %u (%s) relays rank %u, "
+				"which %s",
+				p->rank, c->peers[p->rank].host, e[k].rank,
+				(int)e[k].rank >= c->size ? "is not in the job"
+				: e[k].rank == p->rank	  ? "is the leader"
+							  : "already joined");
+			goto refuse;
+		}
+	}
+	for (k = 0; k < p->relay; k++)
+		note_joined(r, e[k].rank, c->peers[p->rank].host, p->addr,
+			    e[k].data_port);
+	if (rdv_send_welcome(r, i) == 0)
+		rdv_pend_drop(r, i, NULL, 0, 0);
+	free(e);
+	return;
+refuse:
+	rdv_pend_refuse(r, i, why);
+	free(e);
+}
+
+/* ddp_net_listen_retry's note that MASTER_PORT is held: one line. */
+static void
+master_port_busy(int port, void *arg)
+{
+	struct rdv *r = arg;
+
+	wk_log(0,
+	       "rank 0: port %d (MASTER_PORT) is held by another process on "
+	       "this host; retrying until the timeout (%g s)",
+	       port, r->mesh->timeout_s);
+	r->port_waited = 1;
+}
+
+/*
+ * Binds MASTER_PORT, waiting while another process holds it (a step that
+ * has not quite ended, or someone squatting the port): its ranks keep
+ * trying to connect until the same timeout.
+ */
+static enum ddp_status
+listen_master(struct rdv *r, double deadline)
+{
+	int port = r->cfg->master_port;
+
+	r->lfd = ddp_net_listen_retry(port, deadline, &r->lport,
+				      master_port_busy, r);
+	if (r->lfd >= 0) {
+		if (r->port_waited)
+			wk_log(0, "rank 0: port %d is free now; listening",
+			       port);
+		return DDP_OK;
+	}
+	if (ddp_net_out_of_resources(errno))
+		return rdv_resource_error(r, errno, "listening on MASTER_PORT");
+	if (errno != EADDRINUSE)
+		return wk_err(DDP_ERR_RENDEZVOUS,
+			      "rank 0 cannot listen on port %d: %s", port,
+			      strerror(errno));
+	return wk_err(
+		DDP_ERR_RENDEZVOUS,
+		"rank 0 cannot listen on port %d: another process held "
+		"it for the whole timeout (%g s). srun --ddp picks a "
+		"port per step, so this is a leftover program or another "
+		"user's; `ss -ltnp 'sport = :%d'` as root names it. "
+		"--ddp-port=N picks another port; ExclusiveUser=YES keeps "
+		"other users off a job's nodes",
+		port, r->mesh->timeout_s, port);
+}
+
+/*
+ * Tells every rank that joined why the job will not start (best effort,
+ * at most 5 s in all): the thread's last error, in a REFUSE after a peer
+ * hello on its data listener, where it waits for the roster.
+ */
+static void
+master_refuse_joined(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	struct wk_buf b = {0};
+	double budget = wk_now() + 5.0, until;
+	uint8_t told[RDV_FANOUT + 1] = {0};
+	size_t head;
+	char why[256];
+	int i, fd;
+
+	if (rdv_encode_push(r, &b) < 0 ||
+	    proto_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
+		goto out;
+	/* Rank 0's children wait on their join connection: the REFUSE
+	 * alone, without the peer hello. */
+	head = b.len - (size_t)RDV_HDR_LEN - WK_TOKEN_LEN - 4;
+	for (i = r->npend - 1; i >= 0; i--) {
+		if (r->pend[i].stage == 2) {
+			(void)ddp_net_send_all(r->pend[i].fd,
+					       b.p + b.len - head, head,
+					       wk_now() + 0.5);
+			told[r->pend[i].rank] = 1;
+		}
+	}
+	for (i = 1; i < c->size && wk_now() < budget; i++) {
+		if (!r->joined[i] || (i <= RDV_FANOUT && told[i]))
+			continue;
+		if (!c->peers[i].addr[0]) /* joined on this node's socket */
+			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
+				r->self_addr);
+		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
+		fd = ddp_net_connect_once(c->peers[i].addr, c->peers[i].port,
+					  until, why, sizeof(why));
+		if (fd >= 0)
+			(void)ddp_net_send_all(fd, b.p, b.len, until);
+		ddp_net_close(&fd);
+	}
+out:
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+}
+
+/*
+ * Once every rank's host is known: the peers this rank's collectives use,
+ * and the join connections (to or from rank 0) that are not among them
+ * closed, so that no rank holds one descriptor per rank of the job.
+ */
+enum ddp_status
+rdv_keep_wanted(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	int i, n;
+
+	r->want = malloc((size_t)c->size);
+	if (!r->want)
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+	n = wk_peers_wanted(c, r->want);
+	if (n < 0)
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+	for (i = 0; i < c->size; i++)
+		if (i != c->rank && !r->want[i])
+			ddp_net_close(&c->peers[i].fd);
+	wk_log(3, "rank %d: %d of %d peers connected", c->rank, n, c->size - 1);
+	return DDP_OK;
+}
+
+/*
+ * Rank 0: MASTER_PORT, a fresh mesh token, every rank joined, the roster
+ * down the tree, then the mesh connections of the higher ranks its
+ * collectives use, on MASTER_PORT.
+ */
+enum ddp_status
+rdv_master_side(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	enum ddp_status st;
+	int i;
+
+	st = listen_master(r, deadline);
+	if (!st && r->local_size && r->local_rank == 0)
+		st = rdv_node_listen(r);
+	if (st)
+		return st;
+	if (getrandom(r->token, sizeof(r->token), 0) !=
+	    (ssize_t)sizeof(r->token))
+		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
+	r->joined[0] = 1;
+	st = rdv_accept_ranks(r, 1, WAIT_JOINS, deadline);
+	if (st) {
+		master_refuse_joined(r);
+		return st;
+	}
+	ddp_net_close(&r->ufd);
+	r->roster = 1;
+	for (i = 0; i < c->size; i++) {
+		if (i &&
+		    !c->peers[i].addr[0]) /* joined on this node's socket */
+			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
+				r->self_addr);
+		r->ents[i].port = (uint16_t)(i ? c->peers[i].port : r->lport);
+		ddp_fmt(r->ents[i].addr, sizeof(r->ents[i].addr), "%s",
+			i ? c->peers[i].addr : "");
+		ddp_fmt(r->ents[i].host, sizeof(r->ents[i].host), "%s",
+			c->peers[i].host);
+	}
+	/* Rank 0's children get the roster on their join connections; the
+	 * other pending connections stay, read from now on as the mesh's
+	 * (anything of the joins is refused there). */
+	for (i = r->npend - 1; i >= 0; i--) {
+		if (r->pend[i].kind == PK_JOIN && r->pend[i].stage == 2 &&
+		    rdv_send_roster(r, i) == 0) {
+			r->told[r->pend[i].rank] = 1;
+			rdv_pend_drop(r, i, NULL, 0, 0);
+		}
+	}
+	deadline = wk_now() + c->timeout_s;
+	st = rdv_keep_wanted(r);
+	if (!st)
+		st = rdv_push_roster(r, deadline);
+	if (st)
+		/* A rank died after it joined: tell the others at once,
+		 * those below it in the tree included. */
+		master_refuse_joined(r);
+	if (!st)
+		st = rdv_accept_ranks(r, 1, WAIT_PEERS, deadline);
+	return st;
+}

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rendezvous' roster, down the tree of ranks (RDV_FANOUT children
+ * each), then the peer hellos that connect the mesh (rdv_internal.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "rdv_internal.h"
+
+/* Rank r's parent in the tree the roster goes down. */
+int
+rdv_tree_parent(int r)
+{
+	return (r - 1) / RDV_FANOUT;
+}
+
+/*
+ * A data listener's peer hello: the job token, then either the rank's
+ * parent (or rank 0) with the roster (or rank 0's word that it gave up)
+ * to come on this connection, or a higher rank this rank's collectives
+ * use, from the address it joined from.
+ */
+void
+rdv_pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
+{
+	struct wk_mesh *c = r->mesh;
+	struct pend *p = &r->pend[i];
+	struct rdv_peer_hello ph;
+	char why[256];
+	uint8_t diff = 0;
+	int k, from;
+
+	if (proto_parse_peer(body, blen, &ph, why, sizeof(why)) < 0)
+		goto refuse;
+	for (k = 0; k < WK_TOKEN_LEN; k++)
+		diff |= (uint8_t)(ph.token[k] ^ r->token[k]);
+	if (diff) {
+		ddp_fmt(why, sizeof(why), "wrong job token");
+		goto refuse;
+	}
+	from = (int)ph.rank;
+	/* Rank 0 connects to a data listener only to hand down the roster
+	 * or to say it gave up; the parent only with the roster. */
+	if (c->rank != 0 && (from == 0 || (r->roster == 0 &&
+					   from == rdv_tree_parent(c->rank)))) {
+		p->stage = 1;
+		p->rank = ph.rank;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+		return;
+	}
+	if (from <= c->rank || from >= c->size || !rdv_wanted(r, from) ||
+	    c->peers[from].fd >= 0) {
+		ddp_fmt(why, sizeof(why), "unexpected rank %u", ph.rank);
+		goto refuse;
+	}
+	if (r->roster == 1 && strcmp(p->addr, c->peers[from].addr) != 0) {
+		ddp_fmt(why, sizeof(why),
+			"rank %d connects from %s, but joined from %s", from,
+			p->addr, c->peers[from].addr);
+		goto refuse;
+	}
+	rdv_pend_adopt(r, i, from);
+	return;
+refuse:
+	rdv_pend_refuse(r, i, why);
+}
+
+/*
+ * Takes the roster in (every rank's data address and host) from a
+ * parent whose token checked; a mesh connection adopted before it came
+ * must come from the address its rank joined from.
+ */
+static int
+take_roster(struct rdv *r, const uint8_t *body, size_t blen, char *why,
+	    size_t whylen)
+{
+	struct wk_mesh *c = r->mesh;
+	uint8_t token[WK_TOKEN_LEN];
+	uint32_t world;
+	int s, rc = -1;
+
+	if (proto_parse_roster(body, blen, (uint32_t)c->size, &world, token,
+			       r->ents, why, whylen) < 0)
+		goto out;
+	if ((int)world != c->size ||
+	    memcmp(token, r->token, WK_TOKEN_LEN) != 0) {
+		ddp_fmt(why, whylen, "a roster of %u ranks or another token",
+			world);
+		goto out;
+	}
+	for (s = 0; s < c->size; s++) {
+		if (s == c->rank)
+			continue;
+		if (c->peers[s].fd >= 0 &&
+		    strcmp(c->peers[s].addr, r->ents[s].addr) != 0) {
+			char said[160];
+
+			ddp_fmt(said, sizeof(said),
+				"rank %d connects from %s, but joined from %s",
+				s, c->peers[s].addr, r->ents[s].addr);
+			rdv_refuse_log(r, c->peers[s].addr, said);
+			ddp_net_close(&c->peers[s].fd);
+		}
+		ddp_fmt(c->peers[s].host, DDP_HOST_MAX, "%s", r->ents[s].host);
+		ddp_fmt(c->peers[s].addr, WK_ADDR_LEN, "%s", r->ents[s].addr);
+		c->peers[s].port = r->ents[s].port;
+	}
+	r->roster = 1;
+	rc = 0;
+out:
+	explicit_bzero(token, sizeof(token));
+	return rc;
+}
+
+/* The message after a parent's (or rank 0's) peer hello: the roster, or
+ * rank 0's REFUSE when the job will not start. */
+void
+rdv_pend_roster(struct rdv *r, int i, uint16_t type, const uint8_t *body,
+		size_t blen)
+{
+	char why[512];
+
+	if (type == RDV_REFUSE) {
+		rdv_refuse_text(body, (uint32_t)blen, r->gave_up,
+				sizeof(r->gave_up));
+		r->roster = -1;
+	} else if (r->roster != 0) {
+		rdv_pend_refuse(r, i, "a second roster");
+		return;
+	} else if (take_roster(r, body, blen, why, sizeof(why)) < 0) {
+		rdv_pend_refuse(r, i, why);
+		return;
+	}
+	rdv_pend_drop(r, i, NULL, 0, 0);
+}
+
+/* The roster, as rank 0 hands it to a child on its join connection. */
+int
+rdv_send_roster(struct rdv *r, int i)
+{
+	struct wk_buf b = {0};
+	int rc;
+
+	if (proto_encode_roster(&b, (uint32_t)r->mesh->size, r->token,
+				r->ents) < 0)
+		b.bad = 1;
+	rc = rdv_pend_send(r, i, &b, "roster");
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	return rc;
+}
+
+/*
+ * A connection to rank `to`'s data listener at addr:port carrying b (a
+ * peer hello and what follows it); the fd goes to *out. DDP_OK, or an
+ * error naming the rank, its host, what this rank was doing (`doing`
+ * rank `to`) and what failed.
+ */
+static enum ddp_status
+dial_peer(struct rdv *r, int to, const char *addr, int port,
+	  const struct wk_buf *b, double deadline, const char *doing, int *out)
+{
+	struct wk_mesh *c = r->mesh;
+	char why[512];
+	int fd;
+
+	fd = ddp_net_connect_retry(addr, port, deadline, why, sizeof(why));
+	if (fd < 0 && ddp_net_out_of_resources(errno))
+		return rdv_resource_error(r, errno, "connecting to a peer");
+	if (fd >= 0 && ddp_net_send_all(fd, b->p, b->len, deadline) == 0) {
+		*out = fd;
+		return DDP_OK;
+	}
+	if (fd >= 0)
+		ddp_fmt(why, sizeof(why), "%s", strerror(errno));
+	ddp_net_close(&fd);
+	return wk_err(DDP_ERR_RENDEZVOUS,
+		      "rank %d could not %s rank %d at %s:%d (%s): %s; the "
+		      "firewall between the job's nodes must allow TCP between "
+		      "them (the slurm-ddp prolog opens it per job)",
+		      c->rank, doing, to, addr, port, c->peers[to].host, why);
+}
+
+/* A peer hello from this rank followed by msg, into b. */
+int
+rdv_encode_push(struct rdv *r, struct wk_buf *b)
+{
+	struct rdv_peer_hello ph;
+	int rc;
+
+	ph.rank = (uint32_t)r->mesh->rank;
+	memcpy(ph.token, r->token, WK_TOKEN_LEN);
+	rc = proto_encode_peer(b, &ph);
+	explicit_bzero(ph.token, sizeof(ph.token));
+	return rc;
+}
+
+/*
+ * Hands the roster down: to this rank's children in the tree (ranks
+ * RDV_FANOUT * rank + 1 ..), each of which hands it to its own, so that
+ * no rank sends it more than RDV_FANOUT times.
+ */
+enum ddp_status
+rdv_push_roster(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	struct wk_buf b = {0};
+	enum ddp_status st = DDP_OK;
+	long child;
+	int k, fd = -1;
+
+	if (rdv_encode_push(r, &b) < 0 ||
+	    proto_encode_roster(&b, (uint32_t)c->size, r->token, r->ents) < 0) {
+		st = wk_err(DDP_ERR_NOMEM, "rank %d: roster too large",
+			    c->rank);
+		goto out;
+	}
+	/* Rank 0's children that joined it directly, leaders aside, got
+	 * the roster on their join connection. */
+	for (k = 1; k <= RDV_FANOUT && !st; k++) {
+		child = (long)RDV_FANOUT * c->rank + k;
+		if (child >= c->size)
+			break;
+		if (c->rank == 0 && r->told[child])
+			continue;
+		st = dial_peer(r, (int)child, r->ents[child].addr,
+			       r->ents[child].port, &b, deadline,
+			       "hand the roster to", &fd);
+		ddp_net_close(&fd);
+	}
+out:
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * Worker, phase 3: a connection to each lower rank this rank's
+ * collectives use, on its data listener (rank 0's: MASTER_PORT), opened
+ * with a peer hello carrying the token.
+ */
+enum ddp_status
+rdv_worker_connect_lower(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	const char *addr;
+	struct wk_buf b = {0};
+	enum ddp_status st = DDP_OK;
+	int s, port;
+
+	if (rdv_encode_push(r, &b) < 0) {
+		st = wk_err(DDP_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (s = 0; s < c->rank; s++) {
+		if (!rdv_wanted(r, s))
+			continue;
+		addr = s ? r->ents[s].addr : r->cfg->master_addr;
+		port = s ? r->ents[s].port : r->cfg->master_port;
+		st = dial_peer(r, s, addr, port, &b, deadline, "connect to",
+			       &c->peers[s].fd);
+		if (st)
+			goto out;
+	}
+out:
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	return st;
+}
+
+/*
+ * A child of rank 0 in the tree: the roster on its join connection fd,
+ * which rank 0 sends once every rank has joined (so this waits until
+ * deadline), or rank 0's REFUSE when the job will not start.
+ */
+enum ddp_status
+rdv_join_roster(struct rdv *r, int fd, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	enum ddp_status st;
+	uint8_t *body = NULL;
+	uint16_t type;
+	uint32_t blen = 0;
+	char why[512];
+	int other;
+
+	st = rdv_recv_msg(fd, deadline,
+			  "waiting for rank 0's roster (rank 0 waits for every "
+			  "rank to join)",
+			  &type, &body, &blen, &other);
+	if (st)
+		goto out;
+	if (type == RDV_REFUSE) {
+		rdv_refuse_text(body, blen, r->gave_up, sizeof(r->gave_up));
+		r->roster = -1;
+	} else if (type != RDV_ROSTER ||
+		   take_roster(r, body, blen, why, sizeof(why)) < 0) {
+		st = wk_err(DDP_ERR_RENDEZVOUS,
+			    "rank %d: bad roster from rank 0 (%s)", c->rank,
+			    type == RDV_ROSTER ? why : "unexpected message");
+	}
+out:
+	if (body)
+		explicit_bzero(body, blen);
+	free(body);
+	return st;
+}
