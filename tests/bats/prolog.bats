@@ -703,13 +703,3 @@ shm_leftovers() {
 	[ "$status" -eq 2 ]
 	[[ $output == *"usage: ddp-nodectl "* ]]
 }
-
-@test "--version prints the release of VERSION, which debian/changelog names too" {
-	local version
-	version=$(cat "$repo/VERSION")
-	run "$helper" --version
-	echo "$output"
-	[ "$status" -eq 0 ]
-	[ "$output" = "ddp-nodectl $version" ]
-	[ "$(sed -n '1s/^slurm-ddp (\([^)]*\)).*/\1/p' "$repo/debian/changelog")" = "$version" ]
-}
