@@ -690,7 +690,7 @@ shm_leftovers() {
 		out=$("$helper" "$opt" 2>/dev/null)
 		echo "$out"
 		[[ $out == "usage: ddp-nodectl "* ]]
-		for c in prolog epilog install reconcile sweep show port health verdicts; do
+		for c in prolog epilog install reconcile sweep show port health verdicts doctor; do
 			grep -qE "^  $c( |\$)" <<<"$out"
 		done
 		# A description follows its command, or a long synopsis, on
