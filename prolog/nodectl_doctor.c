@@ -399,10 +399,11 @@ out:
 
 /* Whether one program of Prolog=/Epilog= (a path or a glob) runs script:
  * 2 directly, 1 through a wrapper; *glob_used says it took a glob;
- * *not_exec names one that would but is not executable. */
+ * unusable names one that would but is missing or not executable, and
+ * *missing says which. */
 static int
 entry_runs(const char *entry, const char *script, int *glob_used,
-	   char *not_exec, size_t len)
+	   char *unusable, size_t len, int *missing)
 {
 	glob_t g;
 	size_t i;
@@ -411,7 +412,8 @@ entry_runs(const char *entry, const char *script, int *glob_used,
 	if (!strpbrk(entry, "*?[")) {
 		r = runs_script(entry, script);
 		if (r && access(entry, X_OK) < 0) {
-			ddp_fmt(not_exec, len, "%s", entry);
+			*missing = errno == ENOENT;
+			ddp_fmt(unusable, len, "%s", entry);
 			return 0;
 		}
 		return r;
@@ -420,9 +422,10 @@ entry_runs(const char *entry, const char *script, int *glob_used,
 		return 0;
 	for (i = 0; i < g.gl_pathc; i++) {
 		r = runs_script(g.gl_pathv[i], script);
-		if (r && access(g.gl_pathv[i], X_OK) < 0)
-			ddp_fmt(not_exec, len, "%s", g.gl_pathv[i]);
-		else if (r > best)
+		if (r && access(g.gl_pathv[i], X_OK) < 0) {
+			*missing = errno == ENOENT;
+			ddp_fmt(unusable, len, "%s", g.gl_pathv[i]);
+		} else if (r > best)
 			best = r;
 	}
 	globfree(&g);
@@ -436,8 +439,8 @@ static void
 check_script(struct doctor *d, const char *key, const char *value,
 	     const char *script)
 {
-	char list[PATH_MAX], not_exec[PATH_MAX] = "", *rest = list, *entry;
-	int glob_used = 0, r = 0;
+	char list[PATH_MAX], unusable[PATH_MAX] = "", *rest = list, *entry;
+	int glob_used = 0, missing = 0, r = 0;
 
 	if (!value[0]) {
 		say(d, "FAIL", key,
@@ -450,11 +453,16 @@ check_script(struct doctor *d, const char *key, const char *value,
 	/* Slurm takes a comma-separated list of programs. */
 	while (!r && (entry = strsep(&rest, ",")))
 		if (entry[0])
-			r = entry_runs(entry, script, &glob_used, not_exec,
-				       sizeof(not_exec));
-	if (!r && not_exec[0]) {
+			r = entry_runs(entry, script, &glob_used, unusable,
+				       sizeof(unusable), &missing);
+	if (!r && unusable[0] && missing) {
+		say(d, "FAIL", key,
+		    "%s is missing; fix: install slurm-ddp's %s there or "
+		    "set %s=" DDP_LIBEXECDIR "/%s in slurm.conf",
+		    unusable, script, key, script);
+	} else if (!r && unusable[0]) {
 		say(d, "FAIL", key, "%s is not executable; fix: chmod 0755 %s",
-		    not_exec, not_exec);
+		    unusable, unusable);
 	} else if (!r) {
 		say(d, "FAIL", key,
 		    "%s=%s does not run %s; fix: %s=" DDP_LIBEXECDIR

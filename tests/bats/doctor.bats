@@ -184,3 +184,23 @@ line() {
 	run "$helper" doctor extra
 	[ "$status" -eq 2 ]
 }
+
+@test "a Prolog that is missing or not executable is named" {
+	sed -i "s|^Prolog=.*|Prolog=$tmp/libexec/gone/ddp-prolog|" "$tmp/etc/slurm.conf"
+	chmod 0644 "$tmp/libexec/ddp-epilog"
+	doctor
+	[ "$status" -eq 1 ]
+	[[ $output == *"FAIL Prolog: $tmp/libexec/gone/ddp-prolog is missing; fix: "* ]]
+	[[ $output == *"FAIL Epilog: $tmp/libexec/ddp-epilog is not executable; fix: chmod 0755 $tmp/libexec/ddp-epilog"* ]]
+}
+
+@test "slurm.conf's Include files are read; Prolog through a glob is a warning" {
+	grep -v '^Prolog=' "$tmp/etc/slurm.conf" >"$tmp/etc/main.conf"
+	echo "Include prolog.conf" >>"$tmp/etc/main.conf"
+	echo "Prolog=$tmp/libexec/ddp-pro*" >"$tmp/etc/prolog.conf"
+	run "$helper" doctor --slurm-conf "$tmp/etc/main.conf"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	line warn Prolog
+	[[ $output == *"through a glob; fix: point Prolog= at the script itself"* ]]
+}
