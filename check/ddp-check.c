@@ -1160,6 +1160,19 @@ run(struct check *ck)
 	return verdict[0] > 0 ? -1 : 0;
 }
 
+/* --version among the options (before any "--"): answered before the
+ * options are parsed, so that it works whatever else the line holds. */
+static int
+wants_version(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--version") == 0)
+			return 1;
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1167,6 +1180,10 @@ main(int argc, char **argv)
 	char err[512];
 	int rc;
 
+	if (wants_version(argc, argv)) {
+		printf("ddp-check %s\n", DDP_VERSION);
+		return 0;
+	}
 	memset(&ck, 0, sizeof(ck));
 	rc = chk_parse_opts(argc, argv, &ck.o, err, sizeof(err));
 	if (rc == 1) {

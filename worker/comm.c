@@ -825,3 +825,9 @@ wk_bucket_sync(struct ddp_comm *comm)
 		return st;
 	return leave(comm, comm->bops->bucket_sync(comm->bstate));
 }
+
+const char *
+ddp_version(void)
+{
+	return DDP_VERSION;
+}

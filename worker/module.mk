@@ -66,8 +66,9 @@ $(LIBDDP_A): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ) $(LIBDDP_SO)
 LIBDDP_PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' \
 	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|g' \
 	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|g' \
-	    -e 's|@LIBS_PRIVATE@|$(WORKER_LIBS)|g' worker/ddp.pc.in
-$(LIBDDP_PC): worker/ddp.pc.in worker/module.mk
+	    -e 's|@LIBS_PRIVATE@|$(WORKER_LIBS)|g' \
+	    -e 's|@VERSION@|$(DDP_VERSION)|g' worker/ddp.pc.in
+$(LIBDDP_PC): worker/ddp.pc.in worker/module.mk VERSION
 	@mkdir -p $(@D)
 	$(LIBDDP_PC_SED) >$@
 

@@ -304,6 +304,13 @@ DDP_EXPORT const char *ddp_last_error(void);
 /* Short static description of a status ("peer died or aborted"). */
 DDP_EXPORT const char *ddp_strerror(enum ddp_status status);
 
+/*
+ * The slurm-ddp release this libddp was built from ("1.0", the VERSION of
+ * its source): what a program that loads libddp dynamically names in its
+ * --version and bug reports. Static, never NULL; safe from any thread.
+ */
+DDP_EXPORT const char *ddp_version(void);
+
 /* Size in bytes of one element of dtype, 0 for an unknown type. */
 DDP_EXPORT size_t ddp_dtype_size(enum ddp_dtype dtype);
 
