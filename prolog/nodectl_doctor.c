@@ -24,6 +24,7 @@
 
 #include "ddp_util.h"
 #include "port.h"
+#include "sitekey.h"
 
 /* Where make install put the Prolog and Epilog scripts, for the fix. */
 #ifndef DDP_LIBEXECDIR
@@ -530,7 +531,7 @@ out:
 static void
 check_port_key(struct doctor *d, const struct ddp_conf *conf)
 {
-	struct ddp_port_key key;
+	struct ddp_site_key key;
 	char err[1024];
 
 	if (!conf->port_key[0]) {
@@ -541,13 +542,13 @@ check_port_key(struct doctor *d, const struct ddp_conf *conf)
 		    ">/etc/slurm/ddp-port.key) on every node and set port_key");
 		return;
 	}
-	if (ddp_port_key_load(conf->port_key, 0, &key, err, sizeof(err)) < 0) {
+	if (ddp_site_key_load(conf->port_key, 0, &key, err, sizeof(err)) < 0) {
 		say(d, "FAIL", "port_key",
 		    "%s; fix: chown root:root %s && chmod 0600 %s", err,
 		    conf->port_key, conf->port_key);
 		return;
 	}
-	ddp_port_key_wipe(&key);
+	ddp_site_key_wipe(&key);
 	say(d, "ok", "port_key", "%s is root's and only root's",
 	    conf->port_key);
 }
