@@ -18,8 +18,8 @@
 #include "status.h"
 
 /* Room a temporary name needs beyond the final one: ".", then
- * ".tmp-PID-SEQ". */
-#define TMP_EXTRA 48
+ * ".tmp-PID-SEQ-NSEC" (NAME_MAX - TMP_EXTRA: 191 bytes left for names). */
+#define TMP_EXTRA 64
 
 int
 ddp_restart_count(void)

@@ -84,10 +84,21 @@ count_files(int *tmp)
 }
 
 static void
+unlink_in_dir(const char *name)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	if (dfd >= 0) {
+		(void)unlinkat(dfd, name, 0);
+		close(dfd);
+	}
+}
+
+static void
 test_write_read(void)
 {
 	static const char *const bad[] = {"", "a/b", ".", "..", "/x", "x/"};
-	char buf[64], path[128], link_target[128];
+	char buf[64], path[128], link_target[128], long_name[200];
 	enum ddp_status st;
 	struct stat sb;
 	size_t len = 99, i;
@@ -133,6 +144,17 @@ test_write_read(void)
 	}
 	tap_ok(ddp_write_atomic(dir, NULL, "x", 1) == DDP_ERR_INVALID,
 	       "a NULL name is refused");
+	memset(long_name, 'n', 192);
+	long_name[192] = '\0';
+	tap_ok(ddp_write_atomic(dir, long_name, "x", 1) == DDP_ERR_INVALID,
+	       "a name of 192 bytes is refused");
+	long_name[191] = '\0';
+	st = ddp_write_atomic(dir, long_name, "x", 1);
+	if (!tap_ok(st == DDP_OK && ddp_read_file(dir, long_name, buf,
+						  sizeof(buf), &len) == DDP_OK,
+		    "a name of 191 bytes is written and read"))
+		tap_diag("%s", ddp_last_error());
+	unlink_in_dir(long_name);
 	tap_ok(ddp_write_atomic("/nonexistent-dir-ddp", "f", "x", 1) ==
 			       DDP_ERR_SYSTEM &&
 		       strstr(ddp_last_error(), "/nonexistent-dir-ddp"),

@@ -333,7 +333,8 @@ DDP_EXPORT int ddp_restart_count(void);
  * synced; name ends up mode 0600, and a symbolic link by that name is
  * replaced, not followed. dir NULL means the job's shared directory,
  * $DDP_SHARED_DIR (set by srun --ddp; every node of the job sees it).
- * name is one file name: not empty, no '/', not "." or "..".
+ * name is one file name: not empty, no '/', not "." or "..", at most
+ * 191 bytes (room for the temporary name).
  *
  * Errors: DDP_ERR_INVALID (bad name or arguments), DDP_ERR_ENV (dir NULL
  * and DDP_SHARED_DIR unset), DDP_ERR_SYSTEM (names the call and path;
