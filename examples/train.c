@@ -650,6 +650,26 @@ ckpt_params(struct model *m, float *p[4], size_t n[4])
 	return n[0] + n[1] + n[2] + n[3];
 }
 
+/* The --checkpoint directory exists here; says what is wrong if not. */
+static int
+ckpt_dir_ok(const char *dir)
+{
+	struct stat sb;
+	const char *why = NULL;
+
+	if (stat(dir, &sb) < 0)
+		why = strerror(errno);
+	else if (!S_ISDIR(sb.st_mode))
+		why = "not a directory";
+	if (!why)
+		return 0;
+	fprintf(stderr,
+		"train: --checkpoint %s: %s (give a directory that exists on "
+		"every node, such as $DDP_SHARED_DIR)\n",
+		dir, why);
+	return -1;
+}
+
 /*
  * Rank 0: the parameters after `epochs` epochs into DIR/train.ckpt,
  * replacing the last one only once the new one is whole.
@@ -1034,6 +1054,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "train: %s\n", ddp_last_error());
 		return 1;
 	}
+	/* Said now, not when the first checkpoint fails an epoch later. */
+	if (o.ckpt_dir && ckpt_dir_ok(o.ckpt_dir) < 0)
+		return 1;
 	st = ddp_config_from_env(&cfg);
 	if (st) {
 		fprintf(stderr, "train: %s\n", ddp_last_error());

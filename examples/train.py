@@ -144,6 +144,10 @@ def main():
         ap.error("--checkpoint-every needs --checkpoint DIR")
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         ap.error("--checkpoint-every must be 1 or more")
+    if args.checkpoint and not os.path.isdir(args.checkpoint):
+        ap.error(f"--checkpoint {args.checkpoint}: no such directory (give "
+                 "a directory that exists on every node, such as "
+                 "$DDP_SHARED_DIR)")
     every = args.checkpoint_every or 1
 
     rank = int(os.environ.get("RANK", "0"))

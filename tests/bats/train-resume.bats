@@ -195,7 +195,7 @@ train_opts=(--synthetic 2048 --hidden 32 --epochs 8)
 	if grep -q "^epoch " "$tmp/apart.0"; then false; fi
 }
 
-@test "train: a malformed restart count and --checkpoint-every alone are refused" {
+@test "train: a malformed restart count, --checkpoint-every alone and a missing directory are refused" {
 	need_train
 	run env DDP_RESTART_COUNT=two DDP_AUTH=none "$train" --synthetic 16 \
 		--checkpoint "$tmp"
@@ -204,6 +204,9 @@ train_opts=(--synthetic 2048 --hidden 32 --epochs 8)
 	run "$train" --synthetic 16 --checkpoint-every 2
 	[ "$status" -eq 2 ]
 	[[ $output == *"--checkpoint-every needs --checkpoint DIR"* ]]
+	run env DDP_AUTH=none "$train" --synthetic 16 --checkpoint "$tmp/none"
+	[ "$status" -eq 1 ]
+	[[ $output == *"--checkpoint $tmp/none: No such file or directory"* ]]
 }
 
 py_opts=(--epochs 40 --device cpu)
@@ -236,7 +239,7 @@ digest_of() {
 	[ "$(stat -c %a "$tmp/ck/train.pt")" = 600 ]
 }
 
-@test "train.py refuses a checkpoint of another world size, naming both" {
+@test "train.py refuses a checkpoint of another world size, naming both, and a missing directory" {
 	need_torch
 	mkdir "$tmp/ck"
 	run_ranks 2 first "$python" "$repo/examples/train.py" --epochs 1 \
@@ -244,4 +247,7 @@ digest_of() {
 	run_ranks 1 one "$python" "$repo/examples/train.py" --epochs 2 \
 		--device cpu --checkpoint "$tmp/ck" || true
 	grep -q "train.pt was written by a world of 2 ranks, this run has 1" "$tmp/one.0"
+	run "$python" "$repo/examples/train.py" --checkpoint "$tmp/none"
+	[ "$status" -eq 2 ]
+	[[ $output == *"--checkpoint $tmp/none: no such directory"* ]]
 }
