@@ -8,6 +8,8 @@ WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
               worker/rdv_roster.c worker/tcp.c \
               worker/grad.c worker/shm.c worker/hier.c worker/peers.c \
               worker/host.c worker/straggler.c
+# Resuming from a checkpoint: the restart count and atomic files.
+WORKER_SRC += worker/resume.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 # No -lmunge: libddp loads libmunge.so.2 when munge authentication is
 # used (worker/auth.c), so its programs start on hosts without MUNGE.
