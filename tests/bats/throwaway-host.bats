@@ -23,12 +23,16 @@ teardown() {
 }
 
 # daemon NAME ARGS...: a process whose command name is NAME (a copy of
-# bash that waits), with ARGS on its command line, as a daemon's would be.
+# bash that waits), with ARGS on its command line, as a daemon's would be;
+# teardown ends it.
 daemon() {
 	local name=$1
 	shift
 	[ -x "$bin/$name" ] || cp "$(command -v bash)" "$bin/$name"
-	"$bin/$name" -c 'sleep 300; :' "$@" &
+	# It takes its sleep along when teardown ends it, and holds none of
+	# bats' descriptors, which bats would wait for.
+	"$bin/$name" -c 'trap "kill \$!; exit 0" TERM; sleep 300 & wait' "$@" \
+		</dev/null >/dev/null 2>&1 3>&- &
 	pids+=($!)
 	# Until the copy runs under its name.
 	for _ in $(seq 50); do
