@@ -131,6 +131,9 @@ stage: all
 
 install: all $(INSTALL_RULES)
 
+# make deps and make demo change the machine (packages, the Slurm and munge
+# services, /var/cache/slurm-ddp, the minicluster): they go on only on a
+# throw-away machine, or with DEMO_ON_THIS_HOST=1 (tests/lib/throwaway-host).
 deps:
 	@tests/lib/install-deps
 
@@ -159,7 +162,9 @@ fuzzers:
 fuzz-targets: $(FUZZERS)
 .PHONY: fuzz-targets
 
-demo: deps
+demo:
+	@tests/lib/throwaway-host "make demo"
+	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory stage
 	@tests/cluster/demo
