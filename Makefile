@@ -98,6 +98,12 @@ all:
 # V=1 shows the compiler command lines.
 Q := $(if $(filter 1,$(V)),,@)
 
+# The objects that print the release are built again when VERSION changes.
+DDP_VERSION_USERS := worker/comm.c plugin/local.c plugin/ddp-plan.c \
+	plugin/spank_ddp.c prolog/ddp-nodectl.c check/ddp-check.c \
+	tests/unit/test-worker-version.c
+$(DDP_VERSION_USERS:%.c=$(BUILD)/%.o): VERSION
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(if $(Q),@echo "  CC      $@")
