@@ -177,9 +177,6 @@ int chk_hold_open(const uint8_t token[CHK_TOKEN_LEN], int node, char *err,
 int chk_hold_join(const uint8_t token[CHK_TOKEN_LEN], int node);
 int chk_hold_wait(int fd, double deadline);
 
-/* CLOCK_MONOTONIC in seconds. */
-double chk_now(void);
-
 /* ---- judgement and report (report.c) ---- */
 
 /* Problem flags of a node. */

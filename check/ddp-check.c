@@ -108,7 +108,7 @@ static struct {
 	int rank;
 	char host[CHK_HOST_MAX];
 	int code;
-	long long at_ns;   /* CLOCK_MONOTONIC; moved by watchdog_arm */
+	long long at_ns;   /* ddp_now() in ns; moved by watchdog_arm */
 	const char *limit; /* "time limit of 20 s" */
 } wd;
 static char join_limit_text[64], time_limit_text[64];
@@ -119,16 +119,7 @@ set_phase(const char *p)
 	__atomic_store_n(&phase, p, __ATOMIC_RELAXED);
 }
 
-static long long
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Moves the limit: the watchdog ends the process at at (chk_now()'s
+/* Moves the limit: the watchdog ends the process at at (ddp_now()'s
  * clock), naming limit_text. */
 static void
 watchdog_arm(double at, const char *limit_text)
@@ -140,7 +131,6 @@ watchdog_arm(double at, const char *limit_text)
 static void *
 watchdog(void *arg)
 {
-	struct timespec ts;
 	long long at;
 	char line[512];
 	int n;
@@ -148,11 +138,8 @@ watchdog(void *arg)
 	(void)arg;
 	/* The limit may move later while it sleeps: look again on waking. */
 	while ((at = __atomic_load_n(&wd.at_ns, __ATOMIC_ACQUIRE)) >
-	       mono_ns()) {
-		ts.tv_sec = (time_t)(at / 1000000000LL);
-		ts.tv_nsec = (long)(at % 1000000000LL);
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-	}
+	       (long long)(ddp_now() * 1e9))
+		ddp_sleep_until((double)at * 1e-9);
 	n = snprintf(line, sizeof(line),
 		     "ddp-check: rank %d on %s: %s reached while %s\n", wd.rank,
 		     wd.host, __atomic_load_n(&wd.limit, __ATOMIC_RELAXED),
@@ -386,7 +373,7 @@ links(struct check *ck)
 		wait = (double)ck->o.time_limit_s / 8;
 		wait = wait < 0.5 ? 0.5 : wait > 5 ? 5 : wait;
 		chk_ring_connect(&ring, i, net->ndir, to, from, token,
-				 chk_now() + wait);
+				 ddp_now() + wait);
 		for (d = 0; d < net->ndir; d++) {
 			v[i * 2 + d] = ring.conn[d];
 			v[2 * n + i * 2 + d] = ring.in[d] >= 0;
@@ -423,7 +410,7 @@ links(struct check *ck)
 	 * barrier; every stream is over within its window and 2 s once both
 	 * ends are there. The other ranks wait on the node's hold meanwhile,
 	 * which the leader closes when its streams are done. */
-	until = chk_now() + (net->ndir + 1) * (net->window_s + 2) + WARM_S;
+	until = ddp_now() + (net->ndir + 1) * (net->window_s + 2) + WARM_S;
 	if (until > ck->deadline - 1)
 		until = ck->deadline - 1;
 	if (!ck->leader) {
@@ -508,7 +495,7 @@ plan_wait(struct check *ck, double bytes, const char *what)
 {
 	double s = chk_wait_s(&ck->net, ck->world, bytes,
 			      (double)ck->o.time_limit_s,
-			      ck->deadline - chk_now());
+			      ck->deadline - ddp_now());
 
 	if (ck->o.verbose && ck->rank == 0)
 		fprintf(stderr,
@@ -537,11 +524,11 @@ allreduce_all(struct check *ck, int *wrong)
 	}
 	if (plan_wait(ck, (double)(n * sizeof(*buf)), "the allreduce") < 0)
 		goto out;
-	t = chk_now();
+	t = ddp_now();
 	for (it = 0; it <= AR_ITERS; it++) {
 		/* The first call warms up and is not timed. */
 		if (it == 1)
-			t = chk_now();
+			t = ddp_now();
 		for (i = 0; i < n; i++)
 			buf[i] = (float)(ck->rank + 1);
 		if (ddp_allreduce(ck->comm, buf, buf, n, DDP_FLOAT32,
@@ -550,7 +537,7 @@ allreduce_all(struct check *ck, int *wrong)
 			goto out;
 		}
 	}
-	ck->ar_s = (chk_now() - t) / AR_ITERS;
+	ck->ar_s = (ddp_now() - t) / AR_ITERS;
 	ck->ar_bytes = n * sizeof(*buf);
 	want = (float)((double)ck->world * (ck->world + 1) / 2);
 	for (i = 0; i < n; i++)
@@ -692,7 +679,7 @@ gpu_local(struct check *ck, char *why, size_t len, double *ms)
 	const char *msg, *p;
 	float h[256];
 	void *buf = NULL;
-	double t = chk_now();
+	double t = ddp_now();
 	int i, rc = -1;
 
 	cfg.rank = 0;
@@ -728,7 +715,7 @@ gpu_local(struct check *ck, char *why, size_t len, double *ms)
 			goto out;
 		}
 	}
-	*ms = (chk_now() - t) * 1000;
+	*ms = (ddp_now() - t) * 1000;
 	rc = 0;
 out:
 	ddp_mem_free(g, buf);
@@ -771,7 +758,7 @@ gpu_world(struct check *ck, char *why, size_t len, double *sec)
 		ddp_fmt(why, len, "%s", ddp_last_error());
 		goto out;
 	}
-	t = chk_now();
+	t = ddp_now();
 	for (it = 0; it < GPU_ITERS; it++) {
 		if (ddp_allreduce(g, s, r, GPU_ELEMS, DDP_FLOAT32, DDP_SUM) !=
 		    DDP_OK) {
@@ -779,7 +766,7 @@ gpu_world(struct check *ck, char *why, size_t len, double *sec)
 			goto out;
 		}
 	}
-	*sec = (chk_now() - t) / GPU_ITERS;
+	*sec = (ddp_now() - t) / GPU_ITERS;
 	if (ddp_mem_copy(g, h, r, bytes, DDP_COPY_TO_HOST) != DDP_OK) {
 		ddp_fmt(why, len, "%s", ddp_last_error());
 		goto out;
@@ -1042,7 +1029,7 @@ report(struct check *ck)
 	}
 	if (!ck->nproblems)
 		printf("ddp-check: ok (network %.2f s, total %.2f s)\n",
-		       ck->net_s, chk_now() - ck->t0);
+		       ck->net_s, ddp_now() - ck->t0);
 	else
 		printf("ddp-check: %s: %s%s\n",
 		       ck->o.mode == CHK_MODE_WARN ? "WARN" : "FAIL",
@@ -1135,7 +1122,7 @@ run(struct check *ck)
 	if (ddp_comm_init(&cfg, &ck->comm) != DDP_OK)
 		return comm_failed(ck, "rendezvous");
 	/* Joined: from here the check's own work has the time limit. */
-	ck->t_join = chk_now();
+	ck->t_join = ddp_now();
 	ck->deadline = ck->t_join + (double)ck->o.time_limit_s;
 	watchdog_arm(ck->deadline, time_limit_text);
 	if (ddp_comm_set_timeout(ck->comm, comm_timeout(ck)) != DDP_OK)
@@ -1143,7 +1130,7 @@ run(struct check *ck)
 	if (find_nodes(ck) < 0 || links(ck) < 0 ||
 	    allreduce_all(ck, &ar_wrong) < 0)
 		return -1;
-	ck->net_s = chk_now() - ck->t0;
+	ck->net_s = ddp_now() - ck->t0;
 	if (gather_records(ck, ar_wrong) < 0 || gpus(ck) < 0)
 		return -1;
 	if (ck->rank == 0) {
@@ -1205,7 +1192,7 @@ main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
-	ck.t0 = chk_now();
+	ck.t0 = ddp_now();
 	ck.deadline = ck.t0 + (double)ck.o.join_limit_s;
 	if (gethostname(ck.host, sizeof(ck.host) - 1) < 0)
 		ddp_fmt(ck.host, sizeof(ck.host), "unknown-host");

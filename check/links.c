@@ -43,15 +43,6 @@
 #define ACCEPT_BATCH 32
 #define CHUNK (1u << 20)
 
-double
-chk_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 const char *
 chk_conn_name(int code)
 {
@@ -338,13 +329,13 @@ refuse_line(void *arg, const struct ddp_guard_line *l)
 static void
 refuse_flush(struct chk_ring *r, int force)
 {
-	ddp_guard_flush(&r->ref, chk_now(), force);
+	ddp_guard_flush(&r->ref, ddp_now(), force);
 }
 
 static void
 refuse_log(struct chk_ring *r, const char *from, const char *why)
 {
-	ddp_guard_refused(&r->ref, chk_now(), from, why);
+	ddp_guard_refused(&r->ref, ddp_now(), from, why);
 }
 
 /* ---- the pending connections ---- */
@@ -499,7 +490,7 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		for (d = 0; d < CHK_NDIRS; d++)
 			if (active(ndir, d))
 				left += !dl[d].done + (r->in[d] < 0);
-		now = chk_now();
+		now = ddp_now();
 		if (!left || now >= deadline)
 			break;
 		n = 0;
@@ -589,7 +580,7 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		*recv_err = errno ? errno : EPROTO;
 		receiving = 0;
 	}
-	while ((sending || receiving) && (now = chk_now()) < deadline) {
+	while ((sending || receiving) && (now = ddp_now()) < deadline) {
 		n = 0;
 		is = ir = -1;
 		if (sending) {
@@ -606,7 +597,7 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 			    0 &&
 		    errno != EINTR)
 			break;
-		now = chk_now();
+		now = ddp_now();
 		/* The sender waits for its receiver's go-ahead; the receiver
 		 * ends the stream (a reset), which is how the sender learns
 		 * that the far window is over. */
@@ -644,8 +635,8 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		}
 	}
 	/* Out of time: a stream that started is measured as far as it got. */
-	if (receiving && !*recv_err && t_first && chk_now() > t_first)
-		*gbps = (double)bytes / (chk_now() - t_first) / 1e9;
+	if (receiving && !*recv_err && t_first && ddp_now() > t_first)
+		*gbps = (double)bytes / (ddp_now() - t_first) / 1e9;
 	else if (receiving && !*recv_err)
 		*recv_err = ETIMEDOUT;
 	rc = *recv_err ? -1 : 0;
@@ -720,7 +711,7 @@ chk_hold_wait(int fd, double deadline)
 	double now;
 	int n;
 
-	while ((now = chk_now()) < deadline) {
+	while ((now = ddp_now()) < deadline) {
 		n = poll(&pfd, 1, (int)((deadline - now) * 1000) + 1);
 		if (n > 0)
 			return 0;

@@ -24,17 +24,6 @@
 #include "ddp_util.h"
 #include "ddp_net.h"
 
-/* The deadlines' clock: CLOCK_MONOTONIC seconds, as mono_now() and
- * chk_now() read it. */
-static double
-mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void
 ddp_net_close(int *fd)
 {
@@ -51,7 +40,7 @@ ddp_net_wait(int fd, short ev, double deadline)
 	int rc;
 
 	for (;;) {
-		left = deadline - mono_now();
+		left = deadline - ddp_now();
 		if (left <= 0)
 			return 0;
 		rc = poll(&p, 1, (int)(left * 1000) + 1);
@@ -429,7 +418,7 @@ ddp_net_raise_nofile(long *raised_from)
 int
 ddp_net_back_off(double *delay, double deadline)
 {
-	if (mono_now() + *delay >= deadline)
+	if (ddp_now() + *delay >= deadline)
 		return -1;
 	usleep((useconds_t)(*delay * 1e6));
 	*delay = *delay * 2 < 1.0 ? *delay * 2 : 1.0;
@@ -444,7 +433,7 @@ ddp_net_connect_retry(const char *host, int port, double deadline, char *why,
 	int fd;
 
 	for (;;) {
-		now = mono_now();
+		now = ddp_now();
 		attempt = now + 5.0 < deadline ? now + 5.0 : deadline;
 		errno = 0;
 		fd = ddp_net_connect_once(host, port, attempt, why, whylen);

@@ -9,7 +9,7 @@
  * passed), or -1 with a reason written into the caller's why buffer where
  * they take one; they never touch the thread's last error (wk_err), so the
  * caller words the error for its own context. Deadlines are
- * CLOCK_MONOTONIC seconds (libddp's wk_now(), ddp-check's chk_now()). Every
+ * ddp_now() seconds (common/ddp_util.h). Every
  * function is thread-safe; a file descriptor is never shared by the library
  * between threads.
  */

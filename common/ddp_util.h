@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Small strict helpers shared by every slurm-ddp part: number parsing with
- * range checks and formatting with truncation checks. All are reentrant.
+ * range checks, formatting with truncation checks, the clock. All are
+ * reentrant.
  */
 #ifndef DDP_UTIL_H
 #define DDP_UTIL_H
@@ -52,5 +53,16 @@ int ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 /* Writes all len bytes of buf to fd, retrying short writes and EINTR.
  * Returns 0, or -1 with errno set (a write that wrote nothing: EIO). */
 int ddp_write_all(int fd, const void *buf, size_t len);
+
+/*
+ * The one clock of deadlines and durations: CLOCK_MONOTONIC in seconds.
+ * Deadlines everywhere (ddp_net, ddp_guard, the rendezvous, the link test,
+ * the helpers' child waits) are values of this clock.
+ */
+double ddp_now(void);
+
+/* Sleeps until ddp_now() reaches t (at once when it has); a signal may
+ * end the sleep early, so callers that must not wake early look again. */
+void ddp_sleep_until(double t);
 
 #endif

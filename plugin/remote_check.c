@@ -43,15 +43,6 @@ remote_check_mode(const struct ddp_plugin *p)
 				  : p->conf.check;
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* What a task read of ddp-check's verdict lines. */
 struct verdict_text {
 	int fd; /* the read end, non-blocking; -1 when done */
@@ -128,7 +119,7 @@ wait_check(pid_t pid, double deadline, int *killed, struct verdict_text *t)
 			status = -1;
 			break;
 		}
-		now = now_s();
+		now = ddp_now();
 		if (!*killed && now >= deadline) {
 			kill(pid, SIGKILL);
 			*killed = 1;
@@ -287,7 +278,7 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 		goto out;
 	}
 	status = wait_check(pid,
-			    now_s() + conf->check_join_limit +
+			    ddp_now() + conf->check_join_limit +
 				    conf->check_time_limit + 5,
 			    &killed, text);
 	sigaction(SIGCHLD, &old, NULL);

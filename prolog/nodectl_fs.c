@@ -416,17 +416,6 @@ fail:
 	return -1;
 }
 
-/* 1 once the monotonic clock has reached end. */
-static int
-past(const struct timespec *end)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > end->tv_sec ||
-	       (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec);
-}
-
 /*
  * Removes every entry of the directory fd that is not a directory and
  * stops at the first directory, whose name and status it stores. Returns
@@ -434,8 +423,8 @@ past(const struct timespec *end)
  * has passed, -1 on error.
  */
 static int
-rm_scan(int fd, const struct timespec *end, char *sub, size_t sublen,
-	struct stat *subst, char *err, size_t errlen)
+rm_scan(int fd, double end, char *sub, size_t sublen, struct stat *subst,
+	char *err, size_t errlen)
 {
 	struct dirent *de;
 	DIR *d = NULL;
@@ -454,7 +443,7 @@ rm_scan(int fd, const struct timespec *end, char *sub, size_t sublen,
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)
 			continue;
-		if (past(end)) {
+		if (ddp_now() >= end) {
 			rv = -2;
 			goto out;
 		}
@@ -501,13 +490,12 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
        size_t errlen)
 {
 	struct rm_stack s = {0};
-	struct timespec end;
+	double end;
 	char sub[NAME_MAX + 1];
 	struct stat st;
 	int cur = -1, up = -1, rv = -1, rc;
 
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += (time_t)limit_s;
+	end = ddp_now() + (double)limit_s;
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
@@ -533,8 +521,8 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 	while (s.n > 0) {
 		struct rm_level *top = &s.v[s.n - 1];
 
-		rc = rm_scan(cur, &end, sub, sizeof(sub), &st, err, errlen);
-		if (rc == -2 || (rc >= 0 && past(&end))) {
+		rc = rm_scan(cur, end, sub, sizeof(sub), &st, err, errlen);
+		if (rc == -2 || (rc >= 0 && ddp_now() >= end)) {
 			ddp_errf(err, errlen,
 				 "%s: not removed within %u s, entries keep "
 				 "appearing %zu levels below it (what is left "

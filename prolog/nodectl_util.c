@@ -143,15 +143,6 @@ nc_node_draining(const char *show_node, char *state, size_t len)
 	return strstr(state, "DRAIN") != NULL;
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Waits for pid until deadline (monotonic seconds); kills it after that.
  * Returns the wait status, or -1 when it had to be killed. */
 static int
@@ -166,7 +157,7 @@ wait_until(pid_t pid, double deadline)
 			return status;
 		if (r < 0 && errno != EINTR)
 			return -1;
-		if (now_s() >= deadline) {
+		if (ddp_now() >= deadline) {
 			kill(pid, SIGKILL);
 			/* A child stuck in an uninterruptible NFS wait may
 			 * not die at once; do not wait for it. */
@@ -194,7 +185,7 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 	char *envbuf[16] = {NULL};
 	int in[2] = {-1, -1}, outp[2] = {-1, -1};
 	size_t nenv = 0, i, in_len, in_off = 0;
-	double deadline = now_s() + timeout_s;
+	double deadline = ddp_now() + timeout_s;
 	pid_t pid = -1;
 	int status, rv = -1;
 
@@ -243,7 +234,7 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 		close_fd(&in[1]);
 	while (in[1] >= 0 || outp[0] >= 0) {
 		struct pollfd pf[2];
-		int np = 0, ms = (int)((deadline - now_s()) * 1000);
+		int np = 0, ms = (int)((deadline - ddp_now()) * 1000);
 
 		if (ms <= 0)
 			break;
@@ -305,7 +296,7 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 		ddp_errf(err, errlen, "%s exited with status %d", argv[0], rv);
 out:
 	if (pid > 0)
-		wait_until(pid, now_s());
+		wait_until(pid, ddp_now());
 	close_fd(&in[0]);
 	close_fd(&in[1]);
 	close_fd(&outp[0]);
@@ -320,7 +311,7 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 		     size_t errlen)
 {
 	int p[2] = {-1, -1};
-	double deadline = now_s() + timeout_s;
+	double deadline = ddp_now() + timeout_s;
 	size_t got = 0;
 	pid_t pid;
 	int status, rv = -1;
@@ -351,7 +342,7 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 	close_fd(&p[1]);
 	for (;;) {
 		struct pollfd pf = {.fd = p[0], .events = POLLIN};
-		int ms = (int)((deadline - now_s()) * 1000);
+		int ms = (int)((deadline - ddp_now()) * 1000);
 		ssize_t r;
 
 		if (ms <= 0)

@@ -82,10 +82,10 @@ ifeq ($(HAVE_NCCL),1)
 $(BUILD)/worker/nccl.o: worker/nccl.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -isystem $(CUDA_HOME)/include -MMD -MP -c $< -o $@
-$(LIBDDP_NCCL): $(BUILD)/worker/nccl.o worker/libddp-nccl.map
+$(LIBDDP_NCCL): $(BUILD)/worker/nccl.o $(BUILD)/common/ddp_util.o worker/libddp-nccl.map
 	@mkdir -p $(@D)
 	$(CC) -shared -o $@ -Wl,--version-script=worker/libddp-nccl.map \
-	    $(BUILD)/worker/nccl.o $(LDFLAGS_ALL) -ldl -lpthread
+	    $(BUILD)/worker/nccl.o $(BUILD)/common/ddp_util.o $(LDFLAGS_ALL) -ldl -lpthread
 TARGETS += $(LIBDDP_NCCL)
 OPTIONAL_BUILT += libddp-nccl.so
 else

@@ -41,6 +41,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 int
@@ -139,13 +140,13 @@ refuse_line(void *arg, const struct ddp_guard_line *l)
 void
 rdv_refuse_flush(struct rdv *r, int force)
 {
-	ddp_guard_flush(&r->ref, wk_now(), force);
+	ddp_guard_flush(&r->ref, ddp_now(), force);
 }
 
 void
 rdv_refuse_log(struct rdv *r, const char *from, const char *why)
 {
-	ddp_guard_refused(&r->ref, wk_now(), from, why);
+	ddp_guard_refused(&r->ref, ddp_now(), from, why);
 }
 
 /* The text of a REFUSE body, or why it could not be read. */
@@ -303,7 +304,7 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 {
 	struct rdv *r;
 	enum ddp_status st;
-	double deadline = wk_now() + cfg->timeout_s;
+	double deadline = ddp_now() + cfg->timeout_s;
 	long nofile, was;
 	int i;
 

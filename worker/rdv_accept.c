@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /*
@@ -99,7 +100,7 @@ rdv_pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 	char why[256];
 
 	if (!b->bad &&
-	    ddp_net_send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
+	    ddp_net_send_all(r->pend[i].fd, b->p, b->len, ddp_now() + 2) == 0)
 		return 0;
 	ddp_fmt(why, sizeof(why), "sending the %s failed: %s", what,
 		b->bad ? "out of memory" : strerror(errno));
@@ -378,7 +379,7 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 		/* A rank's peer hello may be late on a busy host, and the
 		 * rank does not connect again: it has until the wait ends. */
 		p->deadline = kind == PK_PEER ? r->wait_end
-					      : wk_now() + HELLO_GRACE_S;
+					      : ddp_now() + HELLO_GRACE_S;
 		ddp_fmt(p->addr, sizeof(p->addr), "%s", addr);
 		ddp_fmt(p->from, sizeof(p->from), "%s", from);
 		r->npend++;
@@ -538,7 +539,7 @@ rdv_accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 	r->wait_end = deadline;
 	r->what = what;
 	for (;;) {
-		now = wk_now();
+		now = ddp_now();
 		held = r->leader ? held_count(r) : 0;
 		if (what == WAIT_MEMBERS &&
 		    (members_complete(r, held) || now >= deadline))

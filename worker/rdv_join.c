@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /*
@@ -235,8 +236,8 @@ join_once(struct rdv *r, int fd, double deadline,
 	double wait;
 
 	*retry = 1;
-	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
-						  : deadline;
+	wait = ddp_now() + REPLY_WAIT_S < deadline ? ddp_now() + REPLY_WAIT_S
+						   : deadline;
 	rdv_rank_addr(fd, 1, myaddr, sizeof(myaddr));
 	st = rdv_join_send_open(r, fd, wait, nrelay, nonce, retry);
 	if (!st && proto_conn_binding(bind, sizeof(bind), myaddr, nonce) < 0) {
@@ -358,7 +359,7 @@ rdv_worker_side(struct rdv *r, double deadline)
 		st = rdv_node_listen(r);
 		if (!st && r->ufd >= 0)
 			st = rdv_accept_ranks(r, c->rank + 1, WAIT_MEMBERS,
-					      wk_now() + BATCH_WAIT_S);
+					      ddp_now() + BATCH_WAIT_S);
 		if (!st)
 			st = rdv_leader_flush(r, deadline);
 	} else if (r->local_size) {
@@ -381,7 +382,7 @@ rdv_worker_side(struct rdv *r, double deadline)
 	if (st)
 		return st;
 	if (!st && r->roster > 0) {
-		deadline = wk_now() + c->timeout_s;
+		deadline = ddp_now() + c->timeout_s;
 		st = rdv_keep_wanted(r);
 		if (!st)
 			st = rdv_push_roster(r, deadline);

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /*
@@ -104,7 +105,7 @@ rdv_refuse_held(struct rdv *r, const char *why)
 			if (r->pend[i].kind == PK_MEMBER &&
 			    r->pend[i].stage == 2)
 				(void)ddp_net_send_all(r->pend[i].fd, b.p,
-						       b.len, wk_now() + 0.5);
+						       b.len, ddp_now() + 0.5);
 	wk_buf_free(&b);
 }
 
@@ -157,8 +158,8 @@ rdv_join_leader(struct rdv *r, double deadline, int *joined)
 	double wait;
 
 	*joined = 0;
-	wait = wk_now() + LEADER_WAIT_S < deadline ? wk_now() + LEADER_WAIT_S
-						   : deadline;
+	wait = ddp_now() + LEADER_WAIT_S < deadline ? ddp_now() + LEADER_WAIT_S
+						    : deadline;
 	fd = dial_node(r, wait);
 	if (fd < 0 && ddp_net_out_of_resources(errno))
 		return rdv_resource_error(r, errno,

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /* A member p of this leader's node holds (stage 2) for rank, or -1. */
@@ -279,7 +280,7 @@ rdv_pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		p->need = RDV_HDR_LEN;
 		p->deadline = r->deadline_all + 5;
 		if (r->batch_end == 0)
-			r->batch_end = wk_now() + LATE_BATCH_S;
+			r->batch_end = ddp_now() + LATE_BATCH_S;
 		goto out;
 	}
 	if (!member && c->rank == 0)
@@ -411,7 +412,7 @@ master_refuse_joined(struct rdv *r)
 {
 	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
-	double budget = wk_now() + 5.0, until;
+	double budget = ddp_now() + 5.0, until;
 	uint8_t told[RDV_FANOUT + 1] = {0};
 	size_t head;
 	char why[256];
@@ -427,17 +428,17 @@ master_refuse_joined(struct rdv *r)
 		if (r->pend[i].stage == 2) {
 			(void)ddp_net_send_all(r->pend[i].fd,
 					       b.p + b.len - head, head,
-					       wk_now() + 0.5);
+					       ddp_now() + 0.5);
 			told[r->pend[i].rank] = 1;
 		}
 	}
-	for (i = 1; i < c->size && wk_now() < budget; i++) {
+	for (i = 1; i < c->size && ddp_now() < budget; i++) {
 		if (!r->joined[i] || (i <= RDV_FANOUT && told[i]))
 			continue;
 		if (!c->peers[i].addr[0]) /* joined on this node's socket */
 			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
 				r->self_addr);
-		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
+		until = ddp_now() + 0.5 < budget ? ddp_now() + 0.5 : budget;
 		fd = ddp_net_connect_once(c->peers[i].addr, c->peers[i].port,
 					  until, why, sizeof(why));
 		if (fd >= 0)
@@ -523,7 +524,7 @@ rdv_master_side(struct rdv *r, double deadline)
 			rdv_pend_drop(r, i, NULL, 0, 0);
 		}
 	}
-	deadline = wk_now() + c->timeout_s;
+	deadline = ddp_now() + c->timeout_s;
 	st = rdv_keep_wanted(r);
 	if (!st)
 		st = rdv_push_roster(r, deadline);

@@ -222,7 +222,7 @@ wk_bell_wait(struct wk_bell *b, wk_ready_fn *ready, void *arg, double deadline,
 			__atomic_sub_fetch(&b->waiters, 1, __ATOMIC_SEQ_CST);
 			return DDP_OK;
 		}
-		now = wk_now();
+		now = ddp_now();
 		left = deadline - now;
 		if (left > SLEEP_MS / 1000.0)
 			left = SLEEP_MS / 1000.0;
@@ -235,7 +235,7 @@ wk_bell_wait(struct wk_bell *b, wk_ready_fn *ready, void *arg, double deadline,
 		__atomic_sub_fetch(&b->waiters, 1, __ATOMIC_SEQ_CST);
 		if (ready(arg))
 			return DDP_OK;
-		now = wk_now();
+		now = ddp_now();
 		if (watch && now - last_watch >= SLEEP_MS / 1000.0) {
 			last_watch = now;
 			st = watch(warg);

@@ -75,15 +75,6 @@ wk_log(int level, const char *fmt, ...)
 			msg);
 }
 
-double
-wk_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 const char *
 ddp_strerror(enum ddp_status status)
 {

@@ -31,7 +31,5 @@ char *wk_errbuf(void);
  */
 void wk_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* Seconds on the monotonic clock. Thread-safe, never fails. */
-double wk_now(void);
 
 #endif
