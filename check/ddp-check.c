@@ -434,9 +434,7 @@ links(struct check *ck)
 			v[2 * n + s * 2 + d] = e;
 		}
 	}
-	if (hold >= 0)
-		close(hold);
-	hold = -1;
+	ddp_close(&hold);
 	set_phase("gathering the link speeds");
 	if (sum(ck, v, (size_t)n * 4, "gathering the link speeds") < 0)
 		goto out;
@@ -449,8 +447,7 @@ links(struct check *ck)
 	net->measured = 1;
 	rc = 0;
 out:
-	if (hold >= 0)
-		close(hold);
+	ddp_close(&hold);
 	chk_ring_close(&ring);
 	free(v);
 	return rc;

@@ -62,14 +62,6 @@ chk_conn_name(int code)
 	}
 }
 
-static void
-xclose(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 /* Closes without lingering: unread data or a busy sender is no reason to
  * wait, and the reset tells the far end at once. */
 static void
@@ -79,7 +71,7 @@ abort_close(int *fd)
 
 	if (*fd >= 0)
 		setsockopt(*fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	xclose(fd);
+	ddp_close(fd);
 }
 
 void
@@ -98,7 +90,7 @@ chk_ring_close(struct chk_ring *r)
 {
 	int d;
 
-	xclose(&r->lfd);
+	ddp_close(&r->lfd);
 	for (d = 0; d < CHK_NDIRS; d++) {
 		abort_close(&r->out[d]);
 		abort_close(&r->in[d]);
@@ -121,7 +113,7 @@ chk_ring_listen(struct chk_ring *r, char *err, size_t errlen)
 		s6.sin6_addr = in6addr_any;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 		if (bind(fd, (struct sockaddr *)&s6, sizeof(s6)) < 0)
-			xclose(&fd);
+			ddp_close(&fd);
 	}
 	if (fd < 0) {
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
@@ -150,7 +142,7 @@ chk_ring_listen(struct chk_ring *r, char *err, size_t errlen)
 	fd = -1;
 	rc = 0;
 out:
-	xclose(&fd);
+	ddp_close(&fd);
 	return rc;
 }
 
@@ -228,7 +220,7 @@ dial_next(struct chk_ring *r, struct dial *dl, int d,
 			return;
 		r->conn[d] = conn_code(errno);
 		r->conn_errno[d] = errno;
-		xclose(&dl->fd);
+		ddp_close(&dl->fd);
 	}
 	dl->done = 1;
 }
@@ -253,7 +245,7 @@ dial_step(struct chk_ring *r, struct dial *dl, int d, int err,
 		}
 		err = n < 0 ? errno : EPROTO;
 	}
-	xclose(&dl->fd);
+	ddp_close(&dl->fd);
 	r->conn[d] = conn_code(err);
 	r->conn_errno[d] = err;
 	dl->ai = dl->ai->ai_next;
@@ -345,7 +337,7 @@ pend_drop(struct listener *l, int i, const char *why)
 {
 	if (why)
 		refuse_log(l->r, l->p[i].from, why);
-	xclose(&l->p[i].fd);
+	ddp_close(&l->p[i].fd);
 	l->p[i] = l->p[--l->np];
 	ddp_guard_remove(&l->guard, i);
 }
@@ -544,7 +536,7 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		}
 		if (r->conn[d] != CHK_CONN_OK || r->in[d] < 0)
 			rc = -1;
-		xclose(&dl[d].fd);
+		ddp_close(&dl[d].fd);
 		if (dl[d].res)
 			freeaddrinfo(dl[d].res);
 	}
@@ -684,7 +676,7 @@ chk_hold_open(const uint8_t token[CHK_TOKEN_LEN], int node, char *err,
 			"cannot open the node's hold socket: %s (the node's "
 			"other ranks wait in libddp instead)",
 			strerror(errno));
-		xclose(&fd);
+		ddp_close(&fd);
 		return -1;
 	}
 	return fd;
@@ -700,7 +692,7 @@ chk_hold_join(const uint8_t token[CHK_TOKEN_LEN], int node)
 	/* Non-blocking: a full backlog is a refusal, not a wait. */
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sl) < 0)
-		xclose(&fd);
+		ddp_close(&fd);
 	return fd;
 }
 

@@ -24,14 +24,6 @@
 #include "ddp_util.h"
 #include "ddp_net.h"
 
-void
-ddp_net_close(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 int
 ddp_net_wait(int fd, short ev, double deadline)
 {
@@ -331,7 +323,7 @@ ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 				ddp_fmt(why, whylen,
 					"connection timed out (packets "
 					"dropped?)");
-				ddp_net_close(&fd);
+				ddp_close(&fd);
 				continue;
 			}
 			sl = sizeof(soerr);
@@ -351,7 +343,7 @@ ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 		if (rc == 0)
 			break;
 		ddp_fmt(why, whylen, "%s", strerror(errno));
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 	}
 	freeaddrinfo(res);
 	return fd;

@@ -22,9 +22,6 @@
 
 #include "sha256.h"
 
-/* Closes *fd when it is open and sets it to -1. */
-void ddp_net_close(int *fd);
-
 /*
  * Waits until fd is ready for ev (POLLIN/POLLOUT) or deadline passes:
  * 1 ready, 0 timed out, -1 poll failed (errno). EINTR is retried.

@@ -122,3 +122,14 @@ ddp_sleep_until(double t)
 		ts.tv_nsec = 999999999L;
 	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
+
+void
+ddp_close(int *fd)
+{
+	int saved = errno;
+
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	errno = saved;
+}

@@ -50,6 +50,15 @@ int ddp_errf(char *err, size_t errlen, const char *fmt, ...)
 int ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 	__attribute__((format(printf, 3, 0)));
 
+/*
+ * The one closer: closes *fd when it is open (>= 0) and sets it to -1, so
+ * that a cleanup path may close what may or may not have been opened, and
+ * closing twice is harmless. errno is kept, so that a failure's errno
+ * survives the cleanup that follows it; close's own error is dropped (the
+ * descriptor is gone either way on Linux).
+ */
+void ddp_close(int *fd);
+
 /* Writes all len bytes of buf to fd, retrying short writes and EINTR.
  * Returns 0, or -1 with errno set (a write that wrote nothing: EIO). */
 int ddp_write_all(int fd, const void *buf, size_t len);

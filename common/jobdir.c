@@ -214,8 +214,7 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 	}
 	rv = 1;
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return rv;
 }
 
@@ -296,8 +295,7 @@ ddp_jobdir_open_root(const char *path, const char *what, int *squatted,
 				 ? " (a component is a symlink or a file; "
 				   "give a path of real directories)"
 				 : "");
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		return -1;
 	}
 	/* A user who made the directory first (say under the world-writable
@@ -462,8 +460,7 @@ ddp_jobdir_make_shared(const struct ddp_conf *conf, const char *user, uid_t uid,
 		goto out;
 	}
 	if (userfd >= 0) {
-		close(userfd);
-		userfd = -1;
+		ddp_close(&userfd);
 	}
 	/* Everything below the user's directory is the user's: create it
 	 * as the user, so no symlink they planted is followed as root. */
@@ -479,12 +476,9 @@ ddp_jobdir_make_shared(const struct ddp_conf *conf, const char *user, uid_t uid,
 		goto out;
 	rv = 0;
 out:
-	if (jobfd >= 0)
-		close(jobfd);
-	if (userfd >= 0)
-		close(userfd);
-	if (rootfd >= 0)
-		close(rootfd);
+	ddp_close(&jobfd);
+	ddp_close(&userfd);
+	ddp_close(&rootfd);
 	return rv;
 }
 
@@ -506,7 +500,6 @@ ddp_jobdir_make_private(int rootfd, const char *name, const char *path,
 	}
 	rv = 0;
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return rv;
 }

@@ -86,8 +86,7 @@ out:
 		e = errno;
 	if (d)
 		closedir(d);
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&dfd);
 	errno = e;
 	return rc;
 }
@@ -173,16 +172,13 @@ ddp_step_key_install(const char *state_dir, const char *name,
 	}
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&fd);
+	ddp_close(&dfd);
 	if (rc < 0 && made)
 		remove_keydir(kfd, name);
 	if (rc < 0 && pathlen)
 		path[0] = '\0';
-	if (kfd >= 0)
-		close(kfd);
+	ddp_close(&kfd);
 	return rc;
 }
 

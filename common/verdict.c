@@ -481,10 +481,8 @@ ddp_verdict_append(const char *state_dir, const struct ddp_verdict *v,
 	}
 	rv = 0;
 out:
-	if (fd >= 0)
-		close(fd); /* drops the lock */
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&fd); /* drops the lock */
+	ddp_close(&dfd);
 	return rv;
 }
 
@@ -597,8 +595,7 @@ ddp_verdict_read(const char *state_dir, const char *node, long long since,
 out:
 	if (f)
 		fclose(f);
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return rv;
 }
 

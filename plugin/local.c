@@ -86,8 +86,7 @@ read_cmdline(char **bufp, char ***argvp, int *argcp)
 	argv = NULL;
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	free(buf);
 	free(argv);
 	return rc;

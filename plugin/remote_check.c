@@ -71,9 +71,7 @@ drain_verdicts(struct verdict_text *t)
 		else if (r < 0 && errno == EAGAIN)
 			return;
 	}
-	if (t->fd >= 0)
-		close(t->fd);
-	t->fd = -1;
+	ddp_close(&t->fd);
 }
 
 /* A descriptor that turns readable when pid ends (Linux 5.3 and later),
@@ -136,8 +134,7 @@ wait_check(pid_t pid, double deadline, int *killed, struct verdict_text *t)
 		ms = *killed ? -1 : (int)((deadline - now) * 1000) + 1;
 		poll(pfd, (nfds_t)n, ms);
 	}
-	if (pidfd >= 0)
-		close(pidfd);
+	ddp_close(&pidfd);
 	return status;
 }
 
@@ -243,11 +240,8 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 			 "read: %s",
 			 n->host, text ? strerror(errno) : "out of memory");
 		argv[11] = NULL;
-		if (pfd[0] >= 0)
-			close(pfd[0]);
-		if (pfd[1] >= 0)
-			close(pfd[1]);
-		pfd[0] = pfd[1] = -1;
+		ddp_close(&pfd[0]);
+		ddp_close(&pfd[1]);
 		if (text)
 			text->fd = -1;
 	}
@@ -269,8 +263,7 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 			n->host, argv[0], strerror(errno));
 		_exit(127);
 	}
-	if (pfd[1] >= 0)
-		close(pfd[1]);
+	ddp_close(&pfd[1]);
 	if (pid < 0) {
 		ddp_error("--ddp-check: cannot start %s: %s", argv[0],
 			  strerror(errno));
@@ -315,8 +308,8 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 			  "the program was not started",
 			  n->host, argv[0], status);
 out:
-	if (text && text->fd >= 0)
-		close(text->fd);
+	if (text)
+		ddp_close(&text->fd);
 	free(text);
 	return rc;
 }
@@ -379,9 +372,7 @@ remote_check_record(struct ddp_plugin *p)
 	size_t len = 0, bad = 0;
 	ssize_t got;
 
-	if (n->verdict_wfd >= 0)
-		close(n->verdict_wfd);
-	n->verdict_wfd = -1;
+	ddp_close(&n->verdict_wfd);
 	if (n->verdict_rfd < 0)
 		return;
 	buf = malloc(VERDICT_TEXT_MAX);
@@ -409,7 +400,6 @@ remote_check_record(struct ddp_plugin *p)
 		ddp_verbose("--ddp-check: %s: %zu verdict%s recorded", n->host,
 			    r.written, r.written == 1 ? "" : "s");
 out:
-	close(n->verdict_rfd);
-	n->verdict_rfd = -1;
+	ddp_close(&n->verdict_rfd);
 	free(buf);
 }

@@ -324,8 +324,7 @@ nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 		goto out;
 	rv = 0;
 out:
-	if (rootfd >= 0)
-		close(rootfd);
+	ddp_close(&rootfd);
 	return rv;
 }
 
@@ -411,8 +410,7 @@ rm_open(int pfd, const char *name, const struct stat *st, dev_t dev, char *err,
 		(void)fchmod(fd, (now.st_mode & DDP_MODE_BITS) | 0700);
 	return fd;
 fail:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return -1;
 }
 
@@ -434,8 +432,7 @@ rm_scan(int fd, double end, char *sub, size_t sublen, struct stat *subst,
 	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0 || !(d = fdopendir(rfd))) {
 		ddp_errf(err, errlen, "read directory: %s", strerror(errno));
-		if (rfd >= 0)
-			close(rfd);
+		ddp_close(&rfd);
 		return -1;
 	}
 	errno = 0;
@@ -578,8 +575,7 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 				 strerror(errno));
 			goto out;
 		}
-		close(cur);
-		cur = -1;
+		ddp_close(&cur);
 		s.n--;
 		if (s.n > 0)
 			cur = up;
@@ -589,8 +585,7 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 out:
 	if (up >= 0 && up != pfd)
 		close(up);
-	if (cur >= 0)
-		close(cur);
+	ddp_close(&cur);
 	free(s.v);
 	return rv;
 }

@@ -723,9 +723,7 @@ nc_fw_lock_take(const struct ddp_conf *conf, int dfd, char *err, size_t errlen)
 void
 nc_fw_lock_drop(int *lockfd)
 {
-	if (*lockfd >= 0)
-		close(*lockfd);
-	*lockfd = -1;
+	ddp_close(lockfd);
 	lock_deadline = 0;
 }
 

@@ -186,8 +186,7 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 	rv = NC_EX_OK;
 out:
 	nc_fw_lock_drop(&lockfd);
-	if (statefd >= 0)
-		close(statefd);
+	ddp_close(&statefd);
 	nc_elems_free(&peers);
 	ddp_hostlist_free(&hl);
 	return rv;
@@ -245,8 +244,7 @@ scratch:
 	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
 		ddp_error("scratch: %s", err);
 	nc_fw_lock_drop(&lockfd);
-	if (statefd >= 0)
-		close(statefd);
+	ddp_close(&statefd);
 	nc_elems_free(&mine);
 	return NC_EX_OK;
 }

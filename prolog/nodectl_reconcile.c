@@ -163,8 +163,7 @@ reconcile_scratch(const struct ddp_conf *conf, const unsigned long *live,
 		return;
 	fd = ddp_jobdir_open_nofollow(conf->scratch_root, 0, 0);
 	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		return;
 	}
 	while ((de = readdir(d))) {
@@ -301,8 +300,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	rv = NC_EX_OK;
 out:
 	nc_fw_lock_drop(&lockfd);
-	if (statefd >= 0)
-		close(statefd);
+	ddp_close(&statefd);
 	free(live);
 	return rv;
 }

@@ -190,8 +190,7 @@ nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
 	err[0] = '\0';
 	fd = dup(dirfd);
 	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		ddp_errf(err, errlen, "read state dir: %s", strerror(errno));
 		goto out;
 	}

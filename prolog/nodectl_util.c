@@ -169,14 +169,6 @@ wait_until(pid_t pid, double deadline)
 	}
 }
 
-static void
-close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 int
 nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
        struct nc_buf *out, unsigned timeout_s, char *err, size_t errlen)
@@ -225,13 +217,13 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 			strerror(errno));
 		_exit(127);
 	}
-	close_fd(&in[0]);
-	close_fd(&outp[1]);
+	ddp_close(&in[0]);
+	ddp_close(&outp[1]);
 	/* Feed stdin and drain stdout together, so neither side blocks. */
 	signal(SIGPIPE, SIG_IGN);
 	in_len = stdin_text ? strlen(stdin_text) : 0;
 	if (in_len == 0)
-		close_fd(&in[1]);
+		ddp_close(&in[1]);
 	while (in[1] >= 0 || outp[0] >= 0) {
 		struct pollfd pf[2];
 		int np = 0, ms = (int)((deadline - ddp_now()) * 1000);
@@ -259,13 +251,13 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 				if (w > 0)
 					in_off += (size_t)w;
 				if (w < 0 || in_off >= in_len)
-					close_fd(&in[1]);
+					ddp_close(&in[1]);
 			} else {
 				char chunk[4096];
 				ssize_t r = read(outp[0], chunk, sizeof(chunk));
 
 				if (r <= 0) {
-					close_fd(&outp[0]);
+					ddp_close(&outp[0]);
 				} else if (out->len + (size_t)r <= NC_OUT_MAX) {
 					if (nc_buf_printf(out, "%.*s", (int)r,
 							  chunk) < 0) {
@@ -277,8 +269,8 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 			}
 		}
 	}
-	close_fd(&in[1]);
-	close_fd(&outp[0]);
+	ddp_close(&in[1]);
+	ddp_close(&outp[0]);
 	status = wait_until(pid, deadline);
 	pid = -1;
 	if (status < 0) {
@@ -297,10 +289,10 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 out:
 	if (pid > 0)
 		wait_until(pid, ddp_now());
-	close_fd(&in[0]);
-	close_fd(&in[1]);
-	close_fd(&outp[0]);
-	close_fd(&outp[1]);
+	ddp_close(&in[0]);
+	ddp_close(&in[1]);
+	ddp_close(&outp[0]);
+	ddp_close(&outp[1]);
 	for (i = 0; i < 16; i++)
 		free(envbuf[i]);
 	return rv;
@@ -339,7 +331,7 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 			crv = -1;
 		_exit(crv == 0 ? 0 : 1);
 	}
-	close_fd(&p[1]);
+	ddp_close(&p[1]);
 	for (;;) {
 		struct pollfd pf = {.fd = p[0], .events = POLLIN};
 		int ms = (int)((deadline - ddp_now()) * 1000);
@@ -372,8 +364,8 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 			 status);
 	}
 out:
-	close_fd(&p[0]);
-	close_fd(&p[1]);
+	ddp_close(&p[0]);
+	ddp_close(&p[1]);
 	return rv;
 }
 
@@ -428,8 +420,7 @@ nc_remove_shm(const char *dir, unsigned long jobid, const unsigned long *live,
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		ddp_errf(err, errlen, "%s: %s", dir, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		return -1;
 	}
 	while ((de = readdir(d))) {

@@ -362,8 +362,8 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 out:
 	while (r->npend > 0)
 		rdv_pend_drop(r, r->npend - 1, NULL, 0, 0);
-	ddp_net_close(&r->lfd);
-	ddp_net_close(&r->ufd);
+	ddp_close(&r->lfd);
+	ddp_close(&r->ufd);
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
 	free(r->want);

@@ -45,7 +45,7 @@ rdv_pend_drop(struct rdv *r, int i, const char *reason, int tell,
 			wk_log(3, "refusal not delivered: %s", strerror(errno));
 		wk_buf_free(&b);
 	}
-	ddp_net_close(&r->pend[i].fd);
+	ddp_close(&r->pend[i].fd);
 	free(r->pend[i].buf);
 	r->pend[i] = r->pend[--r->npend];
 	ddp_guard_remove(&r->guard, i);

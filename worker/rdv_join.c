@@ -317,11 +317,11 @@ rdv_join_master(struct rdv *r, double deadline,
 				wk_log(0, "rank %d joined rank 0 at attempt %d",
 				       c->rank, attempts);
 			if (c->rank > RDV_FANOUT || r->leader)
-				ddp_net_close(&fd);
+				ddp_close(&fd);
 			*out = fd;
 			return DDP_OK;
 		}
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 		if (!retry)
 			return st;
 		/* The first failure is worth a line: a squatter, or a
@@ -375,10 +375,10 @@ rdv_worker_side(struct rdv *r, double deadline)
 		st = fd >= 0 ? rdv_join_roster(r, fd, deadline + 5)
 			     : rdv_accept_ranks(r, c->rank + 1, WAIT_ROSTER,
 						deadline + 5);
-	ddp_net_close(&fd);
+	ddp_close(&fd);
 	if (r->leader && (st || r->roster < 0))
 		rdv_refuse_held(r, st ? wk_errbuf() : r->gave_up);
-	ddp_net_close(&r->ufd);
+	ddp_close(&r->ufd);
 	if (st)
 		return st;
 	if (!st && r->roster > 0) {

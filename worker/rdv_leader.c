@@ -44,8 +44,7 @@ rdv_node_listen(struct rdv *r)
 	       "socket (@%s): %s%s; this node's ranks join rank 0 directly",
 	       c->rank, c->myhost, r->node_sa.sun_path + 1, strerror(errno),
 	       errno == EADDRINUSE ? " (another process holds it)" : "");
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return DDP_OK;
 }
 
@@ -72,7 +71,7 @@ rdv_leader_flush(struct rdv *r, double deadline)
 		n++;
 	}
 	st = rdv_join_master(r, deadline, e, (uint32_t)n, &fd);
-	ddp_net_close(&fd);
+	ddp_close(&fd);
 	r->batch_end = 0;
 	if (!st) {
 		r->joined_once = 1;
@@ -246,6 +245,6 @@ fallback:
 out:
 	free(body);
 	free(pr);
-	ddp_net_close(&fd);
+	ddp_close(&fd);
 	return st;
 }

@@ -443,7 +443,7 @@ master_refuse_joined(struct rdv *r)
 					  until, why, sizeof(why));
 		if (fd >= 0)
 			(void)ddp_net_send_all(fd, b.p, b.len, until);
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 	}
 out:
 	if (b.p)
@@ -470,7 +470,7 @@ rdv_keep_wanted(struct rdv *r)
 		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
 	for (i = 0; i < c->size; i++)
 		if (i != c->rank && !r->want[i])
-			ddp_net_close(&c->peers[i].fd);
+			ddp_close(&c->peers[i].fd);
 	wk_log(3, "rank %d: %d of %d peers connected", c->rank, n, c->size - 1);
 	return DDP_OK;
 }
@@ -501,7 +501,7 @@ rdv_master_side(struct rdv *r, double deadline)
 		master_refuse_joined(r);
 		return st;
 	}
-	ddp_net_close(&r->ufd);
+	ddp_close(&r->ufd);
 	r->roster = 1;
 	for (i = 0; i < c->size; i++) {
 		if (i &&

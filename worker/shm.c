@@ -106,8 +106,7 @@ wk_shm_create(struct wk_shm *s, size_t bytes, const char *job, const char *step)
 	}
 	st = map_fd(s, fd, bytes);
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	if (st) {
 		wk_shm_close(s);
 		return st;

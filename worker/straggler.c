@@ -153,8 +153,7 @@ write_json(struct wk_late *l, const char *lines, size_t len)
 		       strerror(errno));
 		l->file_error = 1;
 	}
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 }
 
 /* Rank 0: the lines of the ranks late in more than half of n steps. */

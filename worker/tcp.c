@@ -1376,8 +1376,7 @@ tcp_close_all(struct wk_mesh *c)
 		while (recv(c->peers[i].fd, junk, sizeof(junk), MSG_DONTWAIT) >
 		       0)
 			;
-		close(c->peers[i].fd);
-		c->peers[i].fd = -1;
+		ddp_close(&c->peers[i].fd);
 	}
 }
 
