@@ -4,6 +4,7 @@
  * which links are slow and which node is to blame, the table, and the
  * one-line form of libddp's rendezvous failures.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -728,10 +729,9 @@ chk_gpus_add(char *list, size_t len, const char *busid)
 static int
 short_form(const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdefABCDEF";
-
-	return n == 12 && strncmp(s, "0000:", 5) == 0 && strchr(hex, s[5]) &&
-	       strchr(hex, s[6]) && strncmp(s + 7, ":00.0", 5) == 0;
+	return n == 12 && strncmp(s, "0000:", 5) == 0 &&
+	       isxdigit((unsigned char)s[5]) && isxdigit((unsigned char)s[6]) &&
+	       strncmp(s + 7, ":00.0", 5) == 0;
 }
 
 void

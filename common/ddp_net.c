@@ -460,7 +460,7 @@ socklen_t
 ddp_net_abstract_name(struct sockaddr_un *sa, const char *prefix,
 		      const unsigned char digest[DDP_SHA256_LEN])
 {
-	size_t len = strlen(prefix), k;
+	size_t len = strlen(prefix);
 
 	/* The NUL, the prefix, 32 hex digits and a terminator for
 	 * callers that print the name. */
@@ -470,7 +470,7 @@ ddp_net_abstract_name(struct sockaddr_un *sa, const char *prefix,
 	sa->sun_family = AF_UNIX;
 	memcpy(sa->sun_path + 1, prefix, len);
 	len++;
-	for (k = 0; k < 16; k++, len += 2)
-		ddp_fmt(sa->sun_path + len, 3, "%02x", digest[k]);
+	ddp_hex(sa->sun_path + len, sizeof(sa->sun_path) - len, digest, 16);
+	len += 32;
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
 }

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -132,4 +133,21 @@ ddp_close(int *fd)
 		close(*fd);
 	*fd = -1;
 	errno = saved;
+}
+
+int
+ddp_hex(char *dst, size_t dstlen, const void *src, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *in = src;
+	size_t i;
+
+	if (n > (SIZE_MAX - 1) / 2 || dstlen < 2 * n + 1)
+		return -1;
+	for (i = 0; i < n; i++) {
+		dst[2 * i] = digits[in[i] >> 4];
+		dst[2 * i + 1] = digits[in[i] & 15];
+	}
+	dst[2 * n] = '\0';
+	return 0;
 }

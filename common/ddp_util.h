@@ -51,6 +51,13 @@ int ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 	__attribute__((format(printf, 3, 0)));
 
 /*
+ * The one hex encoder: writes the 2 * n lowercase hex digits of the n
+ * bytes at src and a NUL into dst. Returns 0, or -1 when dstlen is under
+ * 2 * n + 1 (dst is then left untouched).
+ */
+int ddp_hex(char *dst, size_t dstlen, const void *src, size_t n);
+
+/*
  * The one closer: closes *fd when it is open (>= 0) and sets it to -1, so
  * that a cleanup path may close what may or may not have been opened, and
  * closing twice is harmless. errno is kept, so that a failure's errno

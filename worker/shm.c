@@ -62,18 +62,14 @@ wk_shm_create(struct wk_shm *s, size_t bytes, const char *job, const char *step)
 	char j[41], t[41], hex[33];
 	uint8_t rnd[16];
 	enum ddp_status st = DDP_ERR_SYSTEM;
-	int fd = -1, i, e;
+	int fd = -1, e;
 
 	memset(s, 0, sizeof(*s));
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		st = wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
 		goto out;
 	}
-	for (i = 0; i < 16; i++) {
-		hex[2 * i] = "0123456789abcdef"[rnd[i] >> 4];
-		hex[2 * i + 1] = "0123456789abcdef"[rnd[i] & 15];
-	}
-	hex[32] = '\0';
+	ddp_hex(hex, sizeof(hex), rnd, sizeof(rnd));
 	name_part(j, sizeof(j), job, 40);
 	name_part(t, sizeof(t), step, 40);
 	if (ddp_fmt(s->name, sizeof(s->name), "/ddp-%s.%s-%s", j, t, hex) < 0) {

@@ -1,10 +1,45 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests of the strict parsing and formatting helpers. */
+#include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ddp_util.h"
 #include "tap.h"
+
+static void
+test_clock_close_hex(void)
+{
+	const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+	char hex[9] = "xxxxxxxx";
+	double t0 = ddp_now(), t1;
+	int p[2] = {-1, -1};
+
+	ddp_sleep_until(t0 + 0.01);
+	t1 = ddp_now();
+	tap_ok(t0 > 0 && t1 >= t0 + 0.01 && t1 < t0 + 5,
+	       "ddp_now counts seconds and ddp_sleep_until waits for it");
+
+	tap_ok(pipe(p) == 0, "pipe");
+	errno = EINTR;
+	ddp_close(&p[0]);
+	tap_ok(p[0] == -1 && errno == EINTR, "ddp_close resets the fd and "
+					     "keeps errno");
+	ddp_close(&p[0]);
+	tap_ok(p[0] == -1 && errno == EINTR, "ddp_close of -1 does nothing");
+	ddp_close(&p[1]);
+
+	tap_ok(ddp_hex(hex, sizeof(hex), bytes, sizeof(bytes)) == 0 &&
+		       strcmp(hex, "000fa5ff") == 0,
+	       "ddp_hex writes lowercase digits and a NUL");
+	memcpy(hex, "xxxxxxxx", 9);
+	tap_ok(ddp_hex(hex, 8, bytes, sizeof(bytes)) < 0 &&
+		       strcmp(hex, "xxxxxxxx") == 0,
+	       "ddp_hex refuses a short buffer and leaves it untouched");
+	tap_ok(ddp_hex(hex, 1, bytes, 0) == 0 && hex[0] == '\0',
+	       "ddp_hex of nothing is the empty string");
+}
 
 int
 main(void)
@@ -35,5 +70,6 @@ main(void)
 	       "formatting that fits succeeds");
 	tap_ok(ddp_fmt(buf, sizeof(buf), "%s", "12345678") < 0,
 	       "formatting that would truncate fails");
+	test_clock_close_hex();
 	return tap_done();
 }
