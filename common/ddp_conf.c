@@ -56,9 +56,8 @@ bad_value(const char *key, const char *value, const char *accepted, char *err,
 
 	show_value(value, shown, sizeof(shown));
 	/* The message is advice: a truncated one is still useful. */
-	snprintf(err, errlen, "%s: invalid value '%s': expected %s", key, shown,
-		 accepted);
-	return -1;
+	return ddp_errf(err, errlen, "%s: invalid value '%s': expected %s", key,
+			shown, accepted);
 }
 
 /*
@@ -737,9 +736,8 @@ ddp_conf_set(struct ddp_conf *conf, const char *key, const char *value,
 		show_value(key, shown, sizeof(shown));
 		/* Cannot fail: names holds every key (test-common-conf). */
 		ddp_conf_key_names(names, sizeof(names), " or ");
-		snprintf(err, errlen, "unknown key '%s': expected %s", shown,
-			 names);
-		return -1;
+		return ddp_errf(err, errlen, "unknown key '%s': expected %s",
+				shown, names);
 	}
 	if (set_key(k, value, conf) < 0)
 		return bad_value(key, value, k->accepted, err, errlen);
@@ -777,7 +775,7 @@ static int
 load_line(struct ddp_conf *conf, char *line, const char *path, unsigned lineno,
 	  char *err, size_t errlen)
 {
-	char msg[DDP_CONF_ERR_LEN];
+	char msg[DDP_ERR_LEN];
 	char *hash, *eq, *key, *value;
 
 	hash = strchr(line, '#');
@@ -787,19 +785,16 @@ load_line(struct ddp_conf *conf, char *line, const char *path, unsigned lineno,
 	if (*key == '\0')
 		return 0;
 	eq = strchr(key, '=');
-	if (!eq) {
-		snprintf(err, errlen,
-			 "%s:%u: expected 'key = value' (or a '#' comment)",
-			 path, lineno);
-		return -1;
-	}
+	if (!eq)
+		return ddp_errf(
+			err, errlen,
+			"%s:%u: expected 'key = value' (or a '#' comment)",
+			path, lineno);
 	*eq = '\0';
 	key = trim(key);
 	value = unquote(trim(eq + 1));
-	if (ddp_conf_set(conf, key, value, msg, sizeof(msg)) < 0) {
-		snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
-		return -1;
-	}
+	if (ddp_conf_set(conf, key, value, msg, sizeof(msg)) < 0)
+		return ddp_errf(err, errlen, "%s:%u: %s", path, lineno, msg);
 	return 0;
 }
 
@@ -822,7 +817,7 @@ ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 			rv = 0;
 			goto out;
 		}
-		snprintf(err, errlen, "%s: cannot open: %s", path,
+		ddp_errf(err, errlen, "%s: cannot open: %s", path,
 			 strerror(errno));
 		goto out;
 	}
@@ -830,14 +825,14 @@ ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		lineno++;
 		if (len > CONF_LINE_MAX) {
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "%s:%u: line longer than %d bytes", path,
 				 lineno, CONF_LINE_MAX);
 			goto out;
 		}
 		/* A NUL would silently cut the line short: refuse it. */
 		if (strlen(line) != (size_t)len) {
-			snprintf(err, errlen, "%s:%u: NUL byte in line", path,
+			ddp_errf(err, errlen, "%s:%u: NUL byte in line", path,
 				 lineno);
 			goto out;
 		}
@@ -845,7 +840,7 @@ ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 			goto out;
 	}
 	if (ferror(f)) {
-		snprintf(err, errlen, "%s: read error: %s", path,
+		ddp_errf(err, errlen, "%s: read error: %s", path,
 			 strerror(errno));
 		goto out;
 	}
@@ -865,12 +860,12 @@ ddp_conf_check_ports(const struct ddp_conf *conf, unsigned eph_low,
 		err[0] = '\0';
 	if (conf->port_max < eph_low || conf->port_min > eph_high)
 		return 0;
-	snprintf(err, errlen,
-		 "port_range %u-%u overlaps the kernel's ephemeral range "
-		 "%u-%u (net.ipv4.ip_local_port_range): choose a port_range "
-		 "outside it or narrow the ephemeral range",
-		 conf->port_min, conf->port_max, eph_low, eph_high);
-	return -1;
+	return ddp_errf(
+		err, errlen,
+		"port_range %u-%u overlaps the kernel's ephemeral range "
+		"%u-%u (net.ipv4.ip_local_port_range): choose a port_range "
+		"outside it or narrow the ephemeral range",
+		conf->port_min, conf->port_max, eph_low, eph_high);
 }
 
 int
@@ -928,11 +923,10 @@ ddp_conf_check_socket_ifname(const struct ddp_conf *conf, char *err,
 	seen[0] = '\0';
 	if (!conf->nccl_socket_ifname[0])
 		return 0;
-	if (getifaddrs(&ifs) < 0) {
-		snprintf(err, errlen, "cannot list network interfaces: %s",
-			 strerror(errno));
-		return -1;
-	}
+	if (getifaddrs(&ifs) < 0)
+		return ddp_errf(err, errlen,
+				"cannot list network interfaces: %s",
+				strerror(errno));
 	for (i = ifs; i; i = i->ifa_next) {
 		int fam = i->ifa_addr ? i->ifa_addr->sa_family : AF_UNSPEC;
 
@@ -955,7 +949,7 @@ ddp_conf_check_socket_ifname(const struct ddp_conf *conf, char *err,
 			    used ? ", " : "", i->ifa_name) == 0)
 			used += strlen(seen + used);
 	}
-	snprintf(err, errlen,
+	ddp_errf(err, errlen,
 		 "nccl_socket_ifname '%s' selects no interface of this node "
 		 "that is up with an address (up here: %s), so NCCL could not "
 		 "connect: the admin should fix nccl_socket_ifname in ddp.conf "

@@ -98,6 +98,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "ddp_util.h"
+
 #ifndef DDP_CONF_DEFAULT
 #define DDP_CONF_DEFAULT "/etc/slurm/ddp.conf"
 #endif
@@ -107,7 +109,6 @@
 #define DDP_CHECK_PATH "/usr/local/bin/ddp-check"
 #endif
 
-#define DDP_CONF_ERR_LEN 512
 #define DDP_CONF_MAX_FSTYPES 16
 /* Longest nccl_ib_hca / nccl_socket_ifname value, NUL included. */
 #define DDP_CONF_NCCL_LEN 256

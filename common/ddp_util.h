@@ -11,6 +11,14 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
+/*
+ * The size of every error buffer an explanation is written into (the err,
+ * errlen pairs of common/, the plugin's and the prolog's reasons, libddp's
+ * per-thread last error): one size, so that a reason passed from one part
+ * to another is never cut on the way.
+ */
+#define DDP_ERR_LEN 1024
+
 /* Every permission bit of st_mode, for printing and keeping modes. */
 #define DDP_MODE_BITS \
 	(S_ISUID | S_ISGID | S_ISVTX | S_IRWXU | S_IRWXG | S_IRWXO)

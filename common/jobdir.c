@@ -92,7 +92,7 @@ open_job_level(int pfd, const char *name, const char *path, uid_t uid,
 				kind = "not a directory";
 		}
 		if (kind)
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "%s is %s (%s), not a job directory: %s "
 				 "remove it; the next job's prolog then makes "
 				 "a directory owned by uid %lu, mode 0700",
@@ -101,7 +101,7 @@ open_job_level(int pfd, const char *name, const char *path, uid_t uid,
 						  : "the admin should",
 				 (unsigned long)uid);
 		else
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "%s (%s) cannot be opened as uid %lu: %s; a "
 				 "job directory must be owned by the job's "
 				 "user with mode 0700: the admin should "
@@ -110,13 +110,13 @@ open_job_level(int pfd, const char *name, const char *path, uid_t uid,
 		return -1;
 	}
 	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	if (!ddp_jobdir_private(&st, uid)) {
 		describe(&st, what, sizeof(what));
-		snprintf(err, errlen,
+		ddp_errf(err, errlen,
 			 "%s has %s, but a job directory must be owned by "
 			 "the job's user (uid %lu) with mode 0700: %s",
 			 path, what, (unsigned long)uid,
@@ -148,9 +148,9 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 		err[0] = '\0';
 	if (ddp_fmt(path, sizeof(path), "%s", root) < 0 || !rel || !*rel ||
 	    rel[0] == '/') {
-		snprintf(err, errlen, "job directory %.200s/%.100s: bad name",
-			 root, rel ? rel : "");
-		return -1;
+		return ddp_errf(err, errlen,
+				"job directory %.200s/%.100s: bad name", root,
+				rel ? rel : "");
 	}
 	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
@@ -158,12 +158,12 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 			rv = 0;
 			goto out;
 		}
-		snprintf(err, errlen, "%s: cannot open: %s", root,
+		ddp_errf(err, errlen, "%s: cannot open: %s", root,
 			 strerror(errno));
 		goto out;
 	}
 	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "%s: %s", root, strerror(errno));
+		ddp_errf(err, errlen, "%s: %s", root, strerror(errno));
 		goto out;
 	}
 	/* Whoever may rename entries of root can swap the job's directory
@@ -173,7 +173,7 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 		char what[64];
 
 		describe(&st, what, sizeof(what));
-		snprintf(err, errlen,
+		ddp_errf(err, errlen,
 			 "%s has %s: another user could replace the job "
 			 "directories in it; the admin should make it owned "
 			 "by root and not writable by group or others, or "
@@ -192,7 +192,7 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 			    p) < 0 ||
 		    (len == 1 && p[0] == '.') ||
 		    (len == 2 && p[0] == '.' && p[1] == '.')) {
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "job directory %.200s/%.100s: bad name", root,
 				 rel);
 			goto out;

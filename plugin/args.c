@@ -71,7 +71,7 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 		    int ac, char **av, char *err, size_t errlen)
 {
 	const char *config = NULL;
-	char cerr[DDP_CONF_ERR_LEN], names[512];
+	char cerr[DDP_ERR_LEN], names[512];
 	int i;
 
 	ddp_conf_defaults(conf);

@@ -13,8 +13,7 @@
 #include <stddef.h>
 
 #include "ddp_conf.h"
-
-#define DDP_ERR_LEN 512
+#include "ddp_util.h"
 
 /* What the user asked for with the --ddp* options. */
 struct ddp_opts {

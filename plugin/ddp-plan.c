@@ -82,7 +82,7 @@ main(int argc, char **argv)
 	long nranks = 0, r;
 	enum ddp_bind bind = DDP_BIND_CORE;
 	int bind_given = 0;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int c, rc = 2;
 
 	ddp_conf_defaults(&conf);

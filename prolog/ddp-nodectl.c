@@ -110,7 +110,7 @@ main(int argc, char **argv)
 	const char *conf_path = getenv("DDP_CONF");
 	const struct command *cmd;
 	struct ddp_conf conf;
-	char err[DDP_CONF_ERR_LEN + 64];
+	char err[DDP_ERR_LEN + 64];
 	enum ddp_log_level level = DDP_LOG_INFO;
 	int c, conf_given = 0, loaded, rv;
 

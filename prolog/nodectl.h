@@ -21,9 +21,9 @@
 #include <time.h>
 
 #include "ddp_conf.h"
+#include "ddp_util.h"
 #include "jobdir.h"
 
-#define NC_ERR_LEN 512
 /* The nftables objects owned by slurm-ddp. */
 #define NC_TABLE "ddp"
 #define NC_SET4 "peers4"

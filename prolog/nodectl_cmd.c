@@ -119,7 +119,7 @@ void
 nc_cleanup_shm(unsigned long jobid, const unsigned long *live, size_t nlive,
 	       long grace)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	size_t removed = 0;
 
 	if (nc_remove_shm(NC_SHM_DIR, jobid, live, nlive, grace, &removed, err,

@@ -322,7 +322,7 @@ static void
 check_plugstack(struct doctor *d, const struct slurm_conf *sc)
 {
 	struct plug_hit hit = {0};
-	char path[PATH_MAX], err[NC_ERR_LEN];
+	char path[PATH_MAX], err[DDP_ERR_LEN];
 
 	if (sc->plugstack[0])
 		ddp_fmt(path, sizeof(path), "%s", sc->plugstack);
@@ -505,7 +505,7 @@ static void
 check_slurm(struct doctor *d, const char *path)
 {
 	struct slurm_conf *sc = calloc(1, sizeof(*sc));
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 
 	if (!sc) {
 		say(d, "FAIL", "slurm.conf", "out of memory; fix: retry");
@@ -556,7 +556,7 @@ check_port_key(struct doctor *d, const struct ddp_conf *conf)
 static void
 check_shared_root(struct doctor *d, const struct ddp_conf *conf)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 
 	if (!conf->shared_root[0]) {
 		say(d, "ok", "shared_root", "not set (no shared directories)");
@@ -603,7 +603,7 @@ static void
 check_root_dir(struct doctor *d, const char *key, const char *what,
 	       const char *path)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	struct stat st;
 	int fd, squatted;
 

@@ -287,7 +287,7 @@ nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 		    unsigned long jobid, int *node_fault, int *leftover,
 		    char *err, size_t errlen)
 {
-	char jobname[32], rerr[NC_ERR_LEN], path[PATH_MAX];
+	char jobname[32], rerr[DDP_ERR_LEN], path[PATH_MAX];
 	struct stat st;
 	int rootfd = -1, squatted, rv = -1;
 
@@ -707,7 +707,7 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 			struct sweep_job s;
 			unsigned long id;
 			struct stat st;
-			char cerr[NC_ERR_LEN];
+			char cerr[DDP_ERR_LEN];
 
 			if (nc_parse_jobid(je->d_name, &id) < 0 ||
 			    is_live(live, nlive, id) ||

@@ -624,7 +624,7 @@ nc_fw_table_exists(const struct ddp_conf *conf)
 {
 	char *args[] = {"list", "tables", "inet", NULL};
 	struct nc_buf out = {0};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int found;
 
 	/* Listing all inet tables succeeds (and prints nothing on stderr)

@@ -24,7 +24,7 @@
 static void
 drain(const struct ddp_conf *conf, const char *node, const char *why)
 {
-	char reason[160], err[NC_ERR_LEN];
+	char reason[160], err[DDP_ERR_LEN];
 	size_t i;
 
 	ddp_fmt(reason, sizeof(reason), "ddp: %s", why);
@@ -97,7 +97,7 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 {
 	struct ddp_hostlist hl = {0};
 	struct nc_elems peers = {0};
-	char err[NC_ERR_LEN], shared[128];
+	char err[DDP_ERR_LEN], shared[128];
 	struct job j;
 	unsigned lo, hi;
 	size_t kept = 0;
@@ -201,7 +201,7 @@ int
 cmd_epilog(const struct ddp_conf *conf, int argc, char **argv)
 {
 	struct nc_elems mine = {0};
-	char err[NC_ERR_LEN], shared[128];
+	char err[DDP_ERR_LEN], shared[128];
 	struct job j;
 	int statefd = -1, lockfd = -1;
 	size_t kept = 0;

@@ -61,7 +61,7 @@ listpids(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 {
 	char *argv[] = {(char *)conf->scontrol_path, "listpids", NULL};
 	struct nc_buf out = {0};
-	char err[NC_ERR_LEN], *line, *save = NULL;
+	char err[DDP_ERR_LEN], *line, *save = NULL;
 	int rc, rv = -1;
 
 	rc = nc_slurm_run(argv, &out, err, sizeof(err));
@@ -105,7 +105,7 @@ squeue(const struct ddp_conf *conf, const char *node, unsigned long **live,
        size_t *n)
 {
 	char path[PATH_MAX], nodearg[128], *slash, *line, *save = NULL;
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	char *argv[] = {path,
 			"--noheader",
 			"--format=%A",
@@ -154,7 +154,7 @@ static void
 reconcile_scratch(const struct ddp_conf *conf, const unsigned long *live,
 		  size_t nlive, long grace)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	struct dirent *de;
 	DIR *d = NULL;
 	int fd;
@@ -238,7 +238,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	unsigned long *live = NULL, none = 0;
 	size_t nlive = 0;
 	long grace = 600;
-	char err[NC_ERR_LEN], node[128];
+	char err[DDP_ERR_LEN], node[128];
 	const char *given = NULL;
 	int c, from_squeue = 0, from_listpids = 0, statefd = -1, lockfd = -1;
 	int rv = NC_EX_USAGE;
@@ -316,7 +316,7 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 	unsigned long *live = NULL;
 	size_t nlive = 0;
 	struct nc_buf report = {0};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int c, dry = 0, from_squeue = 0, rc, rv = NC_EX_USAGE;
 
 	optind = 1;

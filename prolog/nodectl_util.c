@@ -319,7 +319,7 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 		goto out;
 	}
 	if (pid == 0) {
-		char cerr[NC_ERR_LEN] = "";
+		char cerr[DDP_ERR_LEN] = "";
 		int crv;
 
 		close(p[0]);

@@ -334,7 +334,7 @@ static enum ddp_status
 choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 {
 	struct wk_nccl_host host = nccl_host_proto;
-	char why[WK_ERR_LEN] = "";
+	char why[DDP_ERR_LEN] = "";
 	wk_nccl_probe_fn *probe = NULL;
 	wk_nccl_open_fn *open_fn = NULL;
 	enum ddp_status st = DDP_OK, pst;

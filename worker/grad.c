@@ -57,7 +57,7 @@ struct ddp_grad_sync {
 	int launched;	/* buckets handed to the network this step */
 	int overlapped; /* launched before the last wait() */
 	enum ddp_status err;
-	char errmsg[WK_ERR_LEN];
+	char errmsg[DDP_ERR_LEN];
 	double first_wait; /* this step's wait in the first bucket (s) */
 	struct wk_late late;
 };

@@ -271,7 +271,7 @@ wk_hier_setup(struct wk_mesh *c, struct wk_hier **out)
 	struct wk_hier *h = NULL;
 	struct wk_frame t;
 	enum ddp_status st;
-	char why[WK_ERR_LEN] = "";
+	char why[DDP_ERR_LEN] = "";
 	const char *v = getenv("DDP_HIER_STRIPES");
 	int maxl = 0, ok = 1;
 	long stripes;

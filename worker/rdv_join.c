@@ -282,7 +282,7 @@ rdv_join_master(struct rdv *r, double deadline,
 	struct wk_mesh *c = r->mesh;
 	const struct ddp_config *cfg = r->cfg;
 	enum ddp_status st, last = DDP_OK;
-	char why[512], lasterr[WK_ERR_LEN];
+	char why[512], lasterr[DDP_ERR_LEN];
 	double delay = 0.05;
 	int fd = -1, retry, attempts = 0;
 

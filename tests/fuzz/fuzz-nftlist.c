@@ -93,7 +93,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct nc_elems got = {0}, again = {0}, none = {0};
 	struct nc_buf list = {0}, script = {0};
-	char err[NC_ERR_LEN], *text;
+	char err[DDP_ERR_LEN], *text;
 	size_t i;
 
 	text = malloc(size + 1);

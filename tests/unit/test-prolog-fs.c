@@ -123,7 +123,7 @@ succeeder(void *arg, char *err, size_t errlen)
 static void
 test_processes(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	char *cat[] = {"/bin/cat", NULL}, *fls[] = {"/bin/false", NULL};
 	char *slp[] = {"/bin/sleep", "30", NULL};
 	char *nope[] = {"/nonexistent/prog", NULL};
@@ -159,7 +159,7 @@ test_processes(void)
 static void
 test_rmtree(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd;
 
 	mkdir(at("outside"), 0755);
@@ -233,7 +233,7 @@ fail:
 static void
 test_rmtree_deep(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd, bottom, i;
 
 	mkdir(at("deep-outside"), 0755);
@@ -390,7 +390,7 @@ static void
 test_rmtree_writer(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN], x;
+	char err[DDP_ERR_LEN], x;
 	struct stat st;
 	int ready[2], fd, nf, left, rc, i, alive;
 	pid_t writer, writers[WRITERS];
@@ -524,7 +524,7 @@ default_scratch_child(char *err, size_t errlen)
 static void
 test_default_scratch_root(void)
 {
-	char err[NC_ERR_LEN] = "";
+	char err[DDP_ERR_LEN] = "";
 	int status = -1;
 	pid_t pid;
 
@@ -554,7 +554,7 @@ test_default_scratch_root(void)
 static void
 test_rmtree_mount(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd, bottom, i;
 
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
@@ -615,7 +615,7 @@ static void
 test_shared_root(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	struct nc_buf mi = {0};
 	char line[64];
 
@@ -657,7 +657,7 @@ static void
 test_dirs(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN], *path;
+	char err[DDP_ERR_LEN], *path;
 	struct stat st;
 	int nf = 0, left = 0;
 
@@ -759,7 +759,7 @@ static void
 test_shared_refusals(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	struct stat st;
 
 	if (geteuid() != 0) {
@@ -825,7 +825,7 @@ test_sweep(void)
 {
 	struct ddp_conf c;
 	struct nc_buf rep = {0};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	struct timespec old[2] = {{0, 0}, {0, 0}};
 	unsigned long live[] = {101};
 	time_t now = time(NULL);
@@ -861,7 +861,7 @@ test_sweep(void)
 int
 main(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd;
 
 	if (!mkdtemp(top)) {

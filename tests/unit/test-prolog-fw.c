@@ -129,7 +129,7 @@ test_peers(void)
 	struct ddp_conf c;
 	struct nc_elems e = {0};
 	char *hosts[] = {"self-node", "localhost", "no-such-host.invalid"};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	const struct ddp_site_key key = {{7, 1, 9, 3}};
 	unsigned long step;
 	long master, check;
@@ -182,7 +182,7 @@ static void
 test_listing(void)
 {
 	struct nc_elems e = {0};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 
 	tap_ok(nc_fw_parse_listing(listing4, &e, err, sizeof(err)) == 0 &&
 		       e.n == 3,
@@ -381,7 +381,7 @@ test_sync(void)
 static void
 test_state(void)
 {
-	char dir[] = "/tmp/test-prolog-fw.XXXXXX", err[NC_ERR_LEN];
+	char dir[] = "/tmp/test-prolog-fw.XXXXXX", err[DDP_ERR_LEN];
 	struct nc_elems e = {0}, got = {0};
 	struct nc_elem x = elem(AF_INET, "10.0.0.2", 29400, 29999, 5);
 	struct nc_elem y = elem(AF_INET6, "fd00::2", 32768, 60999, 5);
