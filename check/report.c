@@ -622,16 +622,15 @@ chk_status_words(unsigned flags, char *buf, size_t len)
 		{CHK_F_GPU, "gpu"},
 		{CHK_F_COMM, "comm"},
 	};
-	size_t i, off = 0;
+	size_t i;
 
 	ddp_fmt(buf, len, "%s", flags ? "" : "ok");
 	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
 		if (!(flags & words[i].flag))
 			continue;
-		if (ddp_fmt(buf + off, len - off, "%s%s", off ? "," : "",
-			    words[i].word) < 0)
+		if (ddp_fmt_cat(buf, len, "%s%s", buf[0] ? "," : "",
+				words[i].word) < 0)
 			return;
-		off = strlen(buf);
 	}
 }
 
@@ -685,7 +684,6 @@ chk_print_table(FILE *f, const struct chk_net *net)
 int
 chk_ranges(const int *ranks, int n, char *buf, size_t len)
 {
-	size_t off = 0;
 	int i = 0, j, rc;
 
 	buf[0] = '\0';
@@ -693,17 +691,16 @@ chk_ranges(const int *ranks, int n, char *buf, size_t len)
 		for (j = i; j + 1 < n && ranks[j + 1] == ranks[j] + 1; j++)
 			;
 		if (j == i)
-			rc = ddp_fmt(buf + off, len - off, "%s%d",
-				     off ? "," : "", ranks[i]);
+			rc = ddp_fmt_cat(buf, len, "%s%d", buf[0] ? "," : "",
+					 ranks[i]);
 		else
-			rc = ddp_fmt(buf + off, len - off, "%s%d-%d",
-				     off ? "," : "", ranks[i], ranks[j]);
+			rc = ddp_fmt_cat(buf, len, "%s%d-%d", buf[0] ? "," : "",
+					 ranks[i], ranks[j]);
 		if (rc < 0) {
 			if (len >= 4)
 				ddp_fmt(buf + len - 4, 4, "...");
 			return -1;
 		}
-		off = strlen(buf);
 		i = j + 1;
 	}
 	return 0;
@@ -712,7 +709,7 @@ chk_ranges(const int *ranks, int n, char *buf, size_t len)
 int
 chk_gpus_add(char *list, size_t len, const char *busid)
 {
-	size_t off = strlen(list), bl;
+	size_t bl;
 	const char *p;
 
 	if (!busid || !*busid || strcmp(busid, "-") == 0)
@@ -722,7 +719,7 @@ chk_gpus_add(char *list, size_t len, const char *busid)
 		if ((p == list || p[-1] == ',') &&
 		    (p[bl] == '\0' || p[bl] == ','))
 			return 0;
-	return ddp_fmt(list + off, len - off, "%s%s", off ? "," : "", busid);
+	return ddp_fmt_cat(list, len, "%s%s", list[0] ? "," : "", busid);
 }
 
 /* 0000:BB:00.0 */
@@ -738,7 +735,6 @@ void
 chk_gpus_finish(char *list, size_t len)
 {
 	char out[160];
-	size_t off = 0;
 	const char *p, *e;
 
 	if (!*list) {
@@ -757,10 +753,9 @@ chk_gpus_finish(char *list, size_t len)
 		e = strchr(p, ',');
 		if (!e)
 			e = p + strlen(p);
-		if (ddp_fmt(out + off, sizeof(out) - off, "%s%.2s",
-			    off ? "," : "", p + 5) < 0)
+		if (ddp_fmt_cat(out, sizeof(out), "%s%.2s", out[0] ? "," : "",
+				p + 5) < 0)
 			return;
-		off = strlen(out);
 	}
 	ddp_fmt(list, len, "%s", out);
 }

@@ -613,7 +613,7 @@ ddp_conf_key_default(size_t i)
 static int
 key_names(char *buf, size_t len, const char *last_sep, int plugin_only)
 {
-	size_t i, n = 0, listed = 0, used = 0;
+	size_t i, n = 0, listed = 0;
 
 	if (len)
 		buf[0] = '\0';
@@ -625,10 +625,8 @@ key_names(char *buf, size_t len, const char *last_sep, int plugin_only)
 		if (plugin_only && keys[i].node_side)
 			continue;
 		sep = listed == 0 ? "" : listed + 1 == n ? last_sep : ", ";
-		if (ddp_fmt(buf + used, len - used, "%s%s", sep, keys[i].name) <
-		    0)
+		if (ddp_fmt_cat(buf, len, "%s%s", sep, keys[i].name) < 0)
 			return -1;
-		used += strlen(buf + used);
 		listed++;
 	}
 	return 0;
@@ -660,7 +658,7 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 {
 	const struct conf_key *k = find_key(key);
 	const void *field;
-	size_t i, used = 0;
+	size_t i;
 
 	if (!k)
 		return -1;
@@ -684,10 +682,9 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 		if (len)
 			buf[0] = '\0';
 		for (i = 0; i < conf->n_shared_fstypes; i++) {
-			if (ddp_fmt(buf + used, len - used, "%s%s",
-				    i ? "," : "", conf->shared_fstypes[i]) < 0)
+			if (ddp_fmt_cat(buf, len, "%s%s", i ? "," : "",
+					conf->shared_fstypes[i]) < 0)
 				return -1;
-			used += strlen(buf + used);
 		}
 		return 0;
 	case KEY_UINT:

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +68,28 @@ ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 	if (vsnprintf(err, errlen, fmt, ap) < 0)
 		err[0] = '\0';
 	return -1;
+}
+
+int
+ddp_fmt_cat(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	size_t len;
+	int n;
+
+	if (size == 0)
+		return -1;
+	len = strnlen(buf, size);
+	if (len == size) {
+		buf[size - 1] = '\0';
+		return -1;
+	}
+	va_start(ap, fmt);
+	n = vsnprintf(buf + len, size - len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size - len)
+		return -1;
+	return 0;
 }
 
 int

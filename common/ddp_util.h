@@ -46,6 +46,17 @@ int ddp_fmt(char *buf, size_t size, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /*
+ * Appends to the string in buf (size is the full size of buf, not what is
+ * left): formats at strlen(buf), as ddp_fmt does at buf. Returns 0, or -1
+ * when the result would not fit; buf then holds the text cut to size - 1
+ * characters, still NUL-terminated, so later appends fail too. A list
+ * built with `ddp_fmt_cat(buf, size, "%s%s", buf[0] ? "," : "", item)`
+ * needs no offset of its own.
+ */
+int ddp_fmt_cat(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
  * The one error formatter: writes an explanation into the caller's error
  * buffer (err, errlen bytes). Unlike ddp_fmt a long explanation is kept
  * cut, not refused, since a cut reason beats none; errlen 0 writes

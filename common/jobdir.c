@@ -141,7 +141,6 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 	char path[PATH_MAX], name[PATH_MAX];
 	struct stat st;
 	const char *p = rel;
-	size_t plen;
 	int fd = -1, rv = -1;
 
 	if (errlen)
@@ -186,10 +185,8 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 		int next;
 
-		plen = strlen(path);
 		if (len == 0 || len >= sizeof(name) ||
-		    ddp_fmt(path + plen, sizeof(path) - plen, "/%.*s", (int)len,
-			    p) < 0 ||
+		    ddp_fmt_cat(path, sizeof(path), "/%.*s", (int)len, p) < 0 ||
 		    (len == 1 && p[0] == '.') ||
 		    (len == 2 && p[0] == '.' && p[1] == '.')) {
 			ddp_errf(err, errlen,

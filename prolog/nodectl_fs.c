@@ -138,18 +138,13 @@ fstype_accepted(const struct ddp_conf *conf, const char *type)
 static void
 list_fstypes(const struct ddp_conf *conf, char *out, size_t len)
 {
-	size_t used = 0;
 	unsigned i;
 
 	out[0] = '\0';
-	for (i = 0; i < conf->n_shared_fstypes; i++) {
-		int w = snprintf(out + used, len - used, "%s%s", i ? "," : "",
-				 conf->shared_fstypes[i]);
-
-		if (w < 0 || (size_t)w >= len - used)
+	for (i = 0; i < conf->n_shared_fstypes; i++)
+		if (ddp_fmt_cat(out, len, "%s%s", i ? "," : "",
+				conf->shared_fstypes[i]) < 0)
 			break;
-		used += (size_t)w;
-	}
 }
 
 /* Returns 1 when path (resolved) is a mount point in mountinfo. */

@@ -217,7 +217,7 @@ nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts, size_t nhosts,
 		 size_t errlen)
 {
 	unsigned lo[2], hi[2];
-	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i, used = 0;
+	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i;
 	int rv = 0;
 
 	err[0] = '\0';
@@ -232,11 +232,8 @@ nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts, size_t nhosts,
 		hints.ai_socktype = SOCK_STREAM;
 		rc = getaddrinfo(hosts[i], NULL, &hints, &res);
 		if (rc != 0) {
-			int w = snprintf(err + used, errlen - used, "%s%s",
-					 used ? "," : "", hosts[i]);
-
-			if (w > 0 && (size_t)w < errlen - used)
-				used += (size_t)w;
+			(void)ddp_fmt_cat(err, errlen, "%s%s",
+					  err[0] ? "," : "", hosts[i]);
 			rv = 1;
 			continue;
 		}
@@ -768,27 +765,20 @@ describe_shared(const struct nc_elems *mine, const struct nc_elems *desired,
 		unsigned long self, char *buf, size_t len)
 {
 	unsigned long with[5];
-	size_t nwith, n, i, used;
-	int w;
+	size_t nwith, n, i;
 
 	buf[0] = '\0';
 	n = nc_fw_shared(mine, desired, self, with, 5, &nwith);
 	if (n == 0)
 		return 0;
-	w = snprintf(buf, len, ", kept %zu shared with job%s ", n,
-		     nwith > 1 ? "s" : "");
-	if (w < 0 || (size_t)w >= len)
+	if (ddp_fmt(buf, len, ", kept %zu shared with job%s ", n,
+		    nwith > 1 ? "s" : "") < 0)
 		return n;
-	used = (size_t)w;
-	for (i = 0; i < nwith && i < 4; i++) {
-		w = snprintf(buf + used, len - used, "%s%lu", i ? "," : "",
-			     with[i]);
-		if (w < 0 || (size_t)w >= len - used)
+	for (i = 0; i < nwith && i < 4; i++)
+		if (ddp_fmt_cat(buf, len, "%s%lu", i ? "," : "", with[i]) < 0)
 			return n;
-		used += (size_t)w;
-	}
 	if (nwith > 4)
-		snprintf(buf + used, len - used, " and others");
+		(void)ddp_fmt_cat(buf, len, " and others");
 	return n;
 }
 

@@ -184,7 +184,6 @@ nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
 {
 	DIR *d = NULL;
 	struct dirent *de;
-	size_t used = 0;
 	int fd, rv = -1;
 
 	err[0] = '\0';
@@ -212,12 +211,8 @@ nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
 				keep = 1;
 		if (keep &&
 		    read_state(dirfd, de->d_name, id, &expires, out) < 0) {
-			int w = snprintf(err + used, errlen - used,
-					 "%smalformed %s", used ? ", " : "",
-					 de->d_name);
-
-			if (w > 0 && (size_t)w < errlen - used)
-				used += (size_t)w;
+			(void)ddp_fmt_cat(err, errlen, "%smalformed %s",
+					  err[0] ? ", " : "", de->d_name);
 			rv = 1;
 			keep = 0;
 		} else if (keep && expires < now) {

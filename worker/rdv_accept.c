@@ -73,7 +73,6 @@ rdv_pend_adopt(struct rdv *r, int i, int rank)
 static const char *
 missing_ranks(struct rdv *r, int from, int joins, char *buf, size_t size)
 {
-	size_t off = 0;
 	int i, n = 0;
 
 	buf[0] = '\0';
@@ -82,13 +81,11 @@ missing_ranks(struct rdv *r, int from, int joins, char *buf, size_t size)
 			  : r->mesh->peers[i].fd >= 0 || !rdv_wanted(r, i))
 			continue;
 		if (n++ == 16) {
-			ddp_fmt(buf + off, size - off, ", ...");
+			ddp_fmt_cat(buf, size, ", ...");
 			break;
 		}
-		if (ddp_fmt(buf + off, size - off, "%s%d", off ? ", " : "", i) <
-		    0)
+		if (ddp_fmt_cat(buf, size, "%s%d", buf[0] ? ", " : "", i) < 0)
 			break;
-		off = strlen(buf);
 	}
 	return buf;
 }

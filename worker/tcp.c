@@ -114,7 +114,6 @@ hang_error(struct wk_mesh *c)
 {
 	char d[160], who[768], still[32];
 	int absent[8], n, i, a;
-	size_t len = 0;
 
 	n = tcp_hang_absent(c, absent, 8);
 	if (!n)
@@ -128,11 +127,9 @@ hang_error(struct wk_mesh *c)
 			(void)ddp_fmt(still, sizeof(still), ", still in #%u",
 				      c->peers[a].in_seq);
 		/* A cut list still names the first ranks. */
-		(void)ddp_fmt(who + len, sizeof(who) - len,
-			      "%srank %d (%s, pid %d%s)", i ? ", " : "", a,
-			      c->peers[a].host, c->pids ? (int)c->pids[a] : 0,
-			      still);
-		len += strlen(who + len);
+		(void)ddp_fmt_cat(who, sizeof(who), "%srank %d (%s, pid %d%s)",
+				  i ? ", " : "", a, c->peers[a].host,
+				  c->pids ? (int)c->pids[a] : 0, still);
 	}
 	wk_err(DDP_ERR_TIMEOUT,
 	       "hang: rank %d (%s, pid %d) is in %s, which %s %s not entered "

@@ -41,6 +41,26 @@ test_clock_close_hex(void)
 	       "ddp_hex of nothing is the empty string");
 }
 
+static void
+test_fmt_cat(void)
+{
+	char buf[8] = "";
+
+	tap_ok(ddp_fmt_cat(buf, sizeof(buf), "%s%s", buf[0] ? "," : "", "ab") ==
+			       0 &&
+		       ddp_fmt_cat(buf, sizeof(buf), "%s%s", buf[0] ? "," : "",
+				   "cd") == 0 &&
+		       strcmp(buf, "ab,cd") == 0,
+	       "ddp_fmt_cat appends at the end of the string");
+	tap_ok(ddp_fmt_cat(buf, sizeof(buf), ",%s", "efg") < 0 &&
+		       strcmp(buf, "ab,cd,e") == 0,
+	       "ddp_fmt_cat refuses what does not fit and keeps the NUL");
+	tap_ok(ddp_fmt_cat(buf, sizeof(buf), "x") < 0 &&
+		       strcmp(buf, "ab,cd,e") == 0,
+	       "ddp_fmt_cat on a full buffer fails");
+	tap_ok(ddp_fmt_cat(buf, 0, "x") < 0, "ddp_fmt_cat of size 0 fails");
+}
+
 int
 main(void)
 {
@@ -71,5 +91,6 @@ main(void)
 	tap_ok(ddp_fmt(buf, sizeof(buf), "%s", "12345678") < 0,
 	       "formatting that would truncate fails");
 	test_clock_close_hex();
+	test_fmt_cat();
 	return tap_done();
 }
