@@ -89,7 +89,7 @@ struct check {
 	size_t ar_bytes;
 	double net_s; /* the network part, rank 0's clock */
 	/* Rank 0's findings. */
-	struct chk_buf problems;
+	struct ddp_buf problems;
 	int nproblems;
 	char gpu_line[CHK_TEXT_LEN];
 };
@@ -241,7 +241,7 @@ problem(struct check *ck, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	chk_buf_printf(&ck->problems, "%s\n", line);
+	ddp_buf_printf(&ck->problems, "%s\n", line);
 	ck->nproblems++;
 }
 
@@ -960,7 +960,7 @@ static void
 report(struct check *ck)
 {
 	struct chk_net *net = &ck->net;
-	struct chk_buf faulty = {0};
+	struct ddp_buf faulty = {0};
 	char words[128];
 	const char *sep = "";
 	double busbw;
@@ -1020,7 +1020,7 @@ report(struct check *ck)
 		if (!net->node[j].flags)
 			continue;
 		chk_status_words(net->node[j].flags, words, sizeof(words));
-		chk_buf_printf(&faulty, "%s%s (%s)", sep, net->node[j].host,
+		ddp_buf_printf(&faulty, "%s%s (%s)", sep, net->node[j].host,
 			       words);
 		sep = ", ";
 	}
@@ -1033,7 +1033,7 @@ report(struct check *ck)
 		       faulty.len ? faulty.s : "see the problems above",
 		       ck->o.mode == CHK_MODE_WARN ? "; going on (--mode warn)"
 						   : "");
-	chk_buf_free(&faulty);
+	ddp_buf_free(&faulty);
 }
 
 /* Writes all of text to fd; a reader that went away is not an error of
@@ -1063,7 +1063,7 @@ write_all(int fd, const char *text, size_t len)
 static void
 share_verdicts(struct check *ck)
 {
-	struct chk_buf lines = {0};
+	struct ddp_buf lines = {0};
 	char *text = NULL;
 	double len[1] = {0};
 	size_t n = 0, cut;
@@ -1071,7 +1071,7 @@ share_verdicts(struct check *ck)
 	set_phase("sharing the findings");
 	if (ck->rank == 0) {
 		chk_verdicts(&ck->net, &lines);
-		n = lines.bad ? 0 : lines.len;
+		n = lines.failed ? 0 : lines.len;
 		if (n > VERDICT_MAX) {
 			/* Whole lines only. */
 			for (cut = VERDICT_MAX;
@@ -1103,7 +1103,7 @@ fail:
 		ck->rank, ck->host, ddp_last_error());
 out:
 	free(text);
-	chk_buf_free(&lines);
+	ddp_buf_free(&lines);
 }
 
 static int
@@ -1208,6 +1208,6 @@ main(int argc, char **argv)
 	free(ck.net.node);
 	free(ck.node_of);
 	free(ck.rec);
-	chk_buf_free(&ck.problems);
+	ddp_buf_free(&ck.problems);
 	return rc == 0 || ck.o.mode == CHK_MODE_WARN ? 0 : 1;
 }

@@ -219,51 +219,6 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 	return 0;
 }
 
-/* ---- text ---- */
-
-void
-chk_buf_printf(struct chk_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	size_t need, cap;
-	char *p;
-	int n;
-
-	if (b->bad)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->bad = 1;
-		return;
-	}
-	need = b->len + (size_t)n + 1;
-	if (need > b->cap) {
-		cap = b->cap ? b->cap : 256;
-		while (cap < need)
-			cap *= 2;
-		p = realloc(b->s, cap);
-		if (!p) {
-			b->bad = 1;
-			return;
-		}
-		b->s = p;
-		b->cap = cap;
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-void
-chk_buf_free(struct chk_buf *b)
-{
-	free(b->s);
-	memset(b, 0, sizeof(*b));
-}
-
 /* ---- judgement ---- */
 
 int
@@ -294,14 +249,14 @@ target(const struct chk_net *net, int i, int d)
 }
 
 static int
-judge_connections(struct chk_net *net, struct chk_buf *pb)
+judge_connections(struct chk_net *net, struct ddp_buf *pb)
 {
 	struct chk_node *nd = net->node;
 	int *fails = calloc((size_t)net->n, sizeof(*fails));
 	int i, d, t, problems = 0;
 
 	if (!fails) {
-		chk_buf_printf(pb, "out of memory judging the links\n");
+		ddp_buf_printf(pb, "out of memory judging the links\n");
 		return 1;
 	}
 	for (i = 0; i < net->n; i++)
@@ -313,7 +268,7 @@ judge_connections(struct chk_net *net, struct chk_buf *pb)
 			if (nd[i].conn[d] == CHK_CONN_OK)
 				continue;
 			t = target(net, i, d);
-			chk_buf_printf(
+			ddp_buf_printf(
 				pb, "rank %d on %s cannot reach %s:%d (%s)\n",
 				nd[i].leader, nd[i].host, nd[t].host,
 				nd[t].port, chk_conn_name(nd[i].conn[d]));
@@ -329,7 +284,7 @@ judge_connections(struct chk_net *net, struct chk_buf *pb)
 	}
 	for (t = 0; t < net->n; t++)
 		if (fails[t] == net->ndir)
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "%s: unreachable: no link-test "
 				       "connection got through to port %d "
 				       "(are the job's ports blocked on it?)\n",
@@ -380,7 +335,7 @@ reference(const struct chk_net *net, double *best)
 }
 
 static int
-judge_speeds(struct chk_net *net, struct chk_buf *pb)
+judge_speeds(struct chk_net *net, struct ddp_buf *pb)
 {
 	struct chk_node *nd = net->node;
 	double *best = NULL, thr;
@@ -391,7 +346,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 	snd = calloc((size_t)net->n, 1);
 	rcv = calloc((size_t)net->n, 1);
 	if (!best || !snd || !rcv) {
-		chk_buf_printf(pb, "out of memory judging the links\n");
+		ddp_buf_printf(pb, "out of memory judging the links\n");
 		problems = 1;
 		goto out;
 	}
@@ -399,7 +354,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 		for (d = 0; d < net->ndir; d++) {
 			t = target(net, i, d);
 			if (nd[i].broke[d]) {
-				chk_buf_printf(pb,
+				ddp_buf_printf(pb,
 					       "link %s -> %s broke during the "
 					       "test: %s\n",
 					       nd[i].host, nd[t].host,
@@ -427,7 +382,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 			 slow(net, thr, q, CHK_REV);
 		if (snd[i]) {
 			nd[i].flags |= CHK_F_SLOW_SEND;
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "%s: slow sending: %.3g GB/s to %s, "
 				       "%.3g GB/s to %s (below %.2f x %.3g "
 				       "GB/s)\n",
@@ -438,7 +393,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 		}
 		if (rcv[i]) {
 			nd[i].flags |= CHK_F_SLOW_RECV;
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "%s: slow receiving: %.3g GB/s from "
 				       "%s, %.3g GB/s from %s (below %.2f x "
 				       "%.3g GB/s)\n",
@@ -455,7 +410,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 				continue;
 			nd[i].flags |= CHK_F_SLOW_LINK;
 			nd[t].flags |= CHK_F_SLOW_LINK;
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "link %s -> %s: %.3g GB/s, below %.2f x "
 				       "%.3g GB/s\n",
 				       nd[i].host, nd[t].host, nd[i].gbps[d],
@@ -471,7 +426,7 @@ out:
 }
 
 int
-chk_judge(struct chk_net *net, struct chk_buf *problems)
+chk_judge(struct chk_net *net, struct ddp_buf *problems)
 {
 	int n;
 
@@ -537,7 +492,7 @@ slowest_slow_link(const struct chk_net *net, int i)
 }
 
 static void
-verdict_line(struct chk_buf *out, const char *host, const char *check,
+verdict_line(struct ddp_buf *out, const char *host, const char *check,
 	     double value, double median)
 {
 	struct ddp_verdict v;
@@ -558,11 +513,11 @@ verdict_line(struct chk_buf *out, const char *host, const char *check,
 		ddp_fmt(v.unit, sizeof(v.unit), "-");
 	}
 	if (ddp_verdict_format(&v, line, sizeof(line)) == 0)
-		chk_buf_printf(out, "%s", line);
+		ddp_buf_printf(out, "%s", line);
 }
 
 int
-chk_verdicts(const struct chk_net *net, struct chk_buf *out)
+chk_verdicts(const struct chk_net *net, struct ddp_buf *out)
 {
 	static const struct {
 		unsigned flag;

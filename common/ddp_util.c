@@ -174,3 +174,97 @@ ddp_hex(char *dst, size_t dstlen, const void *src, size_t n)
 	dst[2 * n] = '\0';
 	return 0;
 }
+
+/* Makes room for need bytes in all; 0, or -1 (b->failed set). */
+static int
+buf_room(struct ddp_buf *b, size_t need)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	char *s;
+
+	if (need <= b->cap)
+		return 0;
+	while (cap < need) {
+		if (cap > SIZE_MAX / 2) {
+			b->failed = 1;
+			return -1;
+		}
+		cap *= 2;
+	}
+	s = realloc(b->s, cap);
+	if (!s) {
+		b->failed = 1;
+		return -1;
+	}
+	b->s = s;
+	b->cap = cap;
+	return 0;
+}
+
+int
+ddp_buf_printf(struct ddp_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->failed)
+		return -1;
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n > SIZE_MAX - b->len - 1) {
+		b->failed = 1;
+		return -1;
+	}
+	if (buf_room(b, b->len + (size_t)n + 1) < 0)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+int
+ddp_buf_append(struct ddp_buf *b, const void *data, size_t n)
+{
+	if (b->failed)
+		return -1;
+	if (n > SIZE_MAX - b->len - 1) {
+		b->failed = 1;
+		return -1;
+	}
+	if (buf_room(b, b->len + n + 1) < 0)
+		return -1;
+	memcpy(b->s + b->len, data, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+	return 0;
+}
+
+char *
+ddp_buf_take(struct ddp_buf *b)
+{
+	char *s;
+
+	if (!b->failed && !b->s)
+		ddp_buf_append(b, "", 0);
+	if (b->failed) {
+		ddp_buf_free(b);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s = b->s;
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}
+
+void
+ddp_buf_free(struct ddp_buf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->len = b->cap = 0;
+	b->failed = 0;
+}

@@ -77,6 +77,35 @@ int ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 int ddp_hex(char *dst, size_t dstlen, const void *src, size_t n);
 
 /*
+ * The one growable text: a NUL-terminated string in s (len characters,
+ * cap bytes allocated). Zero-initialise it; free it with ddp_buf_free or
+ * hand its text over with ddp_buf_take. An append that fails (out of
+ * memory, a bad format) leaves the text as it was and sets failed, and
+ * every later append does nothing: the builder may append without
+ * checking and look once at the end. After a successful append s is never
+ * NULL. Not thread-safe; one buffer belongs to one thread.
+ */
+struct ddp_buf {
+	char *s;
+	size_t len;
+	size_t cap;
+	int failed;
+};
+
+/* Appends formatted text. Returns 0, or -1 when this append or an earlier
+ * one failed. */
+int ddp_buf_printf(struct ddp_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Appends the n bytes at data (then a NUL). Returns as ddp_buf_printf. */
+int ddp_buf_append(struct ddp_buf *b, const void *data, size_t n);
+/* Hands the text over (the caller frees it; "" when nothing was appended)
+ * and empties b. Returns NULL, the text freed, when an append failed or
+ * memory ran out. */
+char *ddp_buf_take(struct ddp_buf *b);
+/* Frees the text and empties b (failed included); NULL-text safe. */
+void ddp_buf_free(struct ddp_buf *b);
+
+/*
  * The one closer: closes *fd when it is open (>= 0) and sets it to -1, so
  * that a cleanup path may close what may or may not have been opened, and
  * closing twice is harmless. errno is kept, so that a failure's errno

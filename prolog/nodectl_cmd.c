@@ -61,7 +61,7 @@ nc_log_syslog_warning(const char *fmt, ...)
 }
 
 int
-nc_slurm_run(char *const argv[], struct nc_buf *out, char *err, size_t errlen)
+nc_slurm_run(char *const argv[], struct ddp_buf *out, char *err, size_t errlen)
 {
 	static const char *const slurm_env[] = {"SLURM_CONF", NULL};
 

@@ -91,7 +91,7 @@ void nc_log_syslog_warning(const char *fmt, ...)
  * SLURM_CONF kept from our environment and Slurm's timeout; out as for
  * nc_run. Returns its exit status, or -1 with err.
  */
-int nc_slurm_run(char *const argv[], struct nc_buf *out, char *err,
+int nc_slurm_run(char *const argv[], struct ddp_buf *out, char *err,
 		 size_t errlen);
 
 /* Drains node with reason, through scontrol. Returns 0 or -1 with err. */

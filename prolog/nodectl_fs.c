@@ -107,7 +107,7 @@ nc_mount_lookup(const char *mountinfo, dev_t dev, const char *path,
 }
 
 static int
-read_file(const char *path, struct nc_buf *out)
+read_file(const char *path, struct ddp_buf *out)
 {
 	char chunk[4096];
 	ssize_t r;
@@ -116,7 +116,7 @@ read_file(const char *path, struct nc_buf *out)
 	if (fd < 0)
 		return -1;
 	while ((r = read(fd, chunk, sizeof(chunk))) > 0)
-		if (nc_buf_printf(out, "%.*s", (int)r, chunk) < 0)
+		if (ddp_buf_printf(out, "%.*s", (int)r, chunk) < 0)
 			goto out;
 	rv = r < 0 ? -1 : 0;
 out:
@@ -181,7 +181,7 @@ check_shared_child(void *arg, char *err, size_t errlen)
 {
 	const struct ddp_conf *conf = arg;
 	char real[PATH_MAX], type[256], mnt[4096], accepted[256];
-	struct nc_buf mi = {0};
+	struct ddp_buf mi = {0};
 	struct stat st;
 	int rv = -1;
 
@@ -221,7 +221,7 @@ check_shared_child(void *arg, char *err, size_t errlen)
 	}
 	rv = 0;
 out:
-	nc_buf_free(&mi);
+	ddp_buf_free(&mi);
 	return rv;
 }
 
@@ -665,7 +665,7 @@ is_live(const unsigned long *live, size_t nlive, unsigned long id)
 
 int
 nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
-		size_t nlive, time_t now, int dry_run, struct nc_buf *report,
+		size_t nlive, time_t now, int dry_run, struct ddp_buf *report,
 		char *err, size_t errlen)
 {
 	time_t cutoff = now - (time_t)conf->retention_days * 86400;
@@ -711,9 +711,10 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 			    !S_ISDIR(st.st_mode) || st.st_mtime > cutoff)
 				continue;
 			if (dry_run) {
-				nc_buf_printf(report, "would remove %s/%s/%s\n",
-					      conf->shared_root, ue->d_name,
-					      je->d_name);
+				ddp_buf_printf(report,
+					       "would remove %s/%s/%s\n",
+					       conf->shared_root, ue->d_name,
+					       je->d_name);
 				continue;
 			}
 			s = (struct sweep_job){dirfd(user), je->d_name,
@@ -721,14 +722,14 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 			if (nc_call_with_timeout(sweep_child, &s,
 						 SWEEP_TIMEOUT_S, cerr,
 						 sizeof(cerr)) < 0) {
-				nc_buf_printf(report, "failed %s/%s/%s: %s\n",
-					      conf->shared_root, ue->d_name,
-					      je->d_name, cerr);
+				ddp_buf_printf(report, "failed %s/%s/%s: %s\n",
+					       conf->shared_root, ue->d_name,
+					       je->d_name, cerr);
 				failures++;
 			} else {
-				nc_buf_printf(report, "removed %s/%s/%s\n",
-					      conf->shared_root, ue->d_name,
-					      je->d_name);
+				ddp_buf_printf(report, "removed %s/%s/%s\n",
+					       conf->shared_root, ue->d_name,
+					       je->d_name);
 			}
 		}
 		closedir(user);

@@ -127,47 +127,47 @@ guarded_ranges(const struct ddp_conf *conf, unsigned eph_lo, unsigned eph_hi,
 }
 
 static int
-print_range(struct nc_buf *b, unsigned lo, unsigned hi)
+print_range(struct ddp_buf *b, unsigned lo, unsigned hi)
 {
 	if (lo == hi)
-		return nc_buf_printf(b, "%u", lo);
-	return nc_buf_printf(b, "%u-%u", lo, hi);
+		return ddp_buf_printf(b, "%u", lo);
+	return ddp_buf_printf(b, "%u-%u", lo, hi);
 }
 
 int
 nc_fw_install_script(const struct ddp_conf *conf, unsigned eph_lo,
-		     unsigned eph_hi, struct nc_buf *out)
+		     unsigned eph_hi, struct ddp_buf *out)
 {
 	unsigned lo[2], hi[2];
 	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i;
 
 	/* "table; delete table; table {...}" in one transaction recreates
 	 * the table whether or not it existed (nft 1.0.6 has no destroy). */
-	if (nc_buf_printf(out, "table inet " NC_TABLE "\n"
-			       "delete table inet " NC_TABLE "\n"
-			       "table inet " NC_TABLE " {\n"
-			       "\tset " NC_SET4 " {\n"
-			       "\t\ttype ipv4_addr . inet_service\n"
-			       "\t\tflags interval,timeout\n"
-			       "\t}\n"
-			       "\tset " NC_SET6 " {\n"
-			       "\t\ttype ipv6_addr . inet_service\n"
-			       "\t\tflags interval,timeout\n"
-			       "\t}\n"
-			       "\tset ports {\n"
-			       "\t\ttype inet_service\n"
-			       "\t\tflags interval\n"
-			       "\t\telements = { ") < 0)
+	if (ddp_buf_printf(out, "table inet " NC_TABLE "\n"
+				"delete table inet " NC_TABLE "\n"
+				"table inet " NC_TABLE " {\n"
+				"\tset " NC_SET4 " {\n"
+				"\t\ttype ipv4_addr . inet_service\n"
+				"\t\tflags interval,timeout\n"
+				"\t}\n"
+				"\tset " NC_SET6 " {\n"
+				"\t\ttype ipv6_addr . inet_service\n"
+				"\t\tflags interval,timeout\n"
+				"\t}\n"
+				"\tset ports {\n"
+				"\t\ttype inet_service\n"
+				"\t\tflags interval\n"
+				"\t\telements = { ") < 0)
 		return -1;
 	for (i = 0; i < n; i++) {
-		if ((i && nc_buf_printf(out, ", ") < 0) ||
+		if ((i && ddp_buf_printf(out, ", ") < 0) ||
 		    print_range(out, lo[i], hi[i]) < 0)
 			return -1;
 	}
 	/* Established traffic first: replies to the node's own outgoing
 	 * connections arrive on ephemeral ports. Reject, not drop, so a
 	 * stranger fails fast instead of hanging. */
-	return nc_buf_printf(
+	return ddp_buf_printf(
 		out, " }\n"
 		     "\t}\n"
 		     "\tchain input {\n"
@@ -376,18 +376,18 @@ out:
 }
 
 static int
-print_elem(struct nc_buf *b, const char *verb, const struct nc_elem *el,
+print_elem(struct ddp_buf *b, const char *verb, const struct nc_elem *el,
 	   unsigned timeout_s, unsigned long tag)
 {
-	if (nc_buf_printf(b, "%s element inet " NC_TABLE " %s { %s . ", verb,
-			  el->family == AF_INET ? NC_SET4 : NC_SET6,
-			  el->addr) < 0 ||
+	if (ddp_buf_printf(b, "%s element inet " NC_TABLE " %s { %s . ", verb,
+			   el->family == AF_INET ? NC_SET4 : NC_SET6,
+			   el->addr) < 0 ||
 	    print_range(b, el->lo, el->hi) < 0)
 		return -1;
-	if (tag && nc_buf_printf(b, " timeout %us comment \"job=%lu\"",
-				 timeout_s, tag) < 0)
+	if (tag && ddp_buf_printf(b, " timeout %us comment \"job=%lu\"",
+				  timeout_s, tag) < 0)
 		return -1;
-	return nc_buf_printf(b, " }\n");
+	return ddp_buf_printf(b, " }\n");
 }
 
 /* Desired elements by key, each key's owner first: the job whose opening
@@ -471,7 +471,7 @@ merge_overlaps(struct nc_elems *d)
 
 /* Adds the owner's element with the rest of the owner's time. */
 static int
-add_owned(struct nc_buf *out, const struct nc_elem *owner, time_t now)
+add_owned(struct ddp_buf *out, const struct nc_elem *owner, time_t now)
 {
 	time_t left = owner->expires - now;
 
@@ -484,7 +484,7 @@ add_owned(struct nc_buf *out, const struct nc_elem *owner, time_t now)
 
 int
 nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
-		  time_t now, struct nc_buf *out)
+		  time_t now, struct ddp_buf *out)
 {
 	struct nc_elems d = {0};
 	size_t i, j;
@@ -585,7 +585,7 @@ nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
 static time_t lock_deadline;
 
 static int
-nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
+nft(const struct ddp_conf *conf, const char *script, struct ddp_buf *out,
     char *const *args, char *err, size_t errlen)
 {
 	char *argv[12];
@@ -620,7 +620,7 @@ int
 nc_fw_table_exists(const struct ddp_conf *conf)
 {
 	char *args[] = {"list", "tables", "inet", NULL};
-	struct nc_buf out = {0};
+	struct ddp_buf out = {0};
 	char err[DDP_ERR_LEN];
 	int found;
 
@@ -628,14 +628,14 @@ nc_fw_table_exists(const struct ddp_conf *conf)
 	 * whether or not ours is there. */
 	found = nft(conf, NULL, &out, args, err, sizeof(err)) == 0 && out.s &&
 		strstr(out.s, "table inet " NC_TABLE "\n") != NULL;
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return found;
 }
 
 int
 nc_fw_install(const struct ddp_conf *conf, char *err, size_t errlen)
 {
-	struct nc_buf script = {0};
+	struct ddp_buf script = {0};
 	unsigned lo, hi;
 	int rv = -1;
 
@@ -652,7 +652,7 @@ nc_fw_install(const struct ddp_conf *conf, char *err, size_t errlen)
 		 conf->port_min, conf->port_max, lo, hi);
 	rv = 0;
 out:
-	nc_buf_free(&script);
+	ddp_buf_free(&script);
 	return rv;
 }
 
@@ -747,14 +747,14 @@ list_set(const struct ddp_conf *conf, const char *set, struct nc_elems *out,
 {
 	char *args[] = {"-n",	  "list",      "set", "inet",
 			NC_TABLE, (char *)set, NULL};
-	struct nc_buf text = {0};
+	struct ddp_buf text = {0};
 	int rv = -1;
 
 	if (nft(conf, NULL, &text, args, err, errlen) != 0)
 		goto out;
 	rv = nc_fw_parse_listing(text.s ? text.s : "", out, err, errlen);
 out:
-	nc_buf_free(&text);
+	ddp_buf_free(&text);
 	return rv;
 }
 
@@ -789,7 +789,7 @@ nc_fw_sync(const struct ddp_conf *conf, int statefd, const unsigned long *live,
 	   size_t errlen)
 {
 	struct nc_elems actual = {0}, desired = {0};
-	struct nc_buf script = {0};
+	struct ddp_buf script = {0};
 	time_t now = time(NULL);
 	int rv = -1, rc;
 
@@ -826,6 +826,6 @@ nc_fw_sync(const struct ddp_conf *conf, int statefd, const unsigned long *live,
 out:
 	nc_elems_free(&actual);
 	nc_elems_free(&desired);
-	nc_buf_free(&script);
+	ddp_buf_free(&script);
 	return rv;
 }

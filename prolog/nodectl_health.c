@@ -37,7 +37,7 @@ slurm_node_draining(const struct ddp_conf *conf, const char *node, char *state,
 			"-o",
 			(char *)node,
 			NULL};
-	struct nc_buf out = {0};
+	struct ddp_buf out = {0};
 	char err[DDP_ERR_LEN];
 	int rv = -1;
 
@@ -50,7 +50,7 @@ slurm_node_draining(const struct ddp_conf *conf, const char *node, char *state,
 		ddp_error("scontrol show node %s: no State field in '%.80s'",
 			  node, out.s ? out.s : "");
 out:
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return rv;
 }
 

@@ -60,7 +60,7 @@ static int
 listpids(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 {
 	char *argv[] = {(char *)conf->scontrol_path, "listpids", NULL};
-	struct nc_buf out = {0};
+	struct ddp_buf out = {0};
 	char err[DDP_ERR_LEN], *line, *save = NULL;
 	int rc, rv = -1;
 
@@ -89,7 +89,7 @@ listpids(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 	}
 	rv = 0;
 out:
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return rv;
 }
 
@@ -113,7 +113,7 @@ squeue(const struct ddp_conf *conf, const char *node, unsigned long **live,
 			"STOPPED,COMPLETING,RESIZING,SIGNALING,STAGE_OUT",
 			nodearg,
 			NULL};
-	struct nc_buf out = {0};
+	struct ddp_buf out = {0};
 	int rv = -1;
 
 	ddp_fmt(path, sizeof(path), "%s", conf->scontrol_path);
@@ -144,7 +144,7 @@ squeue(const struct ddp_conf *conf, const char *node, unsigned long **live,
 	}
 	rv = 0;
 out:
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return rv;
 }
 
@@ -315,7 +315,7 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 	};
 	unsigned long *live = NULL;
 	size_t nlive = 0;
-	struct nc_buf report = {0};
+	struct ddp_buf report = {0};
 	char err[DDP_ERR_LEN];
 	int c, dry = 0, from_squeue = 0, rc, rv = NC_EX_USAGE;
 
@@ -345,7 +345,7 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 	}
 	rv = rc == 0 ? NC_EX_OK : NC_EX_NODE;
 out:
-	nc_buf_free(&report);
+	ddp_buf_free(&report);
 	free(live);
 	return rv;
 }

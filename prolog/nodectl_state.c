@@ -24,7 +24,7 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 	       const struct nc_elems *elems, char *err, size_t errlen)
 {
 	char name[64], tmp[80];
-	struct nc_buf b = {0};
+	struct ddp_buf b = {0};
 	size_t i, off = 0;
 	int fd = -1, rv = -1;
 
@@ -33,14 +33,14 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 	    ddp_fmt(tmp, sizeof(tmp), ".job.%lu.%ld", jobid, (long)getpid()) <
 		    0)
 		goto out;
-	if (nc_buf_printf(&b, STATE_MAGIC "\nexpires %lld\n",
-			  (long long)expires) < 0)
+	if (ddp_buf_printf(&b, STATE_MAGIC "\nexpires %lld\n",
+			   (long long)expires) < 0)
 		goto oom;
 	for (i = 0; i < elems->n; i++)
-		if (nc_buf_printf(&b, "elem %d %s %u %u\n",
-				  elems->v[i].family == AF_INET ? 4 : 6,
-				  elems->v[i].addr, elems->v[i].lo,
-				  elems->v[i].hi) < 0)
+		if (ddp_buf_printf(&b, "elem %d %s %u %u\n",
+				   elems->v[i].family == AF_INET ? 4 : 6,
+				   elems->v[i].addr, elems->v[i].lo,
+				   elems->v[i].hi) < 0)
 			goto oom;
 	unlinkat(dirfd, tmp, 0);
 	fd = openat(dirfd, tmp,
@@ -80,7 +80,7 @@ out:
 		close(fd);
 		unlinkat(dirfd, tmp, 0);
 	}
-	nc_buf_free(&b);
+	ddp_buf_free(&b);
 	return rv;
 }
 

@@ -26,52 +26,6 @@
 #define NC_PATH "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 #define NC_OUT_MAX (4u << 20)
 
-int
-nc_buf_printf(struct nc_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		size_t room = b->cap - b->len;
-
-		if (b->s) {
-			va_start(ap, fmt);
-			n = vsnprintf(b->s + b->len, room, fmt, ap);
-			va_end(ap);
-			if (n < 0)
-				return -1;
-			if ((size_t)n < room) {
-				b->len += (size_t)n;
-				return 0;
-			}
-		} else {
-			n = 0;
-		}
-		{
-			size_t cap = b->cap ? b->cap * 2 : 256;
-			char *s;
-
-			while (cap < b->len + (size_t)n + 1)
-				cap *= 2;
-			s = realloc(b->s, cap);
-			if (!s)
-				return -1;
-			b->s = s;
-			b->cap = cap;
-			b->s[b->len] = '\0';
-		}
-	}
-}
-
-void
-nc_buf_free(struct nc_buf *b)
-{
-	free(b->s);
-	b->s = NULL;
-	b->len = b->cap = 0;
-}
-
 static int
 parse_decimal(const char *s, size_t maxdigits, unsigned long min,
 	      unsigned long max, unsigned long *out)
@@ -171,7 +125,7 @@ wait_until(pid_t pid, double deadline)
 
 int
 nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
-       struct nc_buf *out, unsigned timeout_s, char *err, size_t errlen)
+       struct ddp_buf *out, unsigned timeout_s, char *err, size_t errlen)
 {
 	char *envp[16];
 	char *envbuf[16] = {NULL};
@@ -259,8 +213,8 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 				if (r <= 0) {
 					ddp_close(&outp[0]);
 				} else if (out->len + (size_t)r <= NC_OUT_MAX) {
-					if (nc_buf_printf(out, "%.*s", (int)r,
-							  chunk) < 0) {
+					if (ddp_buf_printf(out, "%.*s", (int)r,
+							   chunk) < 0) {
 						ddp_errf(err, errlen,
 							 "out of memory");
 						goto out;

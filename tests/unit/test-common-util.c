@@ -2,6 +2,7 @@
 /* Unit tests of the strict parsing and formatting helpers. */
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,6 +62,39 @@ test_fmt_cat(void)
 	tap_ok(ddp_fmt_cat(buf, 0, "x") < 0, "ddp_fmt_cat of size 0 fails");
 }
 
+static void
+test_buf(void)
+{
+	struct ddp_buf b = {0};
+	char *s;
+	int i, ok = 1;
+
+	for (i = 0; i < 1000; i++)
+		ok &= ddp_buf_printf(&b, "%d,", i % 10) == 0;
+	ok &= ddp_buf_append(&b, "end", 3) == 0;
+	tap_ok(ok && b.len == 2003 && strlen(b.s) == 2003 &&
+		       strncmp(b.s, "0,1,2,", 6) == 0 &&
+		       strcmp(b.s + 2000, "end") == 0,
+	       "ddp_buf grows as text is appended");
+	s = ddp_buf_take(&b);
+	tap_ok(s && strlen(s) == 2003 && !b.s && b.len == 0,
+	       "ddp_buf_take hands the text over and empties the buffer");
+	free(s);
+	s = ddp_buf_take(&b);
+	tap_ok(s && s[0] == '\0', "ddp_buf_take of nothing is \"\"");
+	free(s);
+
+	ddp_buf_printf(&b, "kept");
+	b.failed = 1; /* as after running out of memory */
+	tap_ok(ddp_buf_printf(&b, "lost") < 0 &&
+		       ddp_buf_append(&b, "lost", 4) < 0 &&
+		       strcmp(b.s, "kept") == 0,
+	       "after a failure later appends do nothing");
+	tap_ok(!ddp_buf_take(&b) && !b.s && !b.failed,
+	       "ddp_buf_take reports the failure and frees the text");
+	ddp_buf_free(&b);
+}
+
 int
 main(void)
 {
@@ -92,5 +126,6 @@ main(void)
 	       "formatting that would truncate fails");
 	test_clock_close_hex();
 	test_fmt_cat();
+	test_buf();
 	return tap_done();
 }

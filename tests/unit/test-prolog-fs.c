@@ -127,7 +127,7 @@ test_processes(void)
 	char *cat[] = {"/bin/cat", NULL}, *fls[] = {"/bin/false", NULL};
 	char *slp[] = {"/bin/sleep", "30", NULL};
 	char *nope[] = {"/nonexistent/prog", NULL};
-	struct nc_buf out = {0};
+	struct ddp_buf out = {0};
 	time_t t0;
 
 	t0 = time(NULL);
@@ -144,7 +144,7 @@ test_processes(void)
 	tap_ok(nc_run(cat, NULL, "hello\n", &out, 5, err, sizeof(err)) == 0 &&
 		       out.s && strcmp(out.s, "hello\n") == 0,
 	       "run: stdin in, stdout back");
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	tap_ok(nc_run(fls, NULL, NULL, NULL, 5, err, sizeof(err)) == 1 &&
 		       strstr(err, "status 1"),
 	       "run: exit status");
@@ -616,7 +616,7 @@ test_shared_root(void)
 {
 	struct ddp_conf c;
 	char err[DDP_ERR_LEN];
-	struct nc_buf mi = {0};
+	struct ddp_buf mi = {0};
 	char line[64];
 
 	ddp_conf_defaults(&c);
@@ -650,7 +650,7 @@ test_shared_root(void)
 		if (f)
 			pclose(f);
 	}
-	nc_buf_free(&mi);
+	ddp_buf_free(&mi);
 }
 
 static void
@@ -824,7 +824,7 @@ static void
 test_sweep(void)
 {
 	struct ddp_conf c;
-	struct nc_buf rep = {0};
+	struct ddp_buf rep = {0};
 	char err[DDP_ERR_LEN];
 	struct timespec old[2] = {{0, 0}, {0, 0}};
 	unsigned long live[] = {101};
@@ -849,13 +849,13 @@ test_sweep(void)
 	tap_ok(rc == 0 && rep.s && strstr(rep.s, "would remove") &&
 		       strstr(rep.s, "u1/100\n") && exists(at("sw/u1/100")),
 	       "dry run reports, removes nothing");
-	nc_buf_free(&rep);
+	ddp_buf_free(&rep);
 	rc = nc_sweep_shared(&c, live, 1, now, 0, &rep, err, sizeof(err));
 	tap_ok(rc == 0 && !exists(at("sw/u1/100")), "old finished job swept");
 	tap_ok(exists(at("sw/u1/101")) && exists(at("sw/u1/102")) &&
 		       exists(at("sw/u1/notajob")),
 	       "live, recent and foreign directories kept");
-	nc_buf_free(&rep);
+	ddp_buf_free(&rep);
 }
 
 int
