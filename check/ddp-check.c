@@ -1036,24 +1036,6 @@ report(struct check *ck)
 	ddp_buf_free(&faulty);
 }
 
-/* Writes all of text to fd; a reader that went away is not an error of
- * the check's. */
-static void
-write_all(int fd, const char *text, size_t len)
-{
-	ssize_t w;
-
-	while (len > 0) {
-		w = write(fd, text, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		text += w;
-		len -= (size_t)w;
-	}
-}
-
 /*
  * After a failed verdict: rank 0's findings as verdict lines to every
  * rank, which writes them to --verdict-fd. Every rank takes part whether
@@ -1096,7 +1078,8 @@ share_verdicts(struct check *ck)
 	if (ddp_broadcast(ck->comm, text, n, DDP_UINT8, 0) != DDP_OK)
 		goto fail;
 	if (ck->o.verdict_fd >= 0)
-		write_all(ck->o.verdict_fd, text, n);
+		/* A reader that went away is not an error of the check's. */
+		(void)ddp_write_all(ck->o.verdict_fd, text, n);
 	goto out;
 fail:
 	fprintf(stderr, "ddp-check: rank %d on %s: sharing the findings: %s\n",

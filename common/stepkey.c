@@ -105,24 +105,6 @@ open_keys(const char *state_dir, char *keys, size_t keyslen, char *err,
 				    errlen);
 }
 
-/* Writes all of key to fd. */
-static int
-write_key(int fd, const struct ddp_step_key *key)
-{
-	size_t done = 0;
-	ssize_t n;
-
-	while (done < sizeof(key->k)) {
-		n = write(fd, key->k + done, sizeof(key->k) - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 int
 ddp_step_key_install(const char *state_dir, const char *name,
 		     const struct ddp_step_key *key, uid_t uid, gid_t gid,
@@ -164,9 +146,9 @@ ddp_step_key_install(const char *state_dir, const char *name,
 			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 				    O_CLOEXEC,
 			    0400);
-	if (fd < 0 || write_key(fd, key) < 0 || fchmod(fd, 0400) < 0 ||
-	    fchown(fd, uid, gid) < 0 || fchmod(dfd, 0700) < 0 ||
-	    fchown(dfd, uid, gid) < 0) {
+	if (fd < 0 || ddp_write_all(fd, key->k, sizeof(key->k)) < 0 ||
+	    fchmod(fd, 0400) < 0 || fchown(fd, uid, gid) < 0 ||
+	    fchmod(dfd, 0700) < 0 || fchown(dfd, uid, gid) < 0) {
 		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}

@@ -25,7 +25,7 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 {
 	char name[64], tmp[80];
 	struct ddp_buf b = {0};
-	size_t i, off = 0;
+	size_t i;
 	int fd = -1, rv = -1;
 
 	err[0] = '\0';
@@ -49,17 +49,9 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 		ddp_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	while (off < b.len) {
-		ssize_t w = write(fd, b.s + off, b.len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			ddp_errf(err, errlen, "write %s: %s", tmp,
-				 strerror(errno));
-			goto out;
-		}
-		off += (size_t)w;
+	if (ddp_write_all(fd, b.s, b.len) < 0) {
+		ddp_errf(err, errlen, "write %s: %s", tmp, strerror(errno));
+		goto out;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
