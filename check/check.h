@@ -117,7 +117,7 @@ int chk_ring_listen(struct chk_ring *r, char *err, size_t errlen);
 /*
  * Connects out[d] to to[d] and accepts in[d] from from[d], d < ndir, and
  * the warm-up pair (CHK_WARM, to and from as CHK_FWD), until every one is
- * there or deadline (CLOCK_MONOTONIC seconds) passes. Each connection
+ * there or deadline (ddp_now() seconds) passes. Each connection
  * opens with token and this node's index and direction; an accepted one
  * that does not is refused (r->refused is told) and waiting goes on.
  * Returns 0 when all are up, else -1 (the outcome of each connect in

@@ -160,6 +160,12 @@ ddp_net_sa_loopback(const struct sockaddr *sa)
 	return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
 }
 
+int
+ddp_net_addr_format(int family, const void *bin, char *out, size_t len)
+{
+	return inet_ntop(family, bin, out, (socklen_t)len) ? 0 : -1;
+}
+
 void
 ddp_net_sa_format(const struct sockaddr_storage *ss, char *addr, size_t addrlen,
 		  int *port)

@@ -59,6 +59,13 @@ int ddp_net_sa_loopback(const struct sockaddr *sa);
 int ddp_net_host_is_loopback(const char *host);
 
 /*
+ * The text of bin, a binary address of family (AF_INET: 4 bytes,
+ * AF_INET6: 16), into out (len bytes; INET6_ADDRSTRLEN holds any).
+ * Returns 0, or -1 for another family or a too small out.
+ */
+int ddp_net_addr_format(int family, const void *bin, char *out, size_t len);
+
+/*
  * Numeric address (into addr, "?" when unknown) and port of ss, a
  * v4-mapped IPv6 address written as IPv4, so that both ends of a
  * connection write it the same way.

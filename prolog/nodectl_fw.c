@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_net.h"
 #include "ddp_util.h"
 
 int
@@ -97,7 +98,7 @@ nc_canon_addr(const char *in, int *family, char *out, size_t len)
 		*family = AF_INET6;
 	else
 		return -1;
-	return inet_ntop(*family, bin, out, (socklen_t)len) ? 0 : -1;
+	return ddp_net_addr_format(*family, bin, out, len);
 }
 
 /* The two guarded port ranges, merged when they overlap or touch. A
@@ -251,7 +252,8 @@ nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts, size_t nhosts,
 					       ->sin6_addr;
 			else
 				continue;
-			if (!inet_ntop(ai->ai_family, bin, addr, sizeof(addr)))
+			if (ddp_net_addr_format(ai->ai_family, bin, addr,
+						sizeof(addr)) < 0)
 				continue;
 			if (add_peer(out, ai->ai_family, addr, (unsigned)n, lo,
 				     hi, jobid) < 0) {
