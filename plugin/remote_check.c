@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,6 +26,7 @@
 
 #include "slurm_compat.h"
 
+#include "ddp_child.h"
 #include "ddp_log.h"
 #include "ddp_util.h"
 #include "plugin.h"
@@ -74,67 +74,34 @@ drain_verdicts(struct verdict_text *t)
 	ddp_close(&t->fd);
 }
 
-/* A descriptor that turns readable when pid ends (Linux 5.3 and later),
- * or -1 where the kernel or the build lacks pidfd_open. */
-static int
-pid_fd(pid_t pid)
+/* drain_verdicts as a ddp_child_wait's each. */
+static void
+drain_each(void *arg)
 {
-#ifdef SYS_pidfd_open
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-	(void)pid;
-	errno = ENOSYS;
-	return -1;
-#endif
+	if (arg)
+		drain_verdicts(arg);
 }
 
 /*
  * Waits for pid until deadline, then kills it, reading t meanwhile.
- * Every task of a node waits so: each sleeps in poll until its check
- * ends, writes findings or reaches the deadline, where a fixed tick would
- * wake hundreds of tasks 50 times a second beside the link test. Without
- * a pidfd it looks every 20 ms. Returns its wait status, or -1 when
- * waitpid fails.
+ * Every task of a node waits so: each sleeps until its check ends,
+ * writes findings or reaches the deadline, where a fixed tick would wake
+ * hundreds of tasks 50 times a second beside the link test. Returns its
+ * wait status, or -1 when waitpid fails.
  */
 static int
 wait_check(pid_t pid, double deadline, int *killed, struct verdict_text *t)
 {
-	const struct timespec tick = {0, 20 * 1000 * 1000};
-	struct pollfd pfd[2];
-	int status = 0, pidfd = pid_fd(pid), n, ms;
-	double now;
-	pid_t r;
+	const struct ddp_child_wait w = {
+		.deadline = deadline,
+		.grace = -1,
+		.fd = t ? &t->fd : NULL,
+		.each = drain_each,
+		.arg = t,
+	};
+	int status;
 
-	*killed = 0;
-	for (;;) {
-		drain_verdicts(t);
-		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid) {
-			drain_verdicts(t);
-			break;
-		}
-		if (r < 0 && errno != EINTR) {
-			status = -1;
-			break;
-		}
-		now = ddp_now();
-		if (!*killed && now >= deadline) {
-			kill(pid, SIGKILL);
-			*killed = 1;
-		}
-		if (pidfd < 0) {
-			nanosleep(&tick, NULL);
-			continue;
-		}
-		n = 0;
-		pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
-		if (t->fd >= 0)
-			pfd[n++] =
-				(struct pollfd){.fd = t->fd, .events = POLLIN};
-		ms = *killed ? -1 : (int)((deadline - now) * 1000) + 1;
-		poll(pfd, (nfds_t)n, ms);
-	}
-	ddp_close(&pidfd);
+	*killed = ddp_wait_child(pid, &w, &status);
 	return status;
 }
 

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_child.h"
 #include "ddp_util.h"
 
 /* Enough for every program the helper runs; never taken from the job. */
@@ -97,30 +98,19 @@ nc_node_draining(const char *show_node, char *state, size_t len)
 	return strstr(state, "DRAIN") != NULL;
 }
 
-/* Waits for pid until deadline (monotonic seconds); kills it after that.
+/* Waits for pid until deadline (ddp_now() seconds); kills it after that.
  * Returns the wait status, or -1 when it had to be killed. */
 static int
 wait_until(pid_t pid, double deadline)
 {
-	int status = 0;
+	/* A child stuck in an uninterruptible NFS wait may not die at once;
+	 * do not wait for it. */
+	const struct ddp_child_wait w = {.deadline = deadline, .grace = 0.02};
+	int status;
 
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid)
-			return status;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (ddp_now() >= deadline) {
-			kill(pid, SIGKILL);
-			/* A child stuck in an uninterruptible NFS wait may
-			 * not die at once; do not wait for it. */
-			usleep(20000);
-			waitpid(pid, &status, WNOHANG);
-			return -1;
-		}
-		usleep(10000);
-	}
+	if (ddp_wait_child(pid, &w, &status))
+		return -1;
+	return status;
 }
 
 int
