@@ -800,14 +800,6 @@ run_fault(int size, enum fault f, double *worst_out)
 	return ok;
 }
 
-/* Whether this machine has an NVIDIA GPU device, usable or not. */
-static int
-gpu_device_present(void)
-{
-	return access("/dev/nvidia0", F_OK) == 0 ||
-	       system("nvidia-smi -L >/dev/null 2>&1") == 0;
-}
-
 int
 main(void)
 {
@@ -820,7 +812,7 @@ main(void)
 	tw_run_job(1, probe_rank, NULL, 60, rk);
 	if (!strstr(rk[0].out, "GPU ok")) {
 		nl = strchr(rk[0].out, '\n');
-		if (gpu_device_present()) {
+		if (tw_gpu_device_present()) {
 			tap_ok(0,
 			       "one rank joins with NCCL on this machine's GPU "
 			       "(exit %d): %.*s",
