@@ -100,8 +100,11 @@ squat_role(int i, int size, int port, FILE *out, void *arg)
 	(void)arg;
 	if (i < JOB_RANKS) {
 		/* nB's ranks start once the squatter holds the socket. */
-		if (node_of(i)[1] == 'B')
-			usleep(500000);
+		if (node_of(i)[1] == 'B' &&
+		    !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+			fprintf(out, "E the squatter never listened\n");
+			return 1;
+		}
 		return rank_role(i, port, 20, out);
 	}
 	sl = node_addr(port, "nB", &sa);
@@ -114,6 +117,7 @@ squat_role(int i, int size, int port, FILE *out, void *arg)
 		return 1;
 	}
 	fprintf(out, "SQUATTING\n");
+	tr_gate_open(&gate_a);
 	end = tw_now() + 4;
 	while (tw_now() < end)
 		if (tr_wait_in(fd, end - tw_now()) > 0 &&
@@ -130,7 +134,7 @@ test_squatter(void)
 	int failed = tap_failed, i, ok = 1, fell = 1;
 
 	setenv("DDP_DEBUG", "1", 1);
-	if (tw_run_job(JOB_RANKS + 1, squat_role, NULL, 60, rk) < 0) {
+	if (run_gated(JOB_RANKS + 1, squat_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -218,7 +222,10 @@ intruder(int port, FILE *out)
 
 	if (tr_become_nobody(out) < 0)
 		return 1;
-	usleep(300000);
+	if (!tr_wait_listening(port, GATE_WAIT_S)) {
+		fprintf(out, "E rank 0 never listened\n");
+		return 1;
+	}
 	/* A forged relay: after a hello that does not verify, then with
 	 * no hello at all. */
 	for (k = 0; k < 2; k++) {
@@ -239,6 +246,8 @@ intruder(int port, FILE *out)
 		fprintf(out, "RELAY%d reply %d\n", k, type);
 		close(fd);
 	}
+	/* The ranks may come: rank 1 after the relays that named it. */
+	tr_gate_open(&gate_a);
 	/* A non-member at node nC's leader, once it listens. */
 	end = tw_now() + 10;
 	do {
@@ -263,6 +272,7 @@ intruder(int port, FILE *out)
 	type = tr_read_msg(fd, 5, raw, sizeof(raw), &len);
 	fprintf(out, "KNOCK reply %d\n", type);
 	close(fd);
+	tr_gate_open(&gate_b);
 	return 0;
 }
 
@@ -273,10 +283,14 @@ intruder_role(int i, int size, int port, FILE *out, void *arg)
 	(void)arg;
 	if (i == JOB_RANKS)
 		return intruder(port, out);
-	/* Rank 11 comes last, so node nC's leader (rank 8) and rank 0 still
-	 * listen while the intruder, however slowly it runs, knocks. */
-	if (i > 0)
-		usleep(i == 11 ? 6000000 : 1500000);
+	/* Ranks 1-10 come once the intruder's forged relays are done; rank
+	 * 11 once it knocked, so node nC's leader (rank 8) and rank 0 still
+	 * listen while it knocks, however slowly it runs. */
+	if (i > 0 &&
+	    !tr_gate_wait(i == 11 ? &gate_b : &gate_a, 2 * GATE_WAIT_S)) {
+		fprintf(out, "E the intruder never got that far\n");
+		return 1;
+	}
 	return rank_role(i, port, 20, out);
 }
 
@@ -287,7 +301,7 @@ test_intruder(void)
 	const struct tw_rank *x = &rk[JOB_RANKS];
 	int failed = tap_failed, i, ok = 1;
 
-	if (tw_run_job(JOB_RANKS + 1, intruder_role, NULL, 60, rk) < 0) {
+	if (run_gated(JOB_RANKS + 1, intruder_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -311,17 +325,60 @@ test_intruder(void)
 
 /* ---- a node leader that dies holding its members' joins ---- */
 
+/* How many connections node host's join socket has accepted (the
+ * leader's ends, which carry the socket's name, in /proc/net/unix). */
+static int
+node_accepted(int port, const char *host)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = node_addr(port, host, &sa);
+	char line[512], path[200];
+	unsigned st;
+	FILE *f = fopen("/proc/net/unix", "r");
+	int n = 0;
+
+	if (!sl || !f) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s %*s %*s %*s %*s %x %*s %199s", &st,
+			   path) == 2 &&
+		    st == 3 && path[0] == '@' &&
+		    strcmp(path + 1, sa.sun_path + 1) == 0)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Node nB's leader, rank 4, dies (SIGALRM) holding its members' joins:
+ * rank 0, which comes last, kills it once nB's join socket holds the
+ * connections of ranks 5-7 (the leader's relay waits for rank 0), and
+ * starts once it is gone.
+ */
 static int
 leader_dies_role(int i, int size, int port, FILE *out, void *arg)
 {
+	double end = tw_now() + GATE_WAIT_S;
+	pid_t leader;
+
 	(void)size;
 	(void)arg;
-	/* Rank 0 comes late, so node nB's leader still holds its members
-	 * (its relay waits for rank 0) when it dies. */
-	if (i == 0)
-		usleep(4000000);
-	if (i == 4)
-		alarm(2);
+	__atomic_store_n(&job_pids[i], getpid(), __ATOMIC_SEQ_CST);
+	if (i == 0) {
+		while (node_accepted(port, "nB") < NODE_RANKS - 1 &&
+		       tw_now() < end)
+			usleep(5000);
+		leader = pid_of(4, GATE_WAIT_S);
+		if (node_accepted(port, "nB") < NODE_RANKS - 1 || !leader ||
+		    kill(leader, SIGALRM) < 0 ||
+		    !tr_wait_pid_gone(leader, GATE_WAIT_S)) {
+			fprintf(out, "E nB's leader never held its members\n");
+			return 1;
+		}
+	}
 	return rank_role(i, port, i == 0 ? 6 : 30, out);
 }
 
@@ -331,7 +388,7 @@ test_leader_dies(void)
 	static struct tw_rank rk[JOB_RANKS];
 	int failed = tap_failed, i, told = 1;
 
-	if (tw_run_job(JOB_RANKS, leader_dies_role, NULL, 60, rk) < 0) {
+	if (run_gated(JOB_RANKS, leader_dies_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
