@@ -7,7 +7,8 @@
  * own authenticated session. Another user (nobody) squatting a node's
  * join socket, knocking on a leader's or forging a leader's relay to
  * rank 0 gets nothing, and the job completes; a leader that dies holding
- * its members' joins is named by each of them at once.
+ * its members' joins is named by each of them at once. The same
+ * leaders serve jobs on the step key (DDP_AUTH=key) and on none.
  */
 #include <sys/un.h>
 
@@ -411,6 +412,78 @@ test_leader_dies(void)
 	tw_free_job(JOB_RANKS, rk);
 }
 
+/* ---- the node-leader path without munge ---- */
+
+/* A rank of a job authenticated with the step key in the file arg, or
+ * with none (arg NULL); debug lines say what the leaders relayed. */
+static int
+auth_role(int i, int size, int port, FILE *out, void *arg)
+{
+	const char *key = arg;
+	struct ddp_config cfg;
+
+	(void)size;
+	setenv("DDP_DEBUG", "1", 1);
+	ddp_set_log_fn(tr_log_to_file, out);
+	node_env(i);
+	tr_cfg(&cfg, i, JOB_RANKS, port, 20, JOB_ID, "/nonexistent/munge.sock");
+	cfg.auth = key ? DDP_AUTH_KEY : DDP_AUTH_NONE;
+	if (key)
+		setenv("DDP_STEP_KEY_FILE", key, 1);
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+leaders_job(const char *key, const char *what)
+{
+	static struct tw_rank rk[JOB_RANKS];
+	int failed = tap_failed, i, ok = 1, direct = 0, warned = 0;
+
+	if (run_gated(JOB_RANKS, auth_role, (void *)key, 60, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 0; i < JOB_RANKS; i++) {
+		ok = ok && completed(&rk[i]);
+		direct += tr_has(&rk[i], "joining rank 0 directly");
+		warned += tr_has(&rk[i], "DDP_AUTH=none: the rendezvous is "
+					 "not authenticated");
+	}
+	tap_ok(ok && direct == 0 &&
+		       tr_has(&rk[4], "ranks of node nB (3 in all)") &&
+		       tr_has(&rk[8], "ranks of node nC (3 in all)") &&
+		       tr_has(&rk[0], "rank 0: rank 1 joined from this node") &&
+		       warned == (key ? 0 : JOB_RANKS),
+	       "%s: 12 ranks on 3 nodes of 4 complete through their node "
+	       "leaders (nB's and nC's relay 3 members each, nA's join rank 0 "
+	       "on its node's socket)%s",
+	       what, key ? "" : ", every rank warning once");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(JOB_RANKS, rk);
+	tw_free_job(JOB_RANKS, rk);
+}
+
+static void
+test_leaders_without_munge(void)
+{
+	char dir[] = "/tmp/ddp-test-treekey-XXXXXX", path[200];
+	unsigned char key[32];
+	int fd, ok;
+
+	memset(key, 0x5c, sizeof(key));
+	ok = mkdtemp(dir) != NULL &&
+	     snprintf(path, sizeof(path), "%s/step.key", dir) > 0 &&
+	     (fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0400)) >= 0 &&
+	     write(fd, key, sizeof(key)) == (ssize_t)sizeof(key) &&
+	     close(fd) == 0;
+	if (!tap_ok(ok, "a step key file in %s", dir))
+		return;
+	leaders_job(path, "DDP_AUTH=key (the step key)");
+	unlink(path);
+	rmdir(dir);
+	leaders_job(NULL, "DDP_AUTH=none");
+}
+
 int
 main(void)
 {
@@ -427,6 +500,7 @@ main(void)
 	test_squatter();
 	test_intruder();
 	test_leader_dies();
+	test_leaders_without_munge();
 	tr_munged_stop(dir);
 	return tap_done();
 }

@@ -822,6 +822,100 @@ test_mesh_from_join_addr(void)
 	tw_free_job(3, rk);
 }
 
+/* ---- the address rank 0's own node's members get in the roster ---- */
+
+/*
+ * Ranks 0-1 on node nA (rank 0's), 2-3 on nB, MASTER_ADDR arg (this
+ * host's non-loopback address); index 4, another user (nobody), connects
+ * to MASTER_PORT from loopback first and says garbage. nB's ranks come
+ * once rank 0 refused it.
+ */
+static int
+roster_addr_role(int i, int size, int port, FILE *out, void *arg)
+{
+	static struct tr_log_gate lg;
+	struct ddp_config cfg;
+	char v[16];
+	int fd;
+
+	(void)size;
+	if (i == 4) {
+		if (tr_become_nobody(out) < 0)
+			return 1;
+		fd = tr_wait_listening(port, GATE_WAIT_S)
+			     ? tr_dial("127.0.0.1", port, 5)
+			     : -1;
+		if (fd < 0 || write(fd, "GARBAGEgarbage!!", 16) != 16) {
+			fprintf(out, "E knock: %s\n", strerror(errno));
+			return 1;
+		}
+		fprintf(out, "KNOCKED\n");
+		tr_wait_in(fd, GATE_WAIT_S); /* until rank 0 hangs up */
+		close(fd);
+		return 0;
+	}
+	ddp_set_log_fn(tr_log_to_file, out);
+	setenv("DDP_HOSTNAME", i < 2 ? "nA" : "nB", 1);
+	snprintf(v, sizeof(v), "%d", i % 2);
+	setenv("LOCAL_RANK", v, 1);
+	setenv("LOCAL_WORLD_SIZE", "2", 1);
+	if (i == 0) {
+		lg.out = out;
+		lg.when = "refused connection from 127.0.0.1";
+		lg.gate = &gate_a;
+		ddp_set_log_fn(tr_log_then_open, &lg);
+	}
+	if (i >= 2 && !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+		fprintf(out, "E rank 0 never refused the knock\n");
+		return 1;
+	}
+	tr_cfg(&cfg, i, 4, port, 20, "777", munge_sock);
+	snprintf(cfg.master_addr, sizeof(cfg.master_addr), "%s",
+		 (const char *)arg);
+	return tr_rank_job(&cfg, out);
+}
+
+/*
+ * Rank 0 hands its node's members (joined on the node's socket) the
+ * address the job's ranks reach it at: learnt from the first verified
+ * join from another host, never from a connection that did not verify
+ * or came from loopback. Were it taken from the loopback knock, nB's
+ * ranks would be sent to 127.0.0.1 for rank 1, connect from there, and
+ * be refused: rank 2 joined from the host's address.
+ */
+static void
+test_roster_addr(void)
+{
+	struct tw_rank rk[5];
+	char ip[64];
+	int failed = tap_failed, i, ok = 1;
+
+	host_ipv4(ip, sizeof(ip));
+	if (!ip[0]) {
+		printf("ok %d # SKIP no non-loopback IPv4 address here\n",
+		       ++tap_count);
+		return;
+	}
+	if (run_gated(5, roster_addr_role, ip, 40, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 0; i < 4; i++)
+		ok = ok && tw_exit(&rk[i]) == 0 &&
+		     tr_has(&rk[i], "ALLREDUCE 0 4 6 20") &&
+		     !tr_has(&rk[i], "connects from 127.0.0.1");
+	tap_ok(ok && tr_has(&rk[4], "KNOCKED") &&
+		       tr_has(&rk[0], "refused connection from 127.0.0.1"),
+	       "another user's connection to MASTER_PORT from loopback, "
+	       "refused, does not choose the address rank 0's node's "
+	       "members get in the roster: node nB's ranks reach rank 1 at "
+	       "%s and the job of 2 nodes completes",
+	       ip);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(5, rk);
+	tw_free_job(5, rk);
+}
+
 int
 main(void)
 {
@@ -844,6 +938,7 @@ main(void)
 	test_tree_parent_dies();
 	test_tree_intruder();
 	test_mesh_from_join_addr();
+	test_roster_addr();
 	tr_munged_stop(dir);
 	return tap_done();
 }
