@@ -326,60 +326,22 @@ test_intruder(void)
 
 /* ---- a node leader that dies holding its members' joins ---- */
 
-/* How many connections node host's join socket has accepted (the
- * leader's ends, which carry the socket's name, in /proc/net/unix). */
-static int
-node_accepted(int port, const char *host)
-{
-	struct sockaddr_un sa;
-	socklen_t sl = node_addr(port, host, &sa);
-	char line[512], path[200];
-	unsigned st;
-	FILE *f = fopen("/proc/net/unix", "r");
-	int n = 0;
-
-	if (!sl || !f) {
-		if (f)
-			fclose(f);
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%*s %*s %*s %*s %*s %x %*s %199s", &st,
-			   path) == 2 &&
-		    st == 3 && path[0] == '@' &&
-		    strcmp(path + 1, sa.sun_path + 1) == 0)
-			n++;
-	fclose(f);
-	return n;
-}
-
 /*
- * Node nB's leader, rank 4, dies (SIGALRM) holding its members' joins:
- * rank 0, which comes last, kills it once nB's join socket holds the
- * connections of ranks 5-7 (the leader's relay waits for rank 0), and
- * starts once it is gone.
+ * Rank 0 comes late, so node nB's leader still holds its members (its
+ * relay waits for rank 0) when it dies. Still ordered by time: nothing a
+ * test can see tells that a leader holds its members' joins (their
+ * connections being accepted is not enough: a member that has not yet
+ * verified the leader's proof joins rank 0 directly when it dies).
  */
 static int
 leader_dies_role(int i, int size, int port, FILE *out, void *arg)
 {
-	double end = tw_now() + GATE_WAIT_S;
-	pid_t leader;
-
 	(void)size;
 	(void)arg;
-	__atomic_store_n(&job_pids[i], getpid(), __ATOMIC_SEQ_CST);
-	if (i == 0) {
-		while (node_accepted(port, "nB") < NODE_RANKS - 1 &&
-		       tw_now() < end)
-			usleep(5000);
-		leader = pid_of(4, GATE_WAIT_S);
-		if (node_accepted(port, "nB") < NODE_RANKS - 1 || !leader ||
-		    kill(leader, SIGALRM) < 0 ||
-		    !tr_wait_pid_gone(leader, GATE_WAIT_S)) {
-			fprintf(out, "E nB's leader never held its members\n");
-			return 1;
-		}
-	}
+	if (i == 0)
+		usleep(4000000);
+	if (i == 4)
+		alarm(2);
 	return rank_role(i, port, i == 0 ? 6 : 30, out);
 }
 
