@@ -1,15 +1,22 @@
 #!/usr/bin/env bats
 # make rpm builds slurm-ddp.spec's packages (rpmbuild -bb, Debian's rpm)
 # against the build's Slurm headers, split as the Debian packages are, and
-# rpmlint reports no error.
+# rpmlint reports no error. Without rpmbuild or rpmlint (make deps installs
+# both) the tests skip, naming what is missing, and tests/run counts each
+# such skip as a failure.
 
 setup_file() {
 	export repo_root
 	repo_root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-	command -v rpmbuild >/dev/null || skip "rpmbuild is not installed (make deps)"
+	# setup skips each test, naming why (bats skips nothing from here).
+	command -v rpmbuild >/dev/null || return 0
 	export pkg_out="$BATS_FILE_TMPDIR/pkg"
 	PKG_OUT=$pkg_out make -C "$repo_root" --no-print-directory rpm >"$BATS_FILE_TMPDIR/rpm.log" 2>&1 ||
 		{ cat "$BATS_FILE_TMPDIR/rpm.log" >&2; return 1; }
+}
+
+setup() {
+	command -v rpmbuild >/dev/null || skip "rpmbuild is not installed (make deps installs it)"
 }
 
 @test "make rpm builds every package of the split" {

@@ -3,7 +3,8 @@
 # CredType=cred/slurm and a shared slurm.key, and no munged on any host.
 # srun --ddp runs libddp's examples/train on the step key (equal checksums),
 # --ddp-check joins with it too, and DDP_AUTH=munge fails naming munged.
-# A Slurm root the registry did not serve is skipped in one line.
+# A Slurm root the registry did not serve skips each test, naming why;
+# tests/run counts such a skip as a failure (only a missing GPU may skip).
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 

@@ -51,6 +51,19 @@ tap_done(void)
 	return tap_failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* 1 when every one of the n bytes at p is zero (a wiped key). */
+__attribute__((unused)) static int
+tap_all_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
 #define TAP_STREQ(got, want, name)                                          \
 	do {                                                                \
 		const char *g_ = (got), *w_ = (want);                       \

@@ -242,6 +242,35 @@ wait_connected(int fd)
 
 #define FLOOD 150
 
+/* The connections waiting in the accept queue of the socket that
+ * listens on port (a listener's rx_queue in /proc/net/tcp or tcp6), or
+ * -1. */
+static int
+accept_backlog(int port)
+{
+	static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	char line[512];
+	unsigned lport, st, rxq;
+	FILE *f;
+	int k, n = -1;
+
+	for (k = 0; k < 2 && n < 0; k++) {
+		f = fopen(tables[k], "r");
+		if (!f)
+			continue;
+		while (n < 0 && fgets(line, sizeof(line), f))
+			if (sscanf(line,
+				   " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x "
+				   "%x "
+				   "%*x:%x",
+				   &lport, &st, &rxq) == 3 &&
+			    lport == (unsigned)port && st == 0x0a)
+				n = (int)rxq;
+		fclose(f);
+	}
+	return n;
+}
+
 /*
  * A stranger floods the link-test port from one address with connections
  * that say nothing, while the neighbour's connection (from another
@@ -299,8 +328,12 @@ test_flood(void)
 		wait_connected(flood[i]);
 		up++;
 	}
-	/* Let the listener take them in before the hello completes. */
-	usleep(300 * 1000);
+	/* The listener takes them all in before the hello completes. */
+	for (i = 0; i < 2000 && accept_backlog(n.ring.lport) != 0; i++)
+		usleep(5000);
+	if (!tap_ok(accept_backlog(n.ring.lport) == 0,
+		    "flood: the listener took the %d connections in", up))
+		tap_diag("accept queue: %d", accept_backlog(n.ring.lport));
 	send(genuine, hello + 10, sizeof(hello) - 10, 0);
 	pthread_join(t, NULL);
 	if (!tap_ok(n.ring.in[CHK_FWD] >= 0,

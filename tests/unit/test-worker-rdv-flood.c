@@ -46,8 +46,12 @@ flooder(int port, const char *src, FILE *out)
 	to.sin_family = AF_INET;
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	to.sin_port = htons((uint16_t)port);
-	usleep(200000);
+	if (!tr_wait_listening(port, GATE_WAIT_S)) {
+		fprintf(out, "E rank 0 never listened\n");
+		return 1;
+	}
 	fprintf(out, "FLOOD_START %.3f\n", tw_now());
+	tr_gate_open(&gate_a);
 	end = tw_now() + FLOOD_S;
 	while (tw_now() < end) {
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -103,8 +107,12 @@ flood_role(int i, int size, int port, FILE *out, void *arg)
 			return 1;
 		close(fd);
 	} else {
-		/* one rank joins every second of the flood */
-		usleep((useconds_t)(500000 + 1000000 * i));
+		/* once the flood runs, one rank joins every second of it */
+		if (!tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+			fprintf(out, "E the flood never started\n");
+			return 1;
+		}
+		usleep((useconds_t)(1000000 * i));
 		ddp_set_log_fn(tr_log_to_file, out);
 	}
 	tr_cfg(&cfg, i, RANKS, port, 30, "777", munge_sock);
@@ -141,7 +149,7 @@ flood_case(const char *src, const char *dir)
 	int i, failed = tap_failed, summary = 0, done = 1;
 
 	snprintf(path, sizeof(path), "%s/rank0-%s.stderr", dir, src);
-	if (tw_run_job(RANKS + FLOODERS, flood_role, &a, 90, rk) < 0) {
+	if (run_gated(RANKS + FLOODERS, flood_role, &a, 90, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}

@@ -7,7 +7,8 @@
  * own authenticated session. Another user (nobody) squatting a node's
  * join socket, knocking on a leader's or forging a leader's relay to
  * rank 0 gets nothing, and the job completes; a leader that dies holding
- * its members' joins is named by each of them at once.
+ * its members' joins is named by each of them at once. The same
+ * leaders serve jobs on the step key (DDP_AUTH=key) and on none.
  */
 #include <sys/un.h>
 
@@ -100,8 +101,11 @@ squat_role(int i, int size, int port, FILE *out, void *arg)
 	(void)arg;
 	if (i < JOB_RANKS) {
 		/* nB's ranks start once the squatter holds the socket. */
-		if (node_of(i)[1] == 'B')
-			usleep(500000);
+		if (node_of(i)[1] == 'B' &&
+		    !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+			fprintf(out, "E the squatter never listened\n");
+			return 1;
+		}
 		return rank_role(i, port, 20, out);
 	}
 	sl = node_addr(port, "nB", &sa);
@@ -114,6 +118,7 @@ squat_role(int i, int size, int port, FILE *out, void *arg)
 		return 1;
 	}
 	fprintf(out, "SQUATTING\n");
+	tr_gate_open(&gate_a);
 	end = tw_now() + 4;
 	while (tw_now() < end)
 		if (tr_wait_in(fd, end - tw_now()) > 0 &&
@@ -130,7 +135,7 @@ test_squatter(void)
 	int failed = tap_failed, i, ok = 1, fell = 1;
 
 	setenv("DDP_DEBUG", "1", 1);
-	if (tw_run_job(JOB_RANKS + 1, squat_role, NULL, 60, rk) < 0) {
+	if (run_gated(JOB_RANKS + 1, squat_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -218,7 +223,10 @@ intruder(int port, FILE *out)
 
 	if (tr_become_nobody(out) < 0)
 		return 1;
-	usleep(300000);
+	if (!tr_wait_listening(port, GATE_WAIT_S)) {
+		fprintf(out, "E rank 0 never listened\n");
+		return 1;
+	}
 	/* A forged relay: after a hello that does not verify, then with
 	 * no hello at all. */
 	for (k = 0; k < 2; k++) {
@@ -239,6 +247,8 @@ intruder(int port, FILE *out)
 		fprintf(out, "RELAY%d reply %d\n", k, type);
 		close(fd);
 	}
+	/* The ranks may come: rank 1 after the relays that named it. */
+	tr_gate_open(&gate_a);
 	/* A non-member at node nC's leader, once it listens. */
 	end = tw_now() + 10;
 	do {
@@ -263,6 +273,7 @@ intruder(int port, FILE *out)
 	type = tr_read_msg(fd, 5, raw, sizeof(raw), &len);
 	fprintf(out, "KNOCK reply %d\n", type);
 	close(fd);
+	tr_gate_open(&gate_b);
 	return 0;
 }
 
@@ -273,10 +284,14 @@ intruder_role(int i, int size, int port, FILE *out, void *arg)
 	(void)arg;
 	if (i == JOB_RANKS)
 		return intruder(port, out);
-	/* Rank 11 comes last, so node nC's leader (rank 8) and rank 0 still
-	 * listen while the intruder, however slowly it runs, knocks. */
-	if (i > 0)
-		usleep(i == 11 ? 6000000 : 1500000);
+	/* Ranks 1-10 come once the intruder's forged relays are done; rank
+	 * 11 once it knocked, so node nC's leader (rank 8) and rank 0 still
+	 * listen while it knocks, however slowly it runs. */
+	if (i > 0 &&
+	    !tr_gate_wait(i == 11 ? &gate_b : &gate_a, 2 * GATE_WAIT_S)) {
+		fprintf(out, "E the intruder never got that far\n");
+		return 1;
+	}
 	return rank_role(i, port, 20, out);
 }
 
@@ -287,7 +302,7 @@ test_intruder(void)
 	const struct tw_rank *x = &rk[JOB_RANKS];
 	int failed = tap_failed, i, ok = 1;
 
-	if (tw_run_job(JOB_RANKS + 1, intruder_role, NULL, 60, rk) < 0) {
+	if (run_gated(JOB_RANKS + 1, intruder_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -311,13 +326,18 @@ test_intruder(void)
 
 /* ---- a node leader that dies holding its members' joins ---- */
 
+/*
+ * Rank 0 comes late, so node nB's leader still holds its members (its
+ * relay waits for rank 0) when it dies. Still ordered by time: nothing a
+ * test can see tells that a leader holds its members' joins (their
+ * connections being accepted is not enough: a member that has not yet
+ * verified the leader's proof joins rank 0 directly when it dies).
+ */
 static int
 leader_dies_role(int i, int size, int port, FILE *out, void *arg)
 {
 	(void)size;
 	(void)arg;
-	/* Rank 0 comes late, so node nB's leader still holds its members
-	 * (its relay waits for rank 0) when it dies. */
 	if (i == 0)
 		usleep(4000000);
 	if (i == 4)
@@ -331,7 +351,7 @@ test_leader_dies(void)
 	static struct tw_rank rk[JOB_RANKS];
 	int failed = tap_failed, i, told = 1;
 
-	if (tw_run_job(JOB_RANKS, leader_dies_role, NULL, 60, rk) < 0) {
+	if (run_gated(JOB_RANKS, leader_dies_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -354,6 +374,78 @@ test_leader_dies(void)
 	tw_free_job(JOB_RANKS, rk);
 }
 
+/* ---- the node-leader path without munge ---- */
+
+/* A rank of a job authenticated with the step key in the file arg, or
+ * with none (arg NULL); debug lines say what the leaders relayed. */
+static int
+auth_role(int i, int size, int port, FILE *out, void *arg)
+{
+	const char *key = arg;
+	struct ddp_config cfg;
+
+	(void)size;
+	setenv("DDP_DEBUG", "1", 1);
+	ddp_set_log_fn(tr_log_to_file, out);
+	node_env(i);
+	tr_cfg(&cfg, i, JOB_RANKS, port, 20, JOB_ID, "/nonexistent/munge.sock");
+	cfg.auth = key ? DDP_AUTH_KEY : DDP_AUTH_NONE;
+	if (key)
+		setenv("DDP_STEP_KEY_FILE", key, 1);
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+leaders_job(const char *key, const char *what)
+{
+	static struct tw_rank rk[JOB_RANKS];
+	int failed = tap_failed, i, ok = 1, direct = 0, warned = 0;
+
+	if (run_gated(JOB_RANKS, auth_role, (void *)key, 60, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 0; i < JOB_RANKS; i++) {
+		ok = ok && completed(&rk[i]);
+		direct += tr_has(&rk[i], "joining rank 0 directly");
+		warned += tr_has(&rk[i], "DDP_AUTH=none: the rendezvous is "
+					 "not authenticated");
+	}
+	tap_ok(ok && direct == 0 &&
+		       tr_has(&rk[4], "ranks of node nB (3 in all)") &&
+		       tr_has(&rk[8], "ranks of node nC (3 in all)") &&
+		       tr_has(&rk[0], "rank 0: rank 1 joined from this node") &&
+		       warned == (key ? 0 : JOB_RANKS),
+	       "%s: 12 ranks on 3 nodes of 4 complete through their node "
+	       "leaders (nB's and nC's relay 3 members each, nA's join rank 0 "
+	       "on its node's socket)%s",
+	       what, key ? "" : ", every rank warning once");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(JOB_RANKS, rk);
+	tw_free_job(JOB_RANKS, rk);
+}
+
+static void
+test_leaders_without_munge(void)
+{
+	char dir[] = "/tmp/ddp-test-treekey-XXXXXX", path[200];
+	unsigned char key[32];
+	int fd, ok;
+
+	memset(key, 0x5c, sizeof(key));
+	ok = mkdtemp(dir) != NULL &&
+	     snprintf(path, sizeof(path), "%s/step.key", dir) > 0 &&
+	     (fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0400)) >= 0 &&
+	     write(fd, key, sizeof(key)) == (ssize_t)sizeof(key) &&
+	     close(fd) == 0;
+	if (!tap_ok(ok, "a step key file in %s", dir))
+		return;
+	leaders_job(path, "DDP_AUTH=key (the step key)");
+	unlink(path);
+	rmdir(dir);
+	leaders_job(NULL, "DDP_AUTH=none");
+}
+
 int
 main(void)
 {
@@ -370,6 +462,7 @@ main(void)
 	test_squatter();
 	test_intruder();
 	test_leader_dies();
+	test_leaders_without_munge();
 	tr_munged_stop(dir);
 	return tap_done();
 }

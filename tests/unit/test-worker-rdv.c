@@ -15,7 +15,6 @@
 #include "test-worker-rdv.h"
 
 static char munge_sock[200];
-
 /* Adds one line per rendezvous message type in stream (what rank 0 sent
  * the attacker), stopping at the first byte that is not one. */
 static int
@@ -54,8 +53,13 @@ squatter(int port, FILE *out)
 	if (tr_become_nobody(out) < 0)
 		return 1;
 	lfd = tr_listen(port);
-	if (lfd < 0 || tr_wait_in(lfd, 5) <= 0) {
+	if (lfd < 0) {
 		fprintf(out, "E squat: %s\n", strerror(errno));
+		return 1;
+	}
+	tr_gate_open(&gate_a);
+	if (tr_wait_in(lfd, GATE_WAIT_S) <= 0) {
+		fprintf(out, "E squat: nobody came\n");
 		return 1;
 	}
 	wfd = accept(lfd, NULL, NULL);
@@ -64,6 +68,7 @@ squatter(int port, FILE *out)
 		caplen += (size_t)n;
 	fprintf(out, "CAPTURED %zu bytes\n", caplen);
 	close(lfd);
+	tr_gate_open(&gate_b);
 	rfd = tr_dial("127.0.0.1", port, 5);
 	if (wfd < 0 || rfd < 0 || caplen == 0 ||
 	    write(rfd, cap, caplen) != (ssize_t)caplen) {
@@ -110,8 +115,12 @@ squat_role(int i, int size, int port, FILE *out, void *arg)
 	(void)arg;
 	if (i == 0)
 		return squatter(port, out);
-	/* Rank 1 meets the squatter; rank 0 starts once the port is free. */
-	usleep(i == 1 ? 1600000 : 300000);
+	/* Rank 1 meets the squatter; rank 0 starts once the squatter has
+	 * its capture and let the port go. */
+	if (!tr_gate_wait(i == 1 ? &gate_b : &gate_a, GATE_WAIT_S)) {
+		fprintf(out, "E the squatter never got that far\n");
+		return 1;
+	}
 	ddp_set_log_fn(tr_log_to_file, out);
 	tr_cfg(&cfg, i == 1 ? 0 : 1, 2, port, 15, "777", munge_sock);
 	return tr_rank_job(&cfg, out);
@@ -147,6 +156,7 @@ held_role(int i, int size, int port, FILE *out, void *arg)
 		lfd = tr_listen(port);
 		if (lfd < 0)
 			return 1;
+		tr_gate_open(&gate_a);
 		end = tw_now() + 2.5;
 		while (tw_now() < end)
 			if (tr_wait_in(lfd, end - tw_now()) > 0 && n < 16)
@@ -157,7 +167,11 @@ held_role(int i, int size, int port, FILE *out, void *arg)
 			close(fds[--n]);
 		return 0;
 	}
-	usleep(i == 0 ? 300000 : 500000);
+	/* Both ranks start once nobody holds the port. */
+	if (!tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+		fprintf(out, "E nobody never held the port\n");
+		return 1;
+	}
 	ddp_set_log_fn(tr_log_to_file, out);
 	tr_cfg(&cfg, i, 2, port, 15, "777", munge_sock);
 	return tr_rank_job(&cfg, out);
@@ -196,21 +210,30 @@ none_role(int i, int size, int port, FILE *out, void *arg)
 {
 	const struct none_arg *a = arg;
 	struct ddp_config cfg;
+	char b;
 	int fd;
 
 	(void)size;
 	if (i == 2) { /* someone on another host (here: this host's IP) */
-		usleep(300000);
-		fd = tr_dial(a->knock, port, 3);
+		fd = tr_wait_listening(port, GATE_WAIT_S)
+			     ? tr_dial(a->knock, port, 3)
+			     : -1;
 		fprintf(out, "KNOCK %s\n", fd < 0 ? "unanswered" : "connected");
+		/* Rank 0 has dealt with the knock when it hangs up. */
+		if (fd >= 0 && tr_wait_in(fd, GATE_WAIT_S) > 0 &&
+		    read(fd, &b, 1) <= 0)
+			fprintf(out, "KNOCK closed\n");
 		if (fd >= 0)
 			close(fd);
+		tr_gate_open(&gate_a);
 		return 0;
 	}
 	if (a->network)
 		setenv("DDP_AUTH_NONE_NETWORK", "1", 1);
-	if (i == 1 && a->knock)
-		usleep(1500000);
+	if (i == 1 && a->knock && !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+		fprintf(out, "E the knock never ended\n");
+		return 1;
+	}
 	ddp_set_log_fn(tr_log_to_file, out);
 	tw_cfg(&cfg, i, 2, port, 10);
 	snprintf(cfg.master_addr, sizeof(cfg.master_addr), "%s", a->master);
@@ -279,7 +302,7 @@ test_fd_limit(void)
 	int failed = tap_failed, i, ok = 1;
 
 	setenv("DDP_DEBUG", "1", 1);
-	if (tw_run_job(FD_RANKS, fd_role, tight, 50, rk) < 0) {
+	if (run_gated(FD_RANKS, fd_role, tight, 50, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -296,7 +319,7 @@ test_fd_limit(void)
 	tw_free_job(FD_RANKS, rk);
 
 	failed = tap_failed;
-	if (tw_run_job(FD_RANKS, fd_role, soft, 50, rk) < 0) {
+	if (run_gated(FD_RANKS, fd_role, soft, 50, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -318,7 +341,7 @@ test_squat_replay(void)
 	struct tw_rank rk[3];
 	int failed = tap_failed;
 
-	if (tw_run_job(3, squat_role, NULL, 60, rk) < 0) {
+	if (run_gated(3, squat_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -358,7 +381,7 @@ test_ttl(void)
 		rmdir(dir);
 		return;
 	}
-	if (tw_run_job(2, ttl_role, sock, 60, rk) < 0) {
+	if (run_gated(2, ttl_role, sock, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		tr_munged_stop(dir);
 		return;
@@ -378,7 +401,7 @@ test_held_port(void)
 	struct tw_rank rk[3];
 	int failed = tap_failed;
 
-	if (tw_run_job(3, held_role, NULL, 60, rk) < 0) {
+	if (run_gated(3, held_role, NULL, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -400,7 +423,7 @@ test_auth_none(void)
 	char ip[64];
 	int failed = tap_failed;
 
-	if (tw_run_job(2, none_role, &a, 30, rk) < 0) {
+	if (run_gated(2, none_role, &a, 30, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -423,7 +446,7 @@ test_auth_none(void)
 	}
 	failed = tap_failed;
 	a.master = ip;
-	if (tw_run_job(2, none_role, &a, 30, rk) < 0) {
+	if (run_gated(2, none_role, &a, 30, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -440,7 +463,7 @@ test_auth_none(void)
 
 	failed = tap_failed;
 	a.network = 1;
-	if (tw_run_job(2, none_role, &a, 30, rk) < 0) {
+	if (run_gated(2, none_role, &a, 30, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -456,7 +479,7 @@ test_auth_none(void)
 	a.master = "127.0.0.1";
 	a.network = 0;
 	a.knock = ip;
-	if (tw_run_job(3, none_role, &a, 30, rk) < 0) {
+	if (run_gated(3, none_role, &a, 30, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -475,19 +498,51 @@ test_auth_none(void)
 
 #define TREE_RANKS 12 /* rank 1's children in the tree: 9, 10, 11 */
 
-/* Rank 1 joins, then dies (SIGALRM) before the roster; rank 11 comes
- * late, so rank 0 is still waiting for it when rank 1 dies. */
+/*
+ * Rank 0's log (with debug lines): once it logged rank 1's join, the
+ * other ranks may start; once it logged theirs (all but rank 11), it
+ * kills rank 1 (SIGALRM), which by then has had its welcome since nine
+ * joins: it dies waiting for the roster, not with the welcome unread.
+ */
+static void
+kill_rank1_once_joined(int level, const char *msg, void *arg)
+{
+	static int joined;
+	int n;
+
+	tr_log_to_file(level, msg, arg);
+	if (!strstr(msg, " joined from "))
+		return;
+	n = __atomic_add_fetch(&joined, 1, __ATOMIC_SEQ_CST);
+	if (n == 1 && strstr(msg, ": rank 1 joined from "))
+		tr_gate_open(&gate_a);
+	if (n == TREE_RANKS - 2)
+		kill(pid_of(1, GATE_WAIT_S), SIGALRM);
+}
+
+/* Rank 1 joins, then dies (SIGALRM) before the roster, once ranks 2-10
+ * joined too; rank 11 comes after rank 0 has ended, so rank 0 is still
+ * waiting for it when rank 1 dies. */
 static int
 parent_dies_role(int i, int size, int port, FILE *out, void *arg)
 {
 	struct ddp_config cfg;
 
 	(void)arg;
+	__atomic_store_n(&job_pids[i], getpid(), __ATOMIC_SEQ_CST);
 	ddp_set_log_fn(tr_log_to_file, out);
-	if (i == 1)
-		alarm(1);
-	if (i == size - 1)
-		usleep(3000000);
+	if (i == 0) {
+		setenv("DDP_DEBUG", "1", 1);
+		ddp_set_log_fn(kill_rank1_once_joined, out);
+	}
+	if (i >= 2 && i < size - 1 && !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+		fprintf(out, "E rank 1 never joined\n");
+		return 1;
+	}
+	if (i == size - 1 && !tr_wait_pid_gone(pid_of(0, GATE_WAIT_S), 40)) {
+		fprintf(out, "E rank 0 did not end\n");
+		return 1;
+	}
 	tr_cfg(&cfg, i, size, port, i == size - 1 ? 4 : 30, "777", munge_sock);
 	return tr_rank_job(&cfg, out);
 }
@@ -498,7 +553,7 @@ test_tree_parent_dies(void)
 	static struct tw_rank rk[TREE_RANKS];
 	int failed = tap_failed, i, told = 1;
 
-	if (tw_run_job(TREE_RANKS, parent_dies_role, NULL, 50, rk) < 0) {
+	if (run_gated(TREE_RANKS, parent_dies_role, NULL, 50, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -624,11 +679,16 @@ tree_intruder_role(int i, int size, int port, FILE *out, void *arg)
 			usleep(100000);
 		}
 		fprintf(out, "PUSHED %d\n", sent);
+		tr_gate_open(&gate_a);
 		return 0;
 	}
 	ddp_set_log_fn(tr_log_to_file, out);
-	if (i == TREE_RANKS - 1)
-		usleep(1500000);
+	/* Rank 11 comes once the intruder is done: the ranks listen, and
+	 * wait for the roster, all the while it pushes. */
+	if (i == TREE_RANKS - 1 && !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+		fprintf(out, "E the intruder did not end\n");
+		return 1;
+	}
 	tr_cfg(&cfg, i, TREE_RANKS, port, 30, "777", munge_sock);
 	return tr_rank_job(&cfg, out);
 }
@@ -639,7 +699,7 @@ test_tree_intruder(void)
 	static struct tw_rank rk[TREE_RANKS + 1];
 	int failed = tap_failed, i, ok = 1, refused = 0;
 
-	if (tw_run_job(TREE_RANKS + 1, tree_intruder_role, NULL, 50, rk) < 0) {
+	if (run_gated(TREE_RANKS + 1, tree_intruder_role, NULL, 50, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -659,16 +719,34 @@ test_tree_intruder(void)
 }
 
 /* Two jobs of one user whose ports collide: job 777 (indices 0, 1) holds
- * the port until its rank 1 comes; job 778 (2, 3) starts meanwhile. */
+ * the port until its rank 1 comes, which is once job 778 (2, 3), started
+ * when 777's rank 0 listens, has met it: 778's rank 0 found the port held
+ * and 778's rank 1 was refused by 777's rank 0. */
 static int
 collide_role(int i, int size, int port, FILE *out, void *arg)
 {
+	static struct tr_log_gate lg;
 	struct ddp_config cfg;
 
 	(void)size;
 	(void)arg;
 	ddp_set_log_fn(tr_log_to_file, out);
-	usleep(i == 1 ? 1500000 : i == 0 ? 0 : 300000);
+	if (i >= 2 && !tr_wait_listening(port, GATE_WAIT_S)) {
+		fprintf(out, "E job 777's rank 0 never listened\n");
+		return 1;
+	}
+	if (i >= 2) {
+		lg.out = out;
+		lg.gate = i == 2 ? &gate_a : &gate_b;
+		lg.when = i == 2 ? "is held by another process"
+				 : "refused before proving it is rank 0";
+		ddp_set_log_fn(tr_log_then_open, &lg);
+	}
+	if (i == 1 && (!tr_gate_wait(&gate_a, GATE_WAIT_S) ||
+		       !tr_gate_wait(&gate_b, GATE_WAIT_S))) {
+		fprintf(out, "E job 778 never met job 777\n");
+		return 1;
+	}
 	tr_cfg(&cfg, i % 2, 2, port, 20, i < 2 ? "777" : "778", munge_sock);
 	return tr_rank_job(&cfg, out);
 }
@@ -679,7 +757,7 @@ test_port_collision(void)
 	struct tw_rank rk[4];
 	int failed = tap_failed, i, ok = 1;
 
-	if (tw_run_job(4, collide_role, NULL, 40, rk) < 0) {
+	if (run_gated(4, collide_role, NULL, 40, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -729,7 +807,7 @@ test_mesh_from_join_addr(void)
 		       ++tap_count);
 		return;
 	}
-	if (tw_run_job(3, other_addr_role, NULL, 30, rk) < 0) {
+	if (run_gated(3, other_addr_role, NULL, 30, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
@@ -742,6 +820,100 @@ test_mesh_from_join_addr(void)
 	if (tap_failed > failed || getenv("TEST_VERBOSE"))
 		diag_job(3, rk);
 	tw_free_job(3, rk);
+}
+
+/* ---- the address rank 0's own node's members get in the roster ---- */
+
+/*
+ * Ranks 0-1 on node nA (rank 0's), 2-3 on nB, MASTER_ADDR arg (this
+ * host's non-loopback address); index 4, another user (nobody), connects
+ * to MASTER_PORT from loopback first and says garbage. nB's ranks come
+ * once rank 0 refused it.
+ */
+static int
+roster_addr_role(int i, int size, int port, FILE *out, void *arg)
+{
+	static struct tr_log_gate lg;
+	struct ddp_config cfg;
+	char v[16];
+	int fd;
+
+	(void)size;
+	if (i == 4) {
+		if (tr_become_nobody(out) < 0)
+			return 1;
+		fd = tr_wait_listening(port, GATE_WAIT_S)
+			     ? tr_dial("127.0.0.1", port, 5)
+			     : -1;
+		if (fd < 0 || write(fd, "GARBAGEgarbage!!", 16) != 16) {
+			fprintf(out, "E knock: %s\n", strerror(errno));
+			return 1;
+		}
+		fprintf(out, "KNOCKED\n");
+		tr_wait_in(fd, GATE_WAIT_S); /* until rank 0 hangs up */
+		close(fd);
+		return 0;
+	}
+	ddp_set_log_fn(tr_log_to_file, out);
+	setenv("DDP_HOSTNAME", i < 2 ? "nA" : "nB", 1);
+	snprintf(v, sizeof(v), "%d", i % 2);
+	setenv("LOCAL_RANK", v, 1);
+	setenv("LOCAL_WORLD_SIZE", "2", 1);
+	if (i == 0) {
+		lg.out = out;
+		lg.when = "refused connection from 127.0.0.1";
+		lg.gate = &gate_a;
+		ddp_set_log_fn(tr_log_then_open, &lg);
+	}
+	if (i >= 2 && !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+		fprintf(out, "E rank 0 never refused the knock\n");
+		return 1;
+	}
+	tr_cfg(&cfg, i, 4, port, 20, "777", munge_sock);
+	snprintf(cfg.master_addr, sizeof(cfg.master_addr), "%s",
+		 (const char *)arg);
+	return tr_rank_job(&cfg, out);
+}
+
+/*
+ * Rank 0 hands its node's members (joined on the node's socket) the
+ * address the job's ranks reach it at: learnt from the first verified
+ * join from another host, never from a connection that did not verify
+ * or came from loopback. Were it taken from the loopback knock, nB's
+ * ranks would be sent to 127.0.0.1 for rank 1, connect from there, and
+ * be refused: rank 2 joined from the host's address.
+ */
+static void
+test_roster_addr(void)
+{
+	struct tw_rank rk[5];
+	char ip[64];
+	int failed = tap_failed, i, ok = 1;
+
+	host_ipv4(ip, sizeof(ip));
+	if (!ip[0]) {
+		printf("ok %d # SKIP no non-loopback IPv4 address here\n",
+		       ++tap_count);
+		return;
+	}
+	if (run_gated(5, roster_addr_role, ip, 40, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	for (i = 0; i < 4; i++)
+		ok = ok && tw_exit(&rk[i]) == 0 &&
+		     tr_has(&rk[i], "ALLREDUCE 0 4 6 20") &&
+		     !tr_has(&rk[i], "connects from 127.0.0.1");
+	tap_ok(ok && tr_has(&rk[4], "KNOCKED") &&
+		       tr_has(&rk[0], "refused connection from 127.0.0.1"),
+	       "another user's connection to MASTER_PORT from loopback, "
+	       "refused, does not choose the address rank 0's node's "
+	       "members get in the roster: node nB's ranks reach rank 1 at "
+	       "%s and the job of 2 nodes completes",
+	       ip);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(5, rk);
+	tw_free_job(5, rk);
 }
 
 int
@@ -766,6 +938,7 @@ main(void)
 	test_tree_parent_dies();
 	test_tree_intruder();
 	test_mesh_from_join_addr();
+	test_roster_addr();
 	tr_munged_stop(dir);
 	return tap_done();
 }

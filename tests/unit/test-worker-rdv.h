@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <stdint.h>
 
 #include "tap.h"
@@ -172,6 +173,191 @@ tr_wait_in(int fd, double secs)
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	return poll(&p, 1, (int)(secs * 1000));
+}
+
+/*
+ * A gate between the processes of one job, so that a rank waits for what
+ * it must come after (a socket that listens, an attacker that is done)
+ * instead of for a time a loaded machine may overrun. Made before
+ * tw_run_job, so that every rank inherits it; opening it lets through
+ * every waiter (up to TW_MAX_RANKS), each waiting once.
+ */
+struct tr_gate {
+	int fd[2];
+};
+
+/* 0, or -1 (errno) when the pipe cannot be made. */
+__attribute__((unused)) static int
+tr_gate_make(struct tr_gate *g)
+{
+	return pipe(g->fd);
+}
+
+__attribute__((unused)) static void
+tr_gate_open(struct tr_gate *g)
+{
+	char b[TW_MAX_RANKS];
+
+	memset(b, 1, sizeof(b));
+	if (write(g->fd[1], b, sizeof(b)) != (ssize_t)sizeof(b))
+		perror("tr_gate_open");
+}
+
+/* Waits up to secs for the gate to open: 1, or 0 on timeout. */
+__attribute__((unused)) static int
+tr_gate_wait(struct tr_gate *g, double secs)
+{
+	struct pollfd p = {.fd = g->fd[0], .events = POLLIN};
+	char b;
+
+	return poll(&p, 1, (int)(secs * 1000)) > 0 &&
+	       read(g->fd[0], &b, 1) == 1;
+}
+
+__attribute__((unused)) static void
+tr_gate_close(struct tr_gate *g)
+{
+	close(g->fd[0]);
+	close(g->fd[1]);
+}
+
+/*
+ * A ddp_log_fn that writes "LOG" lines to out as tr_log_to_file does and
+ * opens gate the first time a message contains when: a rank that waits
+ * for another's progress (a join rank 0 logged) waits for the line.
+ */
+struct tr_log_gate {
+	FILE *out;
+	const char *when;
+	struct tr_gate *gate;
+	int opened;
+};
+
+__attribute__((unused)) static void
+tr_log_then_open(int level, const char *msg, void *arg)
+{
+	struct tr_log_gate *lg = arg;
+
+	tr_log_to_file(level, msg, lg->out);
+	if (strstr(msg, lg->when) &&
+	    !__atomic_exchange_n(&lg->opened, 1, __ATOMIC_SEQ_CST))
+		tr_gate_open(lg->gate);
+}
+
+/* Whether a TCP socket (IPv4 or IPv6) listens on port on this host. */
+__attribute__((unused)) static int
+tr_port_listens(int port)
+{
+	static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	char line[512];
+	unsigned lport, st;
+	FILE *f;
+	int k, found = 0;
+
+	for (k = 0; k < 2 && !found; k++) {
+		f = fopen(tables[k], "r");
+		if (!f)
+			continue;
+		while (!found && fgets(line, sizeof(line), f))
+			found = sscanf(line,
+				       " %*d: %*[0-9A-Fa-f]:%x "
+				       "%*[0-9A-Fa-f]:%*x %x",
+				       &lport, &st) == 2 &&
+				lport == (unsigned)port && st == 0x0a;
+		fclose(f);
+	}
+	return found;
+}
+
+/* Waits up to secs for a socket listening on port: 1, or 0. */
+__attribute__((unused)) static int
+tr_wait_listening(int port, double secs)
+{
+	double end = tw_now() + secs;
+
+	while (!tr_port_listens(port)) {
+		if (tw_now() >= end)
+			return 0;
+		usleep(5000);
+	}
+	return 1;
+}
+
+/* Waits up to secs for process pid to end (dead, or a zombie its parent
+ * has not reaped yet): 1, or 0. */
+__attribute__((unused)) static int
+tr_wait_pid_gone(pid_t pid, double secs)
+{
+	double end = tw_now() + secs;
+	char path[64], stat[256], *paren;
+	FILE *f;
+	int gone;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		f = fopen(path, "r");
+		gone = !f || !fgets(stat, sizeof(stat), f) ||
+		       ((paren = strrchr(stat, ')')) &&
+			(paren[2] == 'Z' || paren[2] == 'X'));
+		if (f)
+			fclose(f);
+		if (gone)
+			return 1;
+		if (tw_now() >= end)
+			return 0;
+		usleep(5000);
+	}
+}
+
+/* What the processes of a job wait for (made by run_gated, before its
+ * job starts). */
+__attribute__((unused)) static struct tr_gate gate_a, gate_b;
+#define GATE_WAIT_S 20
+/* Each rank's pid, shared by the processes of a job (0 until it starts):
+ * a rank that must come after another has ended watches its pid. */
+__attribute__((unused)) static pid_t *job_pids;
+
+/* tw_run_job with the gates and pid table made for the job. */
+__attribute__((unused)) static int
+run_gated(int size, tw_rank_fn *fn, void *arg, double limit_s,
+	  struct tw_rank *rk)
+{
+	int rc;
+
+	if (!job_pids) {
+		job_pids = mmap(NULL, TW_MAX_RANKS * sizeof(*job_pids),
+				PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (job_pids == MAP_FAILED) {
+			job_pids = NULL;
+			return -1;
+		}
+	}
+	memset(job_pids, 0, TW_MAX_RANKS * sizeof(*job_pids));
+	if (tr_gate_make(&gate_a) < 0)
+		return -1;
+	if (tr_gate_make(&gate_b) < 0) {
+		tr_gate_close(&gate_a);
+		return -1;
+	}
+	rc = tw_run_job(size, fn, arg, limit_s, rk);
+	tr_gate_close(&gate_a);
+	tr_gate_close(&gate_b);
+	return rc;
+}
+
+/* The pid of rank i of the running job, waiting up to secs for it to
+ * start; 0 when it did not. */
+__attribute__((unused)) static pid_t
+pid_of(int i, double secs)
+{
+	double end = tw_now() + secs;
+	pid_t pid;
+
+	while (!(pid = __atomic_load_n(&job_pids[i], __ATOMIC_SEQ_CST)) &&
+	       tw_now() < end)
+		usleep(5000);
+	return pid;
 }
 
 /* A message header: magic, version, type and body length, little endian. */

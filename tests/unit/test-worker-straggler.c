@@ -6,7 +6,8 @@
  * real cause (a competing busy process pinned on its CPU, which it gets
  * a smaller share of) is named by rank 0 within 200 steps, on stderr
  * and in $DDP_SHARED_DIR/stragglers.jsonl (0600); a run whose ranks all
- * do the same work names nobody over 1,000 steps. What is asserted is
+ * do the same compute each step (2 ms of it here), on one CPU they share
+ * alike, names nobody over 1,000 steps. What is asserted is
  * who is named, never how late: the host's speed is not the test's.
  */
 #include <errno.h>
@@ -305,15 +306,18 @@ static void
 test_quiet(const char *dir)
 {
 	struct tw_rank rk[3];
-	struct job j = {.steps = 1000, .slow = -1, .work = 0};
+	struct job j = {.steps = 1000, .slow = -1};
 	char path[4096];
 	int ok;
 
 	const char *p;
 	int reports = 0;
 
+	/* The same arithmetic every step on every rank, the ranks on one
+	 * CPU (the slowed test's others'), so that each step's waits are
+	 * real ones, of ranks taking turns at a CPU. */
 	choose_cpus(&j);
-	j.cpu_rest = -1;
+	j.work = calibrate(2.0);
 	setenv("DDP_SHARED_DIR", dir, 1);
 	/* Rank 0 says each report at debug level: all 10 must happen. */
 	setenv("DDP_DEBUG", "1", 1);
@@ -325,8 +329,9 @@ test_quiet(const char *dir)
 	ok = tw_exit(&rk[0]) == 0 && tw_exit(&rk[1]) == 0 &&
 	     tw_exit(&rk[2]) == 0 && named(&rk[0], -1) == 0 && reports == 10 &&
 	     access(path, F_OK) != 0;
-	if (!tap_ok(ok, "1,000 steps with the same work on every rank name "
-			"nobody (default DDP_STRAGGLER_MS, 10 reports)"))
+	if (!tap_ok(ok, "1,000 steps of the same compute on every rank (2 ms "
+			"a step, one CPU) name nobody (default "
+			"DDP_STRAGGLER_MS, 10 reports)"))
 		tw_diag_all(3, rk);
 	tw_free_job(3, rk);
 }

@@ -68,6 +68,19 @@ tw_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/*
+ * Whether this machine has an NVIDIA GPU device, usable or not: the one
+ * condition under which a GPU test may skip ("no GPU ..." reasons, which
+ * tests/run accepts); with a device, a GPU that does not work is a
+ * failure.
+ */
+__attribute__((unused)) static int
+tw_gpu_device_present(void)
+{
+	return access("/dev/nvidia0", F_OK) == 0 ||
+	       system("nvidia-smi -L >/dev/null 2>&1") == 0;
+}
+
 /* FNV-1a of n bytes: compares results across ranks. */
 __attribute__((unused)) static uint64_t
 tw_fnv(const void *p, size_t n)
