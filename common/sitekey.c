@@ -26,6 +26,27 @@ ddp_site_key_wipe(struct ddp_site_key *key)
 	"node: (umask 077; head -c 32 /dev/urandom >%.200s), copied like " \
 	"munge.key; or port_key = \"\" in ddp.conf (ports anyone can compute)"
 
+/*
+ * A key made by hand rather than from /dev/urandom: fewer than 8 distinct
+ * byte values ("yes | head -c 32"), or a file whose blocks cancel out when
+ * folded (the same 16 bytes twice). 16 random bytes show fewer than 8
+ * distinct values with a probability below 1e-9.
+ */
+static int
+weak_key(const unsigned char *buf, size_t len, const struct ddp_site_key *key)
+{
+	unsigned char seen[256] = {0};
+	size_t i, distinct = 0, zero = 0;
+
+	for (i = 0; i < len; i++) {
+		distinct += !seen[buf[i]];
+		seen[buf[i]] = 1;
+	}
+	for (i = 0; i < sizeof(key->k); i++)
+		zero += key->k[i] == 0;
+	return distinct < 8 || zero == sizeof(key->k);
+}
+
 /* Opens the key file's directory, named by path up to its last '/',
  * checking every directory from "/" down (trusted_path.h); *base is then
  * the file's name in it. */
@@ -134,6 +155,14 @@ ddp_site_key_load(const char *path, uid_t owner, struct ddp_site_key *key,
 	}
 	for (i = 0; i < got; i++)
 		key->k[i % sizeof(key->k)] ^= buf[i];
+	if (weak_key(buf, got, key)) {
+		ddp_errf(err, errlen,
+			 "port_key %.200s: not random: its bytes repeat, and "
+			 "the %zu bytes fold to a guessable key" KEY_FIX,
+			 path, got, DDP_SITE_KEY_MIN, DDP_SITE_KEY_MAX,
+			 (unsigned long)owner, (unsigned long)owner, path);
+		goto out;
+	}
 	rc = 0;
 out:
 	explicit_bzero(buf, sizeof(buf));

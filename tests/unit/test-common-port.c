@@ -325,8 +325,17 @@ write_key(const char *dir, const char *name, size_t len, unsigned seed,
 	int fd, rc = -1;
 
 	snprintf(path, pathlen, "%s/%s", dir, name);
-	for (i = 0; i < len && i < sizeof(buf); i++)
-		buf[i] = (unsigned char)(seed * 131 + i * 7 + (i >> 3));
+	uint32_t x = seed * 2654435761u + 1;
+
+	/* The first 16 bytes are those a 16-byte key test expects; the
+	 * rest from a xorshift, so that no length folds to a repeat. */
+	for (i = 0; i < len && i < sizeof(buf); i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[i] = i < 16 ? (unsigned char)(seed * 131 + i * 7 + (i >> 3))
+				: (unsigned char)(x >> 24);
+	}
 	unlink(path);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -405,6 +414,31 @@ test_key_file(void)
 	ddp_site_key_wipe(&k1);
 	tap_ok(tap_all_zero(k1.k, sizeof(k1.k)),
 	       "wipe zeroes the key, every byte");
+
+	/* Keys made by hand: a repeated pattern, or the same 16 bytes
+	 * twice (they fold to zeros). */
+	{
+		unsigned char twice[32];
+		int fd;
+
+		for (i = 0; i < 32; i++)
+			twice[i] = i % 2 ? '\n' : 'y';
+		snprintf(path, sizeof(path), "%s/yes", dir);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		tap_ok(fd >= 0 && write(fd, twice, 32) == 32 && close(fd) == 0,
+		       "wrote a key of yes(1)'s output");
+		key_refused(path, me, "not random", "a key of yes(1)'s output");
+		write_key(dir, "half", 16, 9, 0600, path, sizeof(path));
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		tap_ok(fd >= 0 && read(fd, twice, 16) == 16 && close(fd) == 0,
+		       "read a 16-byte key");
+		memcpy(twice + 16, twice, 16);
+		fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+		tap_ok(fd >= 0 && write(fd, twice, 32) == 32 && close(fd) == 0,
+		       "wrote the same 16 bytes twice");
+		key_refused(path, me, "not random",
+			    "the same 16 bytes twice, which fold to zeros");
+	}
 
 	write_key(dir, "short", 15, 5, 0600, path, sizeof(path));
 	key_refused(path, me, "too short (15 bytes)", "15 bytes");
