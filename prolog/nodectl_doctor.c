@@ -318,23 +318,67 @@ scan_plugstack(const struct slurm_conf *sc, const char *path, int depth,
 	return 0;
 }
 
+/*
+ * Where no line loads the plugin: whether a plugstack.conf.d beside path
+ * has one all the same (the packages link their line in there), which
+ * path does not include (SchedMD's and OpenHPC's Slurm ship no
+ * plugstack.conf that does). Fills dir with that directory.
+ */
+static int
+unincluded_entry(const struct slurm_conf *sc, const char *path, char *dir,
+		 size_t dirlen)
+{
+	struct plug_hit hit = {0};
+	char pattern[PATH_MAX], err[DDP_ERR_LEN];
+	glob_t g;
+	size_t i;
+
+	if (relative_to(path, "plugstack.conf.d", dir, dirlen) < 0 ||
+	    ddp_fmt(pattern, sizeof(pattern), "%s/*.conf", dir) < 0 ||
+	    glob(pattern, 0, NULL, &g) != 0)
+		return 0;
+	for (i = 0; i < g.gl_pathc; i++)
+		scan_plugstack(sc, g.gl_pathv[i], 1, &hit, err, sizeof(err));
+	globfree(&g);
+	return hit.lines > 0;
+}
+
 static void
 check_plugstack(struct doctor *d, const struct slurm_conf *sc)
 {
 	struct plug_hit hit = {0};
-	char path[PATH_MAX], err[DDP_ERR_LEN];
+	char path[PATH_MAX], dir[PATH_MAX], err[DDP_ERR_LEN];
+	int rc;
 
 	if (sc->plugstack[0])
 		ddp_fmt(path, sizeof(path), "%s", sc->plugstack);
 	else if (relative_to(sc->path, "plugstack.conf", path, sizeof(path)) <
 		 0)
 		path[0] = '\0';
-	if (scan_plugstack(sc, path, 0, &hit, err, sizeof(err)) < 0) {
+	rc = scan_plugstack(sc, path, 0, &hit, err, sizeof(err));
+	if (rc < 0 && unincluded_entry(sc, path, dir, sizeof(dir))) {
+		say(d, "FAIL", "plugstack",
+		    "%s; fix: create it with the line 'include %s/*.conf' "
+		    "(on a configless cluster, beside slurmctld's "
+		    "slurm.conf) and restart slurmd",
+		    err, dir);
+		return;
+	}
+	if (rc < 0) {
 		say(d, "FAIL", "plugstack",
 		    "%s; fix: create it with the line "
 		    "'required /PATH/TO/" PLUGIN_NAME "', or set "
 		    "PlugStackConfig= in slurm.conf",
 		    err);
+		return;
+	}
+	if (!hit.lines && unincluded_entry(sc, path, dir, sizeof(dir))) {
+		say(d, "FAIL", "plugstack",
+		    "%s has a line loading " PLUGIN_NAME ", but %s does not "
+		    "include it; fix: add the line 'include %s/*.conf' to %s "
+		    "(on a configless cluster, the one beside slurmctld's "
+		    "slurm.conf) and restart slurmd",
+		    dir, path, dir, path);
 		return;
 	}
 	if (!hit.lines) {

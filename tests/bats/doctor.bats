@@ -204,3 +204,16 @@ line() {
 	line warn Prolog
 	[[ $output == *"through a glob; fix: point Prolog= at the script itself"* ]]
 }
+
+@test "plugstack.conf without the include of plugstack.conf.d (SchedMD's, OpenHPC's Slurm): the include line is the fix" {
+	echo "optional $tmp/lib/other.so" >"$tmp/etc/plugstack.conf"
+	doctor
+	[ "$status" -eq 1 ]
+	line FAIL plugstack
+	[[ $output == *"$tmp/etc/plugstack.conf.d has a line loading spank_ddp.so, but $tmp/etc/plugstack.conf does not include it; fix: add the line 'include $tmp/etc/plugstack.conf.d/*.conf' to $tmp/etc/plugstack.conf"* ]]
+	rm "$tmp/etc/plugstack.conf"
+	doctor
+	[ "$status" -eq 1 ]
+	line FAIL plugstack
+	[[ $output == *"cannot read $tmp/etc/plugstack.conf"*"fix: create it with the line 'include $tmp/etc/plugstack.conf.d/*.conf'"* ]]
+}

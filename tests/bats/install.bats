@@ -140,3 +140,11 @@ teardown_file() {
 	rm -rf "$b"
 	[ "$status" -eq 0 ]
 }
+
+@test "the admin guide, README, LICENSE and train.sbatch go to PREFIX/share/doc/slurm-ddp" {
+	local d=$dest/opt/slurm-ddp/share/doc/slurm-ddp f
+	for f in admin-guide.md README.md LICENSE examples/train.sbatch; do
+		[ -f "$d/$f" ] || { echo "missing $d/$f" >&2; return 1; }
+	done
+	grep -q 'BSD 3-Clause' "$d/LICENSE"
+}

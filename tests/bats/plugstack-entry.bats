@@ -12,7 +12,9 @@ setup() {
 	root=$BATS_TEST_TMPDIR/root
 	entry=$root/etc/slurm/plugstack.conf.d/ddp.conf
 	line=/usr/share/slurm-ddp/plugstack.conf.d/ddp.conf
-	mkdir -p "$root"
+	# Debian's plugstack.conf, which includes plugstack.conf.d.
+	mkdir -p "$root/etc/slurm"
+	echo "include /etc/slurm/plugstack.conf.d/*.conf" >"$root/etc/slurm/plugstack.conf"
 }
 
 @test "enable links the package's line in, once; disable takes it out and says what to rebuild" {
@@ -63,4 +65,40 @@ setup() {
 	run "$pe" --root "$root" disable
 	[ "$status" -ne 0 ]
 	[ ! -e "$root/etc" ] || [ -z "$(ls -A "$root/etc/slurm/plugstack.conf.d" 2>/dev/null)" ]
+}
+
+@test "no plugstack.conf (SchedMD's and OpenHPC's packages): enable links the line in and says the include line to add" {
+	rm "$root/etc/slurm/plugstack.conf"
+	run "$pe" --root "$root" enable
+	[ "$status" -eq 0 ]
+	[ "$(readlink "$entry")" = "$line" ]
+	[[ $output == *"there is no $root/etc/slurm/plugstack.conf"*"restart slurmd"* ]]
+	[[ $output == *"include /etc/slurm/plugstack.conf.d/*.conf"* ]]
+	[ ! -e "$root/etc/slurm/plugstack.conf" ]
+}
+
+@test "a plugstack.conf without the include: enable says the line and leaves the file as it was" {
+	printf '%s\n' "optional /usr/lib64/slurm/other.so" "# include /etc/slurm/plugstack.conf.d/*.conf" \
+		>"$root/etc/slurm/plugstack.conf"
+	cp "$root/etc/slurm/plugstack.conf" "$BATS_TEST_TMPDIR/before"
+	run "$pe" --root "$root" enable
+	[ "$status" -eq 0 ]
+	[[ $output == *"$root/etc/slurm/plugstack.conf does not include /etc/slurm/plugstack.conf.d"* ]]
+	[[ $output == *"slurm-ddp does not edit it"*"include /etc/slurm/plugstack.conf.d/*.conf"* ]]
+	cmp "$root/etc/slurm/plugstack.conf" "$BATS_TEST_TMPDIR/before"
+}
+
+@test "the include, relative or with a comment, and PlugStackConfig= of slurm.conf are understood" {
+	echo "include plugstack.conf.d/*   # site plugins" >"$root/etc/slurm/plugstack.conf"
+	run "$pe" --root "$root" enable
+	[ "$status" -eq 0 ] && [ -z "$output" ]
+	# slurm.conf names another file, which lacks the include.
+	echo "PlugStackConfig=/etc/slurm/spank.conf" >"$root/etc/slurm/slurm.conf"
+	: >"$root/etc/slurm/spank.conf"
+	run "$pe" --root "$root" enable
+	[ "$status" -eq 0 ]
+	[[ $output == *"$root/etc/slurm/spank.conf does not include"* ]]
+	echo "include /etc/slurm/plugstack.conf.d/*.conf" >"$root/etc/slurm/spank.conf"
+	run "$pe" --root "$root" enable
+	[ "$status" -eq 0 ] && [ -z "$output" ]
 }
