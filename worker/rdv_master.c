@@ -94,10 +94,44 @@ rdv_member_binding(const struct rdv *r, int pid, int leader,
 	return proto_conn_binding(out, outlen, addr, nonce);
 }
 
+/* Takes one proof from the budget of source addr: 1, or 0 when it has
+ * none left now. */
+static int
+budget_take(struct rdv *r, const char *addr, double now)
+{
+	struct proof_budget *b = NULL;
+	int k;
+
+	for (k = 0; k < PROOF_SOURCES && !b; k++)
+		if (r->budget[k].addr[0] &&
+		    strcmp(r->budget[k].addr, addr) == 0)
+			b = &r->budget[k];
+	if (!b) {
+		b = &r->budget[0];
+		for (k = 1; k < PROOF_SOURCES; k++)
+			if (r->budget[k].at < b->at)
+				b = &r->budget[k];
+		ddp_fmt(b->addr, sizeof(b->addr), "%s", addr);
+		b->tokens = PROOF_BURST;
+		b->at = now;
+	}
+	b->tokens += (now - b->at) * PROOF_RATE;
+	if (b->tokens > PROOF_BURST)
+		b->tokens = PROOF_BURST;
+	b->at = now;
+	if (b->tokens < 1)
+		return 0;
+	b->tokens -= 1;
+	return 1;
+}
+
 /*
- * An open: the rank it claims. Checked against this job before rank 0
- * spends a munge credential on it; then rank 0's proof, bound to a fresh
- * nonce and to the address the connection comes from.
+ * An open: the rank it claims. Checked against this job (the cheap
+ * checks) before rank 0 spends a credential on it, and held while its
+ * source's budget of proofs is spent; then rank 0's proof, bound to a
+ * fresh nonce and to the address the connection comes from. A member on
+ * the node's join socket has no budget: the leader took only its own
+ * user's processes there.
  */
 void
 rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
@@ -112,6 +146,15 @@ rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto refuse;
 	if (open_claim_ok(r, p->kind, &o, why, sizeof(why)) < 0)
 		goto refuse;
+	if (p->kind == PK_JOIN && !budget_take(r, p->addr, wk_now())) {
+		if (!p->deferred)
+			r->ndeferred++;
+		p->deferred = 1;
+		goto out;
+	}
+	if (p->deferred)
+		r->ndeferred--;
+	p->deferred = 0;
 	pr = calloc(1, sizeof(*pr));
 	if (!pr || getrandom(p->nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
 		ddp_fmt(why, sizeof(why), "rank 0: %s",
@@ -153,6 +196,29 @@ refuse:
 out:
 	free(pr);
 	wk_buf_free(&b);
+}
+
+/*
+ * The opens held for their source's budget, in table order, answered
+ * while it lasts (rdv_pend_open). Slot i may be dropped meanwhile, and
+ * the last one moved into it.
+ */
+void
+rdv_pend_deferred(struct rdv *r)
+{
+	struct pend *p;
+	int i, fd;
+
+	for (i = 0; i < r->npend && r->ndeferred > 0; i++) {
+		p = &r->pend[i];
+		if (!p->deferred)
+			continue;
+		fd = p->fd;
+		rdv_pend_open(r, i, p->buf + RDV_HDR_LEN,
+			      p->need - RDV_HDR_LEN);
+		if (i < r->npend && r->pend[i].fd != fd)
+			i--;
+	}
 }
 
 /* Records a rank that joined: its host, address and data port. */
