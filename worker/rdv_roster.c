@@ -25,6 +25,48 @@ rdv_tree_parent(int r)
 	return (r - 1) / RDV_FANOUT;
 }
 
+/* 1 when addr is an IPv4 loopback address (127/8). */
+static int
+loopback4(const char *addr)
+{
+	struct in_addr a;
+
+	return inet_pton(AF_INET, addr, &a) == 1 &&
+	       (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* 1 when addr is a loopback address (127/8 or ::1). */
+static int
+loopback(const char *addr)
+{
+	struct in6_addr a;
+
+	return loopback4(addr) ||
+	       (inet_pton(AF_INET6, addr, &a) == 1 && IN6_IS_ADDR_LOOPBACK(&a));
+}
+
+/*
+ * 1 when a mesh connection from from fits a rank recorded at joined. A
+ * rank of this host that dials an address of this host in 127/8 (such as
+ * the loopback alias Debian gives the host's name, "127.0.1.1 host" in
+ * /etc/hosts) connects from 127.0.0.1; and rank 0's own node's members,
+ * which joined on the node's socket and are recorded at rank 0's own
+ * address (r->self_addr, perhaps learned from another node's join), dial
+ * MASTER_ADDR and so connect from loopback when it is such an alias.
+ * Only this host's processes connect from loopback. A rank that joined
+ * through another family (::1) must still come from that address.
+ */
+static int
+joined_from(const struct rdv *r, const char *from, const char *joined)
+{
+	if (strcmp(from, joined) == 0)
+		return 1;
+	if (loopback4(from) && loopback4(joined))
+		return 1;
+	return r->mesh->rank == 0 && loopback(from) &&
+	       strcmp(joined, r->self_addr) == 0;
+}
+
 /*
  * A data listener's peer hello: the job token, then either the rank's
  * parent (or rank 0) with the roster (or rank 0's word that it gave up)
@@ -65,7 +107,7 @@ rdv_pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		ddp_fmt(why, sizeof(why), "unexpected rank %u", ph.rank);
 		goto refuse;
 	}
-	if (r->roster == 1 && strcmp(p->addr, c->peers[from].addr) != 0) {
+	if (r->roster == 1 && !joined_from(r, p->addr, c->peers[from].addr)) {
 		ddp_fmt(why, sizeof(why),
 			"rank %d connects from %s, but joined from %s", from,
 			p->addr, c->peers[from].addr);
@@ -104,7 +146,7 @@ take_roster(struct rdv *r, const uint8_t *body, size_t blen, char *why,
 		if (s == c->rank)
 			continue;
 		if (c->peers[s].fd >= 0 &&
-		    strcmp(c->peers[s].addr, r->ents[s].addr) != 0) {
+		    !joined_from(r, c->peers[s].addr, r->ents[s].addr)) {
 			char said[160];
 
 			ddp_fmt(said, sizeof(said),

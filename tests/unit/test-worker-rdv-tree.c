@@ -8,7 +8,9 @@
  * join socket (listening, or with its backlog full and never accepting),
  * knocking on a leader's or forging a leader's relay to
  * rank 0 gets nothing, and the job completes; a leader that dies holding
- * its members' joins is named by each of them at once.
+ * its members' joins is named by each of them at once. A MASTER_ADDR on
+ * a loopback alias (Debian's "127.0.1.1 host" line) still lets rank 0's
+ * node's members into the mesh, whose connections come from 127.0.0.1.
  */
 #include <sys/un.h>
 
@@ -427,6 +429,50 @@ test_leader_dies(void)
 	tw_free_job(JOB_RANKS, rk);
 }
 
+/* ---- MASTER_ADDR on a loopback alias ---- */
+
+static int
+alias_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	(void)size;
+	(void)arg;
+	ddp_set_log_fn(tr_log_to_file, out);
+	node_env(i);
+	tr_cfg(&cfg, i, JOB_RANKS, port, 15, JOB_ID, munge_sock);
+	/* The master's name resolves to 127.0.1.1; a connection to it
+	 * comes from 127.0.0.1. */
+	snprintf(cfg.master_addr, sizeof(cfg.master_addr), "127.0.1.1");
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_loopback_alias(void)
+{
+	static struct tw_rank rk[JOB_RANKS];
+	int failed = tap_failed, i, ok = 1, refused = 0;
+
+	setenv("DDP_DEBUG", "1", 1);
+	if (tw_run_job(JOB_RANKS, alias_role, NULL, 40, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	unsetenv("DDP_DEBUG");
+	for (i = 0; i < JOB_RANKS; i++) {
+		ok = ok && completed(&rk[i]);
+		refused += tr_has(&rk[i], "malformed frame header") ||
+			   tr_has(&rk[i], "connects from");
+	}
+	tap_ok(ok && !refused,
+	       "MASTER_ADDR 127.0.1.1 (a loopback alias of the master's "
+	       "name): 12 ranks on 3 nodes complete; rank 0 takes its own "
+	       "node's members' mesh connections from 127.0.0.1");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(JOB_RANKS, rk);
+	tw_free_job(JOB_RANKS, rk);
+}
+
 int
 main(void)
 {
@@ -442,6 +488,7 @@ main(void)
 		return rc;
 	test_squatter();
 	test_full_backlog();
+	test_loopback_alias();
 	test_intruder();
 	test_leader_dies();
 	tr_munged_stop(dir);
