@@ -131,14 +131,16 @@ pend_header(struct rdv *r, int i)
 		return -1;
 	}
 	if (p->kind == PK_PEER)
-		want = p->stage ? RDV_ROSTER : RDV_PEER;
+		want = p->stage == 0   ? RDV_PEER
+		       : p->stage == 4 ? RDV_PEER_MAC
+				       : RDV_ROSTER;
 	else
 		want = p->stage == 0   ? RDV_OPEN
 		       : p->stage == 1 ? RDV_HELLO
 		       : p->stage == 3 ? RDV_RELAY
 				       : 0;
 	if (type != want &&
-	    !(p->kind == PK_PEER && p->stage && type == RDV_REFUSE)) {
+	    !(p->kind == PK_PEER && p->stage == 1 && type == RDV_REFUSE)) {
 		ddp_fmt(why, sizeof(why),
 			"unexpected message type %u (expected %u)", type, want);
 		rdv_pend_refuse(r, i, why);
@@ -239,6 +241,8 @@ pend_read(struct rdv *r, int i)
 		type = (uint16_t)(p->buf[6] | p->buf[7] << 8);
 		if (p->kind == PK_PEER && stage == 0)
 			rdv_pend_peer(r, i, body, blen);
+		else if (p->kind == PK_PEER && stage == 4)
+			rdv_pend_peer_mac(r, i, body, blen);
 		else if (p->kind == PK_PEER)
 			rdv_pend_roster(r, i, type, body, blen);
 		else if (stage == 0)

@@ -22,8 +22,9 @@
  *       a child of rank 0, a leader's member: [2] held, WELCOME sent (by
  *           a leader once it relayed them), then the roster or dropped
  *       anyone else: WELCOME sent, dropped
- *   (a data listener's PK_PEER: [0] --PEER hello with the token-->
- *    adopted into the mesh; or ROSTER from the parent)
+ *   (a data listener's PK_PEER: [0] --PEER--> CHALLENGE sent [4]
+ *    --the dialer's PEER_MAC verified--> PEER_MAC sent, adopted into
+ *    the mesh; or, from the parent or rank 0, [1] --ROSTER-->)
  *
  * One rank, start to end (each step fails the rendezvous with wk_err):
  *
@@ -132,7 +133,8 @@ struct pend {
 	/* Stage 0: its open, whole in buf, waits for its source's budget
 	 * of proofs (rdv_pend_deferred). */
 	int deferred;
-	uint8_t nonce[RDV_NONCE_LEN];
+	uint8_t nonce[RDV_NONCE_LEN];	   /* this side's, of the connection */
+	uint8_t peer_nonce[RDV_NONCE_LEN]; /* PK_PEER: the dialer's */
 	char bind[WK_ADDR_LEN + 48]; /* proto_conn_binding of the connection */
 	uint8_t *buf;
 	size_t have;
@@ -279,10 +281,12 @@ enum ddp_status rdv_worker_side(struct rdv *r, double deadline);
 /* rdv_roster.c: the roster and the peer hellos */
 int rdv_tree_parent(int r);
 void rdv_pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen);
+void rdv_pend_peer_mac(struct rdv *r, int i, const uint8_t *body, size_t blen);
+int rdv_peer_hello(struct rdv *r, int fd, int to, double deadline, char *why,
+		   size_t whylen);
 void rdv_pend_roster(struct rdv *r, int i, uint16_t type, const uint8_t *body,
 		     size_t blen);
 int rdv_send_roster(struct rdv *r, int i);
-int rdv_encode_push(struct rdv *r, struct wk_buf *b);
 enum ddp_status rdv_push_roster(struct rdv *r, double deadline);
 enum ddp_status rdv_worker_connect_lower(struct rdv *r, double deadline);
 enum ddp_status rdv_join_roster(struct rdv *r, int fd, double deadline);

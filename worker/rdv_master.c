@@ -469,8 +469,8 @@ listen_master(struct rdv *r, double deadline)
 
 /*
  * Tells every rank that joined why the job will not start (best effort,
- * at most 5 s in all): the thread's last error, in a REFUSE after a peer
- * hello on its data listener, where it waits for the roster.
+ * at most 5 s in all): the thread's last error, in a REFUSE after the
+ * data-port hello on its data listener, where it waits for the roster.
  */
 static void
 master_refuse_joined(struct rdv *r)
@@ -479,20 +479,17 @@ master_refuse_joined(struct rdv *r)
 	struct wk_buf b = {0};
 	double budget = wk_now() + 5.0, until;
 	uint8_t told[RDV_FANOUT + 1] = {0};
-	size_t head;
-	char why[256];
+	char why[1024], said[WK_ERR_LEN];
 	int i, fd;
 
-	if (rdv_encode_push(r, &b) < 0 ||
-	    proto_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
+	ddp_fmt(said, sizeof(said), "%s", wk_errbuf());
+	if (proto_encode_text(&b, RDV_REFUSE, said) < 0)
 		goto out;
 	/* Rank 0's children wait on their join connection: the REFUSE
-	 * alone, without the peer hello. */
-	head = b.len - (size_t)RDV_HDR_LEN - WK_TOKEN_LEN - 4;
+	 * alone, without the data-port hello. */
 	for (i = r->npend - 1; i >= 0; i--) {
 		if (r->pend[i].stage == 2) {
-			(void)ddp_net_send_all(r->pend[i].fd,
-					       b.p + b.len - head, head,
+			(void)ddp_net_send_all(r->pend[i].fd, b.p, b.len,
 					       wk_now() + 0.5);
 			told[r->pend[i].rank] = 1;
 		}
@@ -506,10 +503,13 @@ master_refuse_joined(struct rdv *r)
 		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
 		fd = ddp_net_connect_once(c->peers[i].addr, c->peers[i].port,
 					  until, why, sizeof(why));
-		if (fd >= 0)
+		if (fd >= 0 &&
+		    rdv_peer_hello(r, fd, i, until, why, sizeof(why)) == 0)
 			(void)ddp_net_send_all(fd, b.p, b.len, until);
 		ddp_net_close(&fd);
 	}
+	/* The hellos' failures are not the error the rendezvous ends with. */
+	(void)wk_err(DDP_OK, "%s", said);
 out:
 	if (b.p)
 		explicit_bzero(b.p, b.cap);
