@@ -98,6 +98,12 @@ all:
 # V=1 shows the compiler command lines.
 Q := $(if $(filter 1,$(V)),,@)
 
+# The objects that print the release are built again when VERSION changes.
+DDP_VERSION_USERS := worker/comm.c plugin/local.c plugin/ddp-plan.c \
+	plugin/spank_ddp.c prolog/ddp-nodectl.c check/ddp-check.c \
+	tests/unit/test-worker-version.c
+$(DDP_VERSION_USERS:%.c=$(BUILD)/%.o): VERSION
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(if $(Q),@echo "  CC      $@")
@@ -131,6 +137,9 @@ stage: all
 
 install: all $(INSTALL_RULES)
 
+# make deps and make demo change the machine (packages, the Slurm and munge
+# services, /var/cache/slurm-ddp, the minicluster): they go on only on a
+# throw-away machine, or with DEMO_ON_THIS_HOST=1 (tests/lib/throwaway-host).
 deps:
 	@tests/lib/install-deps
 
@@ -159,7 +168,9 @@ fuzzers:
 fuzz-targets: $(FUZZERS)
 .PHONY: fuzz-targets
 
-demo: deps
+demo:
+	@tests/lib/throwaway-host "make demo"
+	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory stage
 	@tests/cluster/demo

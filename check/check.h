@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "ddp_guard.h"
+#include "ddp_util.h"
 
 #define CHK_TOKEN_LEN 32
 #define CHK_HOST_MAX 256
@@ -54,19 +55,6 @@ int chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 		   size_t errlen);
 void chk_usage(FILE *f);
 const char *chk_mode_name(enum chk_mode m);
-
-/* ---- a growable text (report.c) ---- */
-
-struct chk_buf {
-	char *s;
-	size_t len;
-	size_t cap;
-	int bad; /* out of memory: the text is cut short */
-};
-
-void chk_buf_printf(struct chk_buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-void chk_buf_free(struct chk_buf *b);
 
 /* ---- the link test (links.c) ---- */
 
@@ -129,7 +117,7 @@ int chk_ring_listen(struct chk_ring *r, char *err, size_t errlen);
 /*
  * Connects out[d] to to[d] and accepts in[d] from from[d], d < ndir, and
  * the warm-up pair (CHK_WARM, to and from as CHK_FWD), until every one is
- * there or deadline (CLOCK_MONOTONIC seconds) passes. Each connection
+ * there or deadline (ddp_now() seconds) passes. Each connection
  * opens with token and this node's index and direction; an accepted one
  * that does not is refused (r->refused is told) and waiting goes on.
  * Returns 0 when all are up, else -1 (the outcome of each connect in
@@ -176,9 +164,6 @@ int chk_hold_open(const uint8_t token[CHK_TOKEN_LEN], int node, char *err,
 		  size_t errlen);
 int chk_hold_join(const uint8_t token[CHK_TOKEN_LEN], int node);
 int chk_hold_wait(int fd, double deadline);
-
-/* CLOCK_MONOTONIC in seconds. */
-double chk_now(void);
 
 /* ---- judgement and report (report.c) ---- */
 
@@ -232,7 +217,7 @@ int chk_prev(int n, int i);
  * outgoing (or incoming) links are both slow is the one to blame, other
  * slow links name both ends. Returns the number of problems found.
  */
-int chk_judge(struct chk_net *net, struct chk_buf *problems);
+int chk_judge(struct chk_net *net, struct ddp_buf *problems);
 
 /*
  * The findings of a judged net as verdict lines, one per problem of a
@@ -245,7 +230,7 @@ int chk_judge(struct chk_net *net, struct chk_buf *problems);
  * ([A-Za-z0-9._-], at most CHK_HOST_MAX - 1) is left out. Appends nothing
  * when no node has a flag. Returns the number of lines.
  */
-int chk_verdicts(const struct chk_net *net, struct chk_buf *out);
+int chk_verdicts(const struct chk_net *net, struct ddp_buf *out);
 
 /* The table (one row per node), with a header line. */
 void chk_print_table(FILE *f, const struct chk_net *net);

@@ -89,7 +89,7 @@ struct check {
 	size_t ar_bytes;
 	double net_s; /* the network part, rank 0's clock */
 	/* Rank 0's findings. */
-	struct chk_buf problems;
+	struct ddp_buf problems;
 	int nproblems;
 	char gpu_line[CHK_TEXT_LEN];
 };
@@ -108,7 +108,7 @@ static struct {
 	int rank;
 	char host[CHK_HOST_MAX];
 	int code;
-	long long at_ns;   /* CLOCK_MONOTONIC; moved by watchdog_arm */
+	long long at_ns;   /* ddp_now() in ns; moved by watchdog_arm */
 	const char *limit; /* "time limit of 20 s" */
 } wd;
 static char join_limit_text[64], time_limit_text[64];
@@ -119,16 +119,7 @@ set_phase(const char *p)
 	__atomic_store_n(&phase, p, __ATOMIC_RELAXED);
 }
 
-static long long
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Moves the limit: the watchdog ends the process at at (chk_now()'s
+/* Moves the limit: the watchdog ends the process at at (ddp_now()'s
  * clock), naming limit_text. */
 static void
 watchdog_arm(double at, const char *limit_text)
@@ -140,7 +131,6 @@ watchdog_arm(double at, const char *limit_text)
 static void *
 watchdog(void *arg)
 {
-	struct timespec ts;
 	long long at;
 	char line[512];
 	int n;
@@ -148,11 +138,8 @@ watchdog(void *arg)
 	(void)arg;
 	/* The limit may move later while it sleeps: look again on waking. */
 	while ((at = __atomic_load_n(&wd.at_ns, __ATOMIC_ACQUIRE)) >
-	       mono_ns()) {
-		ts.tv_sec = (time_t)(at / 1000000000LL);
-		ts.tv_nsec = (long)(at % 1000000000LL);
-		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-	}
+	       (long long)(ddp_now() * 1e9))
+		ddp_sleep_until((double)at * 1e-9);
 	n = snprintf(line, sizeof(line),
 		     "ddp-check: rank %d on %s: %s reached while %s\n", wd.rank,
 		     wd.host, __atomic_load_n(&wd.limit, __ATOMIC_RELAXED),
@@ -254,7 +241,7 @@ problem(struct check *ck, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	chk_buf_printf(&ck->problems, "%s\n", line);
+	ddp_buf_printf(&ck->problems, "%s\n", line);
 	ck->nproblems++;
 }
 
@@ -386,7 +373,7 @@ links(struct check *ck)
 		wait = (double)ck->o.time_limit_s / 8;
 		wait = wait < 0.5 ? 0.5 : wait > 5 ? 5 : wait;
 		chk_ring_connect(&ring, i, net->ndir, to, from, token,
-				 chk_now() + wait);
+				 ddp_now() + wait);
 		for (d = 0; d < net->ndir; d++) {
 			v[i * 2 + d] = ring.conn[d];
 			v[2 * n + i * 2 + d] = ring.in[d] >= 0;
@@ -423,7 +410,7 @@ links(struct check *ck)
 	 * barrier; every stream is over within its window and 2 s once both
 	 * ends are there. The other ranks wait on the node's hold meanwhile,
 	 * which the leader closes when its streams are done. */
-	until = chk_now() + (net->ndir + 1) * (net->window_s + 2) + WARM_S;
+	until = ddp_now() + (net->ndir + 1) * (net->window_s + 2) + WARM_S;
 	if (until > ck->deadline - 1)
 		until = ck->deadline - 1;
 	if (!ck->leader) {
@@ -447,9 +434,7 @@ links(struct check *ck)
 			v[2 * n + s * 2 + d] = e;
 		}
 	}
-	if (hold >= 0)
-		close(hold);
-	hold = -1;
+	ddp_close(&hold);
 	set_phase("gathering the link speeds");
 	if (sum(ck, v, (size_t)n * 4, "gathering the link speeds") < 0)
 		goto out;
@@ -462,8 +447,7 @@ links(struct check *ck)
 	net->measured = 1;
 	rc = 0;
 out:
-	if (hold >= 0)
-		close(hold);
+	ddp_close(&hold);
 	chk_ring_close(&ring);
 	free(v);
 	return rc;
@@ -508,7 +492,7 @@ plan_wait(struct check *ck, double bytes, const char *what)
 {
 	double s = chk_wait_s(&ck->net, ck->world, bytes,
 			      (double)ck->o.time_limit_s,
-			      ck->deadline - chk_now());
+			      ck->deadline - ddp_now());
 
 	if (ck->o.verbose && ck->rank == 0)
 		fprintf(stderr,
@@ -537,11 +521,11 @@ allreduce_all(struct check *ck, int *wrong)
 	}
 	if (plan_wait(ck, (double)(n * sizeof(*buf)), "the allreduce") < 0)
 		goto out;
-	t = chk_now();
+	t = ddp_now();
 	for (it = 0; it <= AR_ITERS; it++) {
 		/* The first call warms up and is not timed. */
 		if (it == 1)
-			t = chk_now();
+			t = ddp_now();
 		for (i = 0; i < n; i++)
 			buf[i] = (float)(ck->rank + 1);
 		if (ddp_allreduce(ck->comm, buf, buf, n, DDP_FLOAT32,
@@ -550,7 +534,7 @@ allreduce_all(struct check *ck, int *wrong)
 			goto out;
 		}
 	}
-	ck->ar_s = (chk_now() - t) / AR_ITERS;
+	ck->ar_s = (ddp_now() - t) / AR_ITERS;
 	ck->ar_bytes = n * sizeof(*buf);
 	want = (float)((double)ck->world * (ck->world + 1) / 2);
 	for (i = 0; i < n; i++)
@@ -692,7 +676,7 @@ gpu_local(struct check *ck, char *why, size_t len, double *ms)
 	const char *msg, *p;
 	float h[256];
 	void *buf = NULL;
-	double t = chk_now();
+	double t = ddp_now();
 	int i, rc = -1;
 
 	cfg.rank = 0;
@@ -728,7 +712,7 @@ gpu_local(struct check *ck, char *why, size_t len, double *ms)
 			goto out;
 		}
 	}
-	*ms = (chk_now() - t) * 1000;
+	*ms = (ddp_now() - t) * 1000;
 	rc = 0;
 out:
 	ddp_mem_free(g, buf);
@@ -771,7 +755,7 @@ gpu_world(struct check *ck, char *why, size_t len, double *sec)
 		ddp_fmt(why, len, "%s", ddp_last_error());
 		goto out;
 	}
-	t = chk_now();
+	t = ddp_now();
 	for (it = 0; it < GPU_ITERS; it++) {
 		if (ddp_allreduce(g, s, r, GPU_ELEMS, DDP_FLOAT32, DDP_SUM) !=
 		    DDP_OK) {
@@ -779,7 +763,7 @@ gpu_world(struct check *ck, char *why, size_t len, double *sec)
 			goto out;
 		}
 	}
-	*sec = (chk_now() - t) / GPU_ITERS;
+	*sec = (ddp_now() - t) / GPU_ITERS;
 	if (ddp_mem_copy(g, h, r, bytes, DDP_COPY_TO_HOST) != DDP_OK) {
 		ddp_fmt(why, len, "%s", ddp_last_error());
 		goto out;
@@ -976,7 +960,7 @@ static void
 report(struct check *ck)
 {
 	struct chk_net *net = &ck->net;
-	struct chk_buf faulty = {0};
+	struct ddp_buf faulty = {0};
 	char words[128];
 	const char *sep = "";
 	double busbw;
@@ -1036,38 +1020,20 @@ report(struct check *ck)
 		if (!net->node[j].flags)
 			continue;
 		chk_status_words(net->node[j].flags, words, sizeof(words));
-		chk_buf_printf(&faulty, "%s%s (%s)", sep, net->node[j].host,
+		ddp_buf_printf(&faulty, "%s%s (%s)", sep, net->node[j].host,
 			       words);
 		sep = ", ";
 	}
 	if (!ck->nproblems)
 		printf("ddp-check: ok (network %.2f s, total %.2f s)\n",
-		       ck->net_s, chk_now() - ck->t0);
+		       ck->net_s, ddp_now() - ck->t0);
 	else
 		printf("ddp-check: %s: %s%s\n",
 		       ck->o.mode == CHK_MODE_WARN ? "WARN" : "FAIL",
 		       faulty.len ? faulty.s : "see the problems above",
 		       ck->o.mode == CHK_MODE_WARN ? "; going on (--mode warn)"
 						   : "");
-	chk_buf_free(&faulty);
-}
-
-/* Writes all of text to fd; a reader that went away is not an error of
- * the check's. */
-static void
-write_all(int fd, const char *text, size_t len)
-{
-	ssize_t w;
-
-	while (len > 0) {
-		w = write(fd, text, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		text += w;
-		len -= (size_t)w;
-	}
+	ddp_buf_free(&faulty);
 }
 
 /*
@@ -1079,7 +1045,7 @@ write_all(int fd, const char *text, size_t len)
 static void
 share_verdicts(struct check *ck)
 {
-	struct chk_buf lines = {0};
+	struct ddp_buf lines = {0};
 	char *text = NULL;
 	double len[1] = {0};
 	size_t n = 0, cut;
@@ -1087,7 +1053,7 @@ share_verdicts(struct check *ck)
 	set_phase("sharing the findings");
 	if (ck->rank == 0) {
 		chk_verdicts(&ck->net, &lines);
-		n = lines.bad ? 0 : lines.len;
+		n = lines.failed ? 0 : lines.len;
 		if (n > VERDICT_MAX) {
 			/* Whole lines only. */
 			for (cut = VERDICT_MAX;
@@ -1112,14 +1078,15 @@ share_verdicts(struct check *ck)
 	if (ddp_broadcast(ck->comm, text, n, DDP_UINT8, 0) != DDP_OK)
 		goto fail;
 	if (ck->o.verdict_fd >= 0)
-		write_all(ck->o.verdict_fd, text, n);
+		/* A reader that went away is not an error of the check's. */
+		(void)ddp_write_all(ck->o.verdict_fd, text, n);
 	goto out;
 fail:
 	fprintf(stderr, "ddp-check: rank %d on %s: sharing the findings: %s\n",
 		ck->rank, ck->host, ddp_last_error());
 out:
 	free(text);
-	chk_buf_free(&lines);
+	ddp_buf_free(&lines);
 }
 
 static int
@@ -1135,7 +1102,7 @@ run(struct check *ck)
 	if (ddp_comm_init(&cfg, &ck->comm) != DDP_OK)
 		return comm_failed(ck, "rendezvous");
 	/* Joined: from here the check's own work has the time limit. */
-	ck->t_join = chk_now();
+	ck->t_join = ddp_now();
 	ck->deadline = ck->t_join + (double)ck->o.time_limit_s;
 	watchdog_arm(ck->deadline, time_limit_text);
 	if (ddp_comm_set_timeout(ck->comm, comm_timeout(ck)) != DDP_OK)
@@ -1143,7 +1110,7 @@ run(struct check *ck)
 	if (find_nodes(ck) < 0 || links(ck) < 0 ||
 	    allreduce_all(ck, &ar_wrong) < 0)
 		return -1;
-	ck->net_s = chk_now() - ck->t0;
+	ck->net_s = ddp_now() - ck->t0;
 	if (gather_records(ck, ar_wrong) < 0 || gpus(ck) < 0)
 		return -1;
 	if (ck->rank == 0) {
@@ -1160,6 +1127,19 @@ run(struct check *ck)
 	return verdict[0] > 0 ? -1 : 0;
 }
 
+/* --version among the options (before any "--"): answered before the
+ * options are parsed, so that it works whatever else the line holds. */
+static int
+wants_version(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--version") == 0)
+			return 1;
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1167,6 +1147,10 @@ main(int argc, char **argv)
 	char err[512];
 	int rc;
 
+	if (wants_version(argc, argv)) {
+		printf("ddp-check %s\n", DDP_VERSION);
+		return 0;
+	}
 	memset(&ck, 0, sizeof(ck));
 	rc = chk_parse_opts(argc, argv, &ck.o, err, sizeof(err));
 	if (rc == 1) {
@@ -1188,7 +1172,7 @@ main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
-	ck.t0 = chk_now();
+	ck.t0 = ddp_now();
 	ck.deadline = ck.t0 + (double)ck.o.join_limit_s;
 	if (gethostname(ck.host, sizeof(ck.host) - 1) < 0)
 		ddp_fmt(ck.host, sizeof(ck.host), "unknown-host");
@@ -1207,6 +1191,6 @@ main(int argc, char **argv)
 	free(ck.net.node);
 	free(ck.node_of);
 	free(ck.rec);
-	chk_buf_free(&ck.problems);
+	ddp_buf_free(&ck.problems);
 	return rc == 0 || ck.o.mode == CHK_MODE_WARN ? 0 : 1;
 }

@@ -43,15 +43,6 @@
 #define ACCEPT_BATCH 32
 #define CHUNK (1u << 20)
 
-double
-chk_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 const char *
 chk_conn_name(int code)
 {
@@ -71,14 +62,6 @@ chk_conn_name(int code)
 	}
 }
 
-static void
-xclose(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 /* Closes without lingering: unread data or a busy sender is no reason to
  * wait, and the reset tells the far end at once. */
 static void
@@ -88,7 +71,7 @@ abort_close(int *fd)
 
 	if (*fd >= 0)
 		setsockopt(*fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	xclose(fd);
+	ddp_close(fd);
 }
 
 void
@@ -107,7 +90,7 @@ chk_ring_close(struct chk_ring *r)
 {
 	int d;
 
-	xclose(&r->lfd);
+	ddp_close(&r->lfd);
 	for (d = 0; d < CHK_NDIRS; d++) {
 		abort_close(&r->out[d]);
 		abort_close(&r->in[d]);
@@ -130,7 +113,7 @@ chk_ring_listen(struct chk_ring *r, char *err, size_t errlen)
 		s6.sin6_addr = in6addr_any;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 		if (bind(fd, (struct sockaddr *)&s6, sizeof(s6)) < 0)
-			xclose(&fd);
+			ddp_close(&fd);
 	}
 	if (fd < 0) {
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
@@ -159,7 +142,7 @@ chk_ring_listen(struct chk_ring *r, char *err, size_t errlen)
 	fd = -1;
 	rc = 0;
 out:
-	xclose(&fd);
+	ddp_close(&fd);
 	return rc;
 }
 
@@ -237,7 +220,7 @@ dial_next(struct chk_ring *r, struct dial *dl, int d,
 			return;
 		r->conn[d] = conn_code(errno);
 		r->conn_errno[d] = errno;
-		xclose(&dl->fd);
+		ddp_close(&dl->fd);
 	}
 	dl->done = 1;
 }
@@ -262,7 +245,7 @@ dial_step(struct chk_ring *r, struct dial *dl, int d, int err,
 		}
 		err = n < 0 ? errno : EPROTO;
 	}
-	xclose(&dl->fd);
+	ddp_close(&dl->fd);
 	r->conn[d] = conn_code(err);
 	r->conn_errno[d] = err;
 	dl->ai = dl->ai->ai_next;
@@ -338,13 +321,13 @@ refuse_line(void *arg, const struct ddp_guard_line *l)
 static void
 refuse_flush(struct chk_ring *r, int force)
 {
-	ddp_guard_flush(&r->ref, chk_now(), force);
+	ddp_guard_flush(&r->ref, ddp_now(), force);
 }
 
 static void
 refuse_log(struct chk_ring *r, const char *from, const char *why)
 {
-	ddp_guard_refused(&r->ref, chk_now(), from, why);
+	ddp_guard_refused(&r->ref, ddp_now(), from, why);
 }
 
 /* ---- the pending connections ---- */
@@ -354,7 +337,7 @@ pend_drop(struct listener *l, int i, const char *why)
 {
 	if (why)
 		refuse_log(l->r, l->p[i].from, why);
-	xclose(&l->p[i].fd);
+	ddp_close(&l->p[i].fd);
 	l->p[i] = l->p[--l->np];
 	ddp_guard_remove(&l->guard, i);
 }
@@ -499,7 +482,7 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		for (d = 0; d < CHK_NDIRS; d++)
 			if (active(ndir, d))
 				left += !dl[d].done + (r->in[d] < 0);
-		now = chk_now();
+		now = ddp_now();
 		if (!left || now >= deadline)
 			break;
 		n = 0;
@@ -553,7 +536,7 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		}
 		if (r->conn[d] != CHK_CONN_OK || r->in[d] < 0)
 			rc = -1;
-		xclose(&dl[d].fd);
+		ddp_close(&dl[d].fd);
 		if (dl[d].res)
 			freeaddrinfo(dl[d].res);
 	}
@@ -589,7 +572,7 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		*recv_err = errno ? errno : EPROTO;
 		receiving = 0;
 	}
-	while ((sending || receiving) && (now = chk_now()) < deadline) {
+	while ((sending || receiving) && (now = ddp_now()) < deadline) {
 		n = 0;
 		is = ir = -1;
 		if (sending) {
@@ -606,7 +589,7 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 			    0 &&
 		    errno != EINTR)
 			break;
-		now = chk_now();
+		now = ddp_now();
 		/* The sender waits for its receiver's go-ahead; the receiver
 		 * ends the stream (a reset), which is how the sender learns
 		 * that the far window is over. */
@@ -644,8 +627,8 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		}
 	}
 	/* Out of time: a stream that started is measured as far as it got. */
-	if (receiving && !*recv_err && t_first && chk_now() > t_first)
-		*gbps = (double)bytes / (chk_now() - t_first) / 1e9;
+	if (receiving && !*recv_err && t_first && ddp_now() > t_first)
+		*gbps = (double)bytes / (ddp_now() - t_first) / 1e9;
 	else if (receiving && !*recv_err)
 		*recv_err = ETIMEDOUT;
 	rc = *recv_err ? -1 : 0;
@@ -693,7 +676,7 @@ chk_hold_open(const uint8_t token[CHK_TOKEN_LEN], int node, char *err,
 			"cannot open the node's hold socket: %s (the node's "
 			"other ranks wait in libddp instead)",
 			strerror(errno));
-		xclose(&fd);
+		ddp_close(&fd);
 		return -1;
 	}
 	return fd;
@@ -709,7 +692,7 @@ chk_hold_join(const uint8_t token[CHK_TOKEN_LEN], int node)
 	/* Non-blocking: a full backlog is a refusal, not a wait. */
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sl) < 0)
-		xclose(&fd);
+		ddp_close(&fd);
 	return fd;
 }
 
@@ -720,7 +703,7 @@ chk_hold_wait(int fd, double deadline)
 	double now;
 	int n;
 
-	while ((now = chk_now()) < deadline) {
+	while ((now = ddp_now()) < deadline) {
 		n = poll(&pfd, 1, (int)((deadline - now) * 1000) + 1);
 		if (n > 0)
 			return 0;

@@ -4,6 +4,7 @@
  * which links are slow and which node is to blame, the table, and the
  * one-line form of libddp's rendezvous failures.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -218,51 +219,6 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 	return 0;
 }
 
-/* ---- text ---- */
-
-void
-chk_buf_printf(struct chk_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	size_t need, cap;
-	char *p;
-	int n;
-
-	if (b->bad)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->bad = 1;
-		return;
-	}
-	need = b->len + (size_t)n + 1;
-	if (need > b->cap) {
-		cap = b->cap ? b->cap : 256;
-		while (cap < need)
-			cap *= 2;
-		p = realloc(b->s, cap);
-		if (!p) {
-			b->bad = 1;
-			return;
-		}
-		b->s = p;
-		b->cap = cap;
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-void
-chk_buf_free(struct chk_buf *b)
-{
-	free(b->s);
-	memset(b, 0, sizeof(*b));
-}
-
 /* ---- judgement ---- */
 
 int
@@ -293,14 +249,14 @@ target(const struct chk_net *net, int i, int d)
 }
 
 static int
-judge_connections(struct chk_net *net, struct chk_buf *pb)
+judge_connections(struct chk_net *net, struct ddp_buf *pb)
 {
 	struct chk_node *nd = net->node;
 	int *fails = calloc((size_t)net->n, sizeof(*fails));
 	int i, d, t, problems = 0;
 
 	if (!fails) {
-		chk_buf_printf(pb, "out of memory judging the links\n");
+		ddp_buf_printf(pb, "out of memory judging the links\n");
 		return 1;
 	}
 	for (i = 0; i < net->n; i++)
@@ -312,7 +268,7 @@ judge_connections(struct chk_net *net, struct chk_buf *pb)
 			if (nd[i].conn[d] == CHK_CONN_OK)
 				continue;
 			t = target(net, i, d);
-			chk_buf_printf(
+			ddp_buf_printf(
 				pb, "rank %d on %s cannot reach %s:%d (%s)\n",
 				nd[i].leader, nd[i].host, nd[t].host,
 				nd[t].port, chk_conn_name(nd[i].conn[d]));
@@ -328,7 +284,7 @@ judge_connections(struct chk_net *net, struct chk_buf *pb)
 	}
 	for (t = 0; t < net->n; t++)
 		if (fails[t] == net->ndir)
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "%s: unreachable: no link-test "
 				       "connection got through to port %d "
 				       "(are the job's ports blocked on it?)\n",
@@ -379,7 +335,7 @@ reference(const struct chk_net *net, double *best)
 }
 
 static int
-judge_speeds(struct chk_net *net, struct chk_buf *pb)
+judge_speeds(struct chk_net *net, struct ddp_buf *pb)
 {
 	struct chk_node *nd = net->node;
 	double *best = NULL, thr;
@@ -390,7 +346,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 	snd = calloc((size_t)net->n, 1);
 	rcv = calloc((size_t)net->n, 1);
 	if (!best || !snd || !rcv) {
-		chk_buf_printf(pb, "out of memory judging the links\n");
+		ddp_buf_printf(pb, "out of memory judging the links\n");
 		problems = 1;
 		goto out;
 	}
@@ -398,7 +354,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 		for (d = 0; d < net->ndir; d++) {
 			t = target(net, i, d);
 			if (nd[i].broke[d]) {
-				chk_buf_printf(pb,
+				ddp_buf_printf(pb,
 					       "link %s -> %s broke during the "
 					       "test: %s\n",
 					       nd[i].host, nd[t].host,
@@ -426,7 +382,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 			 slow(net, thr, q, CHK_REV);
 		if (snd[i]) {
 			nd[i].flags |= CHK_F_SLOW_SEND;
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "%s: slow sending: %.3g GB/s to %s, "
 				       "%.3g GB/s to %s (below %.2f x %.3g "
 				       "GB/s)\n",
@@ -437,7 +393,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 		}
 		if (rcv[i]) {
 			nd[i].flags |= CHK_F_SLOW_RECV;
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "%s: slow receiving: %.3g GB/s from "
 				       "%s, %.3g GB/s from %s (below %.2f x "
 				       "%.3g GB/s)\n",
@@ -454,7 +410,7 @@ judge_speeds(struct chk_net *net, struct chk_buf *pb)
 				continue;
 			nd[i].flags |= CHK_F_SLOW_LINK;
 			nd[t].flags |= CHK_F_SLOW_LINK;
-			chk_buf_printf(pb,
+			ddp_buf_printf(pb,
 				       "link %s -> %s: %.3g GB/s, below %.2f x "
 				       "%.3g GB/s\n",
 				       nd[i].host, nd[t].host, nd[i].gbps[d],
@@ -470,7 +426,7 @@ out:
 }
 
 int
-chk_judge(struct chk_net *net, struct chk_buf *problems)
+chk_judge(struct chk_net *net, struct ddp_buf *problems)
 {
 	int n;
 
@@ -536,7 +492,7 @@ slowest_slow_link(const struct chk_net *net, int i)
 }
 
 static void
-verdict_line(struct chk_buf *out, const char *host, const char *check,
+verdict_line(struct ddp_buf *out, const char *host, const char *check,
 	     double value, double median)
 {
 	struct ddp_verdict v;
@@ -557,11 +513,11 @@ verdict_line(struct chk_buf *out, const char *host, const char *check,
 		ddp_fmt(v.unit, sizeof(v.unit), "-");
 	}
 	if (ddp_verdict_format(&v, line, sizeof(line)) == 0)
-		chk_buf_printf(out, "%s", line);
+		ddp_buf_printf(out, "%s", line);
 }
 
 int
-chk_verdicts(const struct chk_net *net, struct chk_buf *out)
+chk_verdicts(const struct chk_net *net, struct ddp_buf *out)
 {
 	static const struct {
 		unsigned flag;
@@ -621,16 +577,15 @@ chk_status_words(unsigned flags, char *buf, size_t len)
 		{CHK_F_GPU, "gpu"},
 		{CHK_F_COMM, "comm"},
 	};
-	size_t i, off = 0;
+	size_t i;
 
 	ddp_fmt(buf, len, "%s", flags ? "" : "ok");
 	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
 		if (!(flags & words[i].flag))
 			continue;
-		if (ddp_fmt(buf + off, len - off, "%s%s", off ? "," : "",
-			    words[i].word) < 0)
+		if (ddp_fmt_cat(buf, len, "%s%s", buf[0] ? "," : "",
+				words[i].word) < 0)
 			return;
-		off = strlen(buf);
 	}
 }
 
@@ -684,7 +639,6 @@ chk_print_table(FILE *f, const struct chk_net *net)
 int
 chk_ranges(const int *ranks, int n, char *buf, size_t len)
 {
-	size_t off = 0;
 	int i = 0, j, rc;
 
 	buf[0] = '\0';
@@ -692,17 +646,16 @@ chk_ranges(const int *ranks, int n, char *buf, size_t len)
 		for (j = i; j + 1 < n && ranks[j + 1] == ranks[j] + 1; j++)
 			;
 		if (j == i)
-			rc = ddp_fmt(buf + off, len - off, "%s%d",
-				     off ? "," : "", ranks[i]);
+			rc = ddp_fmt_cat(buf, len, "%s%d", buf[0] ? "," : "",
+					 ranks[i]);
 		else
-			rc = ddp_fmt(buf + off, len - off, "%s%d-%d",
-				     off ? "," : "", ranks[i], ranks[j]);
+			rc = ddp_fmt_cat(buf, len, "%s%d-%d", buf[0] ? "," : "",
+					 ranks[i], ranks[j]);
 		if (rc < 0) {
 			if (len >= 4)
 				ddp_fmt(buf + len - 4, 4, "...");
 			return -1;
 		}
-		off = strlen(buf);
 		i = j + 1;
 	}
 	return 0;
@@ -711,7 +664,7 @@ chk_ranges(const int *ranks, int n, char *buf, size_t len)
 int
 chk_gpus_add(char *list, size_t len, const char *busid)
 {
-	size_t off = strlen(list), bl;
+	size_t bl;
 	const char *p;
 
 	if (!busid || !*busid || strcmp(busid, "-") == 0)
@@ -721,24 +674,22 @@ chk_gpus_add(char *list, size_t len, const char *busid)
 		if ((p == list || p[-1] == ',') &&
 		    (p[bl] == '\0' || p[bl] == ','))
 			return 0;
-	return ddp_fmt(list + off, len - off, "%s%s", off ? "," : "", busid);
+	return ddp_fmt_cat(list, len, "%s%s", list[0] ? "," : "", busid);
 }
 
 /* 0000:BB:00.0 */
 static int
 short_form(const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdefABCDEF";
-
-	return n == 12 && strncmp(s, "0000:", 5) == 0 && strchr(hex, s[5]) &&
-	       strchr(hex, s[6]) && strncmp(s + 7, ":00.0", 5) == 0;
+	return n == 12 && strncmp(s, "0000:", 5) == 0 &&
+	       isxdigit((unsigned char)s[5]) && isxdigit((unsigned char)s[6]) &&
+	       strncmp(s + 7, ":00.0", 5) == 0;
 }
 
 void
 chk_gpus_finish(char *list, size_t len)
 {
 	char out[160];
-	size_t off = 0;
 	const char *p, *e;
 
 	if (!*list) {
@@ -757,10 +708,9 @@ chk_gpus_finish(char *list, size_t len)
 		e = strchr(p, ',');
 		if (!e)
 			e = p + strlen(p);
-		if (ddp_fmt(out + off, sizeof(out) - off, "%s%.2s",
-			    off ? "," : "", p + 5) < 0)
+		if (ddp_fmt_cat(out, sizeof(out), "%s%.2s", out[0] ? "," : "",
+				p + 5) < 0)
 			return;
-		off = strlen(out);
 	}
 	ddp_fmt(list, len, "%s", out);
 }

@@ -56,9 +56,8 @@ bad_value(const char *key, const char *value, const char *accepted, char *err,
 
 	show_value(value, shown, sizeof(shown));
 	/* The message is advice: a truncated one is still useful. */
-	snprintf(err, errlen, "%s: invalid value '%s': expected %s", key, shown,
-		 accepted);
-	return -1;
+	return ddp_errf(err, errlen, "%s: invalid value '%s': expected %s", key,
+			shown, accepted);
 }
 
 /*
@@ -324,9 +323,16 @@ struct conf_key {
 	const char *def;      /* the default, as ddp.conf would spell it */
 	size_t offset;	      /* the field of struct ddp_conf */
 	size_t size;
+	/* NODE_SIDE: ddp-nodectl reads it too (the Prolog, Epilog, health
+	 * check, reconcile, sweep and port), from ddp.conf alone; a
+	 * plugstack argument may not set it, or the plugin would use ports,
+	 * directories or limits the node side never prepared. */
+	int node_side;
 };
 
 #define FIELD(f) offsetof(struct ddp_conf, f), sizeof(((struct ddp_conf *)0)->f)
+#define NODE_SIDE 1
+#define PLUGIN_ONLY 0
 #define PATH_TEXT                                                            \
 	"an absolute path other than '/' without '.', '..', '#' or control " \
 	"characters"
@@ -335,79 +341,90 @@ struct conf_key {
  * The keys of ddp.conf: this table is the one list. It drives
  * ddp_conf_defaults, ddp_conf_set and its unknown-key message, and what
  * ddp_conf_key_name/ddp_conf_format give `ddp-nodectl show` and the
- * plugin's plugstack hint. The header's key list and doc/admin-guide.md
- * explain each; test-common-conf checks that every default parses.
+ * plugin's plugstack hint, and which keys ddp-nodectl reads too
+ * (node_side: ddp.conf alone may set them). The header's key list and
+ * doc/admin-guide.md explain each; test-common-conf checks that every
+ * default parses.
  */
 static const struct conf_key keys[] = {
 	{"port_range", KEY_PORTS, 1024, 65535,
 	 "LOW-HIGH with 1024 <= LOW <= HIGH <= 65535", "29400-29999",
-	 FIELD(port_min)},
+	 FIELD(port_min), NODE_SIDE},
 	{"port_key", KEY_PATH, 0, CONF_PATH_MAX - 1,
 	 PATH_TEXT ", or \"\" for ports anyone can compute",
-	 DDP_PORT_KEY_DEFAULT, FIELD(port_key)},
+	 DDP_PORT_KEY_DEFAULT, FIELD(port_key), NODE_SIDE},
 	{"default_bind", KEY_BIND, 0, 0, DDP_BIND_ACCEPTED, "core",
-	 FIELD(default_bind)},
+	 FIELD(default_bind), PLUGIN_ONLY},
 	{"shared_root", KEY_PATH, 0, CONF_PATH_MAX - 1,
-	 PATH_TEXT ", or \"\" for none", "", FIELD(shared_root)},
+	 PATH_TEXT ", or \"\" for none", "", FIELD(shared_root), NODE_SIDE},
 	{"shared_fstypes", KEY_FSTYPES, 1, DDP_CONF_MAX_FSTYPES,
 	 "a comma list of 1-16 file-system type names of [a-z0-9_.], as in "
 	 "/proc/mounts (e.g. nfs,nfs4,lustre)",
-	 "nfs,nfs4,lustre,gpfs,beegfs,cephfs,ceph", FIELD(shared_fstypes)},
+	 "nfs,nfs4,lustre,gpfs,beegfs,cephfs,ceph", FIELD(shared_fstypes),
+	 NODE_SIDE},
 	{"shared_timeout", KEY_UINT, 1, 600, "whole seconds, 1-600", "10",
-	 FIELD(shared_timeout)},
+	 FIELD(shared_timeout), NODE_SIDE},
 	{"shared_mount", KEY_PATH, 0, CONF_PATH_MAX - 1,
-	 PATH_TEXT ", or \"\" for none", "", FIELD(shared_mount)},
+	 PATH_TEXT ", or \"\" for none", "", FIELD(shared_mount), NODE_SIDE},
 	{"scratch_root", KEY_PATH, 0, CONF_PATH_MAX - 1,
 	 PATH_TEXT ", or \"\" for none", "/var/lib/slurm-ddp/scratch",
-	 FIELD(scratch_root)},
+	 FIELD(scratch_root), NODE_SIDE},
 	{"retention_days", KEY_UINT, 0, 3650, "whole days, 0-3650", "7",
-	 FIELD(retention_days)},
-	{"firewall", KEY_ONOFF, 0, 1, "on or off", "on", FIELD(firewall)},
+	 FIELD(retention_days), NODE_SIDE},
+	{"firewall", KEY_ONOFF, 0, 1, "on or off", "on", FIELD(firewall),
+	 NODE_SIDE},
 	{"firewall_timeout", KEY_DURATION, 60, 365L * 86400,
-	 "N[s|m|h|d] between 60s and 365d", "7d", FIELD(firewall_timeout)},
+	 "N[s|m|h|d] between 60s and 365d", "7d", FIELD(firewall_timeout),
+	 NODE_SIDE},
 	{"state_dir", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
-	 "/run/slurm-ddp", FIELD(state_dir)},
+	 "/run/slurm-ddp", FIELD(state_dir), NODE_SIDE},
 	{"nft_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT, "/usr/sbin/nft",
-	 FIELD(nft_path)},
+	 FIELD(nft_path), NODE_SIDE},
 	{"scontrol_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
-	 "/usr/bin/scontrol", FIELD(scontrol_path)},
+	 "/usr/bin/scontrol", FIELD(scontrol_path), NODE_SIDE},
 	{"nccl_ib_hca", KEY_NCCL_HCA, 1, NCCL_HCA_NAME_MAX,
 	 "[^][=]NAME[:PORT],... with 1-32 device names of [A-Za-z0-9_.-] "
 	 "(e.g. =mlx5_0,mlx5_1), or \"\" to let NCCL choose",
-	 "", FIELD(nccl_ib_hca)},
+	 "", FIELD(nccl_ib_hca), PLUGIN_ONLY},
 	{"nccl_socket_ifname", KEY_NCCL_IFNAME, 1, NCCL_IFNAME_MAX,
 	 "[^][=]NAME,... with 1-32 interface names or prefixes of 1-15 "
 	 "characters of [A-Za-z0-9_.-] (e.g. =ib0 or ^docker), or \"\" to let "
 	 "NCCL choose",
-	 "", FIELD(nccl_socket_ifname)},
-	{"check", KEY_CHECK, 0, 0, DDP_CHECK_ACCEPTED, "off", FIELD(check)},
+	 "", FIELD(nccl_socket_ifname), PLUGIN_ONLY},
+	{"check", KEY_CHECK, 0, 0, DDP_CHECK_ACCEPTED, "off", FIELD(check),
+	 PLUGIN_ONLY},
 	{"check_min_fraction", KEY_FRACTION, 0, 1,
 	 "a number in (0, 1] of at most 6 decimals, e.g. 0.5", "0.5",
-	 FIELD(check_min_fraction)},
+	 FIELD(check_min_fraction), PLUGIN_ONLY},
 	{"check_join_limit", KEY_UINT, 1, 3600, "whole seconds, 1-3600", "60",
-	 FIELD(check_join_limit)},
+	 FIELD(check_join_limit), PLUGIN_ONLY},
 	{"check_time_limit", KEY_UINT, 1, 3600, "whole seconds, 1-3600", "20",
-	 FIELD(check_time_limit)},
+	 FIELD(check_time_limit), PLUGIN_ONLY},
 	{"check_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
-	 DDP_CHECK_PATH, FIELD(check_path)},
+	 DDP_CHECK_PATH, FIELD(check_path), PLUGIN_ONLY},
 	{"check_requeue_max", KEY_UINT, 0, 100,
-	 "whole number of requeues, 0-100", "2", FIELD(check_requeue_max)},
+	 "whole number of requeues, 0-100", "2", FIELD(check_requeue_max),
+	 PLUGIN_ONLY},
 	{"check_drain_jobs", KEY_UINT, 1, 1000, "whole number of jobs, 1-1000",
-	 "3", FIELD(check_drain_jobs)},
+	 "3", FIELD(check_drain_jobs), NODE_SIDE},
 	{"check_drain_users", KEY_UINT, 1, 1000,
-	 "whole number of users, 1-1000", "2", FIELD(check_drain_users)},
+	 "whole number of users, 1-1000", "2", FIELD(check_drain_users),
+	 NODE_SIDE},
 	{"check_drain_window", KEY_DURATION, 60, 365L * 86400,
-	 "N[s|m|h|d] between 60s and 365d", "86400", FIELD(check_drain_window)},
+	 "N[s|m|h|d] between 60s and 365d", "86400", FIELD(check_drain_window),
+	 NODE_SIDE},
 	{"topology_cache", KEY_PATH_NONE, 1, CONF_PATH_MAX - 1,
 	 PATH_TEXT ", or none", "/run/slurm-ddp/topology.xml",
-	 FIELD(topology_cache)},
+	 FIELD(topology_cache), PLUGIN_ONLY},
 	{"cpus_per_gpu", KEY_CPU_SHARE, 1, DDP_CPUS_PER_GPU_MAX,
 	 "share (each GPU's equal share of its node's cores), a whole number "
 	 "of CPUs per GPU, 1-1024, or off (Slurm's default)",
-	 "share", FIELD(cpus_per_gpu)},
+	 "share", FIELD(cpus_per_gpu), PLUGIN_ONLY},
 };
 
 #undef FIELD
+#undef NODE_SIDE
+#undef PLUGIN_ONLY
 #undef PATH_TEXT
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -591,24 +608,48 @@ ddp_conf_key_default(size_t i)
 	return i < NKEYS ? keys[i].def : NULL;
 }
 
-int
-ddp_conf_key_names(char *buf, size_t len, const char *last_sep)
+/* The names of the keys that pass want (every key when plugin_only is 0,
+ * the plugin's own when 1), as ddp_conf_key_names lists them. */
+static int
+key_names(char *buf, size_t len, const char *last_sep, int plugin_only)
 {
-	size_t i, used = 0;
+	size_t i, n = 0, listed = 0;
 
 	if (len)
 		buf[0] = '\0';
+	for (i = 0; i < NKEYS; i++)
+		n += !(plugin_only && keys[i].node_side);
 	for (i = 0; i < NKEYS; i++) {
-		const char *sep = i == 0	   ? ""
-				  : i + 1 == NKEYS ? last_sep
-						   : ", ";
+		const char *sep;
 
-		if (ddp_fmt(buf + used, len - used, "%s%s", sep, keys[i].name) <
-		    0)
+		if (plugin_only && keys[i].node_side)
+			continue;
+		sep = listed == 0 ? "" : listed + 1 == n ? last_sep : ", ";
+		if (ddp_fmt_cat(buf, len, "%s%s", sep, keys[i].name) < 0)
 			return -1;
-		used += strlen(buf + used);
+		listed++;
 	}
 	return 0;
+}
+
+int
+ddp_conf_key_names(char *buf, size_t len, const char *last_sep)
+{
+	return key_names(buf, len, last_sep, 0);
+}
+
+int
+ddp_conf_plugin_key_names(char *buf, size_t len, const char *last_sep)
+{
+	return key_names(buf, len, last_sep, 1);
+}
+
+int
+ddp_conf_key_node_side(const char *key)
+{
+	const struct conf_key *k = key ? find_key(key) : NULL;
+
+	return k ? k->node_side : -1;
 }
 
 int
@@ -617,7 +658,7 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 {
 	const struct conf_key *k = find_key(key);
 	const void *field;
-	size_t i, used = 0;
+	size_t i;
 
 	if (!k)
 		return -1;
@@ -641,10 +682,9 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 		if (len)
 			buf[0] = '\0';
 		for (i = 0; i < conf->n_shared_fstypes; i++) {
-			if (ddp_fmt(buf + used, len - used, "%s%s",
-				    i ? "," : "", conf->shared_fstypes[i]) < 0)
+			if (ddp_fmt_cat(buf, len, "%s%s", i ? "," : "",
+					conf->shared_fstypes[i]) < 0)
 				return -1;
-			used += strlen(buf + used);
 		}
 		return 0;
 	case KEY_UINT:
@@ -693,9 +733,8 @@ ddp_conf_set(struct ddp_conf *conf, const char *key, const char *value,
 		show_value(key, shown, sizeof(shown));
 		/* Cannot fail: names holds every key (test-common-conf). */
 		ddp_conf_key_names(names, sizeof(names), " or ");
-		snprintf(err, errlen, "unknown key '%s': expected %s", shown,
-			 names);
-		return -1;
+		return ddp_errf(err, errlen, "unknown key '%s': expected %s",
+				shown, names);
 	}
 	if (set_key(k, value, conf) < 0)
 		return bad_value(key, value, k->accepted, err, errlen);
@@ -733,7 +772,7 @@ static int
 load_line(struct ddp_conf *conf, char *line, const char *path, unsigned lineno,
 	  char *err, size_t errlen)
 {
-	char msg[DDP_CONF_ERR_LEN];
+	char msg[DDP_ERR_LEN];
 	char *hash, *eq, *key, *value;
 
 	hash = strchr(line, '#');
@@ -743,19 +782,16 @@ load_line(struct ddp_conf *conf, char *line, const char *path, unsigned lineno,
 	if (*key == '\0')
 		return 0;
 	eq = strchr(key, '=');
-	if (!eq) {
-		snprintf(err, errlen,
-			 "%s:%u: expected 'key = value' (or a '#' comment)",
-			 path, lineno);
-		return -1;
-	}
+	if (!eq)
+		return ddp_errf(
+			err, errlen,
+			"%s:%u: expected 'key = value' (or a '#' comment)",
+			path, lineno);
 	*eq = '\0';
 	key = trim(key);
 	value = unquote(trim(eq + 1));
-	if (ddp_conf_set(conf, key, value, msg, sizeof(msg)) < 0) {
-		snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
-		return -1;
-	}
+	if (ddp_conf_set(conf, key, value, msg, sizeof(msg)) < 0)
+		return ddp_errf(err, errlen, "%s:%u: %s", path, lineno, msg);
 	return 0;
 }
 
@@ -778,7 +814,7 @@ ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 			rv = 0;
 			goto out;
 		}
-		snprintf(err, errlen, "%s: cannot open: %s", path,
+		ddp_errf(err, errlen, "%s: cannot open: %s", path,
 			 strerror(errno));
 		goto out;
 	}
@@ -786,14 +822,14 @@ ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		lineno++;
 		if (len > CONF_LINE_MAX) {
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "%s:%u: line longer than %d bytes", path,
 				 lineno, CONF_LINE_MAX);
 			goto out;
 		}
 		/* A NUL would silently cut the line short: refuse it. */
 		if (strlen(line) != (size_t)len) {
-			snprintf(err, errlen, "%s:%u: NUL byte in line", path,
+			ddp_errf(err, errlen, "%s:%u: NUL byte in line", path,
 				 lineno);
 			goto out;
 		}
@@ -801,7 +837,7 @@ ddp_conf_load(struct ddp_conf *conf, const char *path, int missing_ok,
 			goto out;
 	}
 	if (ferror(f)) {
-		snprintf(err, errlen, "%s: read error: %s", path,
+		ddp_errf(err, errlen, "%s: read error: %s", path,
 			 strerror(errno));
 		goto out;
 	}
@@ -821,12 +857,12 @@ ddp_conf_check_ports(const struct ddp_conf *conf, unsigned eph_low,
 		err[0] = '\0';
 	if (conf->port_max < eph_low || conf->port_min > eph_high)
 		return 0;
-	snprintf(err, errlen,
-		 "port_range %u-%u overlaps the kernel's ephemeral range "
-		 "%u-%u (net.ipv4.ip_local_port_range): choose a port_range "
-		 "outside it or narrow the ephemeral range",
-		 conf->port_min, conf->port_max, eph_low, eph_high);
-	return -1;
+	return ddp_errf(
+		err, errlen,
+		"port_range %u-%u overlaps the kernel's ephemeral range "
+		"%u-%u (net.ipv4.ip_local_port_range): choose a port_range "
+		"outside it or narrow the ephemeral range",
+		conf->port_min, conf->port_max, eph_low, eph_high);
 }
 
 int
@@ -884,11 +920,10 @@ ddp_conf_check_socket_ifname(const struct ddp_conf *conf, char *err,
 	seen[0] = '\0';
 	if (!conf->nccl_socket_ifname[0])
 		return 0;
-	if (getifaddrs(&ifs) < 0) {
-		snprintf(err, errlen, "cannot list network interfaces: %s",
-			 strerror(errno));
-		return -1;
-	}
+	if (getifaddrs(&ifs) < 0)
+		return ddp_errf(err, errlen,
+				"cannot list network interfaces: %s",
+				strerror(errno));
 	for (i = ifs; i; i = i->ifa_next) {
 		int fam = i->ifa_addr ? i->ifa_addr->sa_family : AF_UNSPEC;
 
@@ -911,7 +946,7 @@ ddp_conf_check_socket_ifname(const struct ddp_conf *conf, char *err,
 			    used ? ", " : "", i->ifa_name) == 0)
 			used += strlen(seen + used);
 	}
-	snprintf(err, errlen,
+	ddp_errf(err, errlen,
 		 "nccl_socket_ifname '%s' selects no interface of this node "
 		 "that is up with an address (up here: %s), so NCCL could not "
 		 "connect: the admin should fix nccl_socket_ifname in ddp.conf "

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The site configuration of slurm-ddp (/etc/slurm/ddp.conf by default),
- * read by the SPANK plugin and by the prolog tooling so the two never
- * disagree. The plugin also accepts the same keys as plugstack.conf
- * arguments (key=value), applied after the file.
+ * read by the SPANK plugin and by the prolog tooling (ddp-nodectl) alike.
+ * The plugin also accepts the keys it alone reads as plugstack.conf
+ * arguments (key=value), applied after the file; the keys ddp-nodectl
+ * reads too (ports, port key, directories, firewall, drain thresholds:
+ * ddp_conf_key_node_side) come from the file alone, so that the Prolog
+ * prepares what the plugin uses.
  *
  * File format: one "key = value" per line, '#' starts a comment, blank
  * lines ignored. Unknown keys and bad values are errors that name the key,
@@ -95,6 +98,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "ddp_util.h"
+
 #ifndef DDP_CONF_DEFAULT
 #define DDP_CONF_DEFAULT "/etc/slurm/ddp.conf"
 #endif
@@ -104,7 +109,6 @@
 #define DDP_CHECK_PATH "/usr/local/bin/ddp-check"
 #endif
 
-#define DDP_CONF_ERR_LEN 512
 #define DDP_CONF_MAX_FSTYPES 16
 /* Longest nccl_ib_hca / nccl_socket_ifname value, NUL included. */
 #define DDP_CONF_NCCL_LEN 256
@@ -216,6 +220,20 @@ const char *ddp_conf_key_default(size_t i);
  * (it then holds a cut list).
  */
 int ddp_conf_key_names(char *buf, size_t len, const char *last_sep);
+
+/*
+ * The same for the keys the plugin alone reads (those a plugstack argument
+ * may set), for the plugin's plugstack hint.
+ */
+int ddp_conf_plugin_key_names(char *buf, size_t len, const char *last_sep);
+
+/*
+ * Whether ddp-nodectl reads key too (the Prolog, Epilog, health check,
+ * reconcile, sweep, port): 1; 0 for a key the plugin alone reads; -1 for
+ * an unknown key or NULL. Keys of 1 are set in ddp.conf only: the node
+ * side never sees plugstack.conf.
+ */
+int ddp_conf_key_node_side(const char *key);
 
 /*
  * Writes the value of key in conf as ddp.conf accepts it back (ports as

@@ -12,7 +12,7 @@
  * never closes or reads a connection; the caller does, with the victim
  * ddp_guard_admit names.
  *
- * Clocks: now is CLOCK_MONOTONIC seconds (wk_now(), chk_now()).
+ * Clocks: now is ddp_now() seconds (common/ddp_util.h).
  * Thread safety: none; one guard belongs to one thread.
  */
 #ifndef DDP_GUARD_H

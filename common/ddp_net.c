@@ -24,25 +24,6 @@
 #include "ddp_util.h"
 #include "ddp_net.h"
 
-/* The deadlines' clock: CLOCK_MONOTONIC seconds, as mono_now() and
- * chk_now() read it. */
-static double
-mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void
-ddp_net_close(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 int
 ddp_net_wait(int fd, short ev, double deadline)
 {
@@ -51,7 +32,7 @@ ddp_net_wait(int fd, short ev, double deadline)
 	int rc;
 
 	for (;;) {
-		left = deadline - mono_now();
+		left = deadline - ddp_now();
 		if (left <= 0)
 			return 0;
 		rc = poll(&p, 1, (int)(left * 1000) + 1);
@@ -177,6 +158,12 @@ ddp_net_sa_loopback(const struct sockaddr *sa)
 	if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
 		return s6->sin6_addr.s6_addr[12] == 127;
 	return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr);
+}
+
+int
+ddp_net_addr_format(int family, const void *bin, char *out, size_t len)
+{
+	return inet_ntop(family, bin, out, (socklen_t)len) ? 0 : -1;
 }
 
 void
@@ -342,7 +329,7 @@ ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 				ddp_fmt(why, whylen,
 					"connection timed out (packets "
 					"dropped?)");
-				ddp_net_close(&fd);
+				ddp_close(&fd);
 				continue;
 			}
 			sl = sizeof(soerr);
@@ -362,7 +349,7 @@ ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 		if (rc == 0)
 			break;
 		ddp_fmt(why, whylen, "%s", strerror(errno));
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 	}
 	freeaddrinfo(res);
 	return fd;
@@ -429,7 +416,7 @@ ddp_net_raise_nofile(long *raised_from)
 int
 ddp_net_back_off(double *delay, double deadline)
 {
-	if (mono_now() + *delay >= deadline)
+	if (ddp_now() + *delay >= deadline)
 		return -1;
 	usleep((useconds_t)(*delay * 1e6));
 	*delay = *delay * 2 < 1.0 ? *delay * 2 : 1.0;
@@ -444,7 +431,7 @@ ddp_net_connect_retry(const char *host, int port, double deadline, char *why,
 	int fd;
 
 	for (;;) {
-		now = mono_now();
+		now = ddp_now();
 		attempt = now + 5.0 < deadline ? now + 5.0 : deadline;
 		errno = 0;
 		fd = ddp_net_connect_once(host, port, attempt, why, whylen);
@@ -479,7 +466,7 @@ socklen_t
 ddp_net_abstract_name(struct sockaddr_un *sa, const char *prefix,
 		      const unsigned char digest[DDP_SHA256_LEN])
 {
-	size_t len = strlen(prefix), k;
+	size_t len = strlen(prefix);
 
 	/* The NUL, the prefix, 32 hex digits and a terminator for
 	 * callers that print the name. */
@@ -489,7 +476,7 @@ ddp_net_abstract_name(struct sockaddr_un *sa, const char *prefix,
 	sa->sun_family = AF_UNIX;
 	memcpy(sa->sun_path + 1, prefix, len);
 	len++;
-	for (k = 0; k < 16; k++, len += 2)
-		ddp_fmt(sa->sun_path + len, 3, "%02x", digest[k]);
+	ddp_hex(sa->sun_path + len, sizeof(sa->sun_path) - len, digest, 16);
+	len += 32;
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
 }

@@ -9,7 +9,7 @@
  * passed), or -1 with a reason written into the caller's why buffer where
  * they take one; they never touch the thread's last error (wk_err), so the
  * caller words the error for its own context. Deadlines are
- * CLOCK_MONOTONIC seconds (libddp's wk_now(), ddp-check's chk_now()). Every
+ * ddp_now() seconds (common/ddp_util.h). Every
  * function is thread-safe; a file descriptor is never shared by the library
  * between threads.
  */
@@ -21,9 +21,6 @@
 #include <sys/un.h>
 
 #include "sha256.h"
-
-/* Closes *fd when it is open and sets it to -1. */
-void ddp_net_close(int *fd);
 
 /*
  * Waits until fd is ready for ev (POLLIN/POLLOUT) or deadline passes:
@@ -60,6 +57,13 @@ int ddp_net_sa_loopback(const struct sockaddr *sa);
 /* 1 when every address host resolves to is a loopback address; 0 when
  * one is not or host does not resolve. */
 int ddp_net_host_is_loopback(const char *host);
+
+/*
+ * The text of bin, a binary address of family (AF_INET: 4 bytes,
+ * AF_INET6: 16), into out (len bytes; INET6_ADDRSTRLEN holds any).
+ * Returns 0, or -1 for another family or a too small out.
+ */
+int ddp_net_addr_format(int family, const void *bin, char *out, size_t len);
 
 /*
  * Numeric address (into addr, "?" when unknown) and port of ss, a

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Strict number parsing and checked formatting. */
+/* Strict number parsing, checked formatting and the clock. */
 #include "ddp_util.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int
@@ -68,6 +71,28 @@ ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 }
 
 int
+ddp_fmt_cat(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	size_t len;
+	int n;
+
+	if (size == 0)
+		return -1;
+	len = strnlen(buf, size);
+	if (len == size) {
+		buf[size - 1] = '\0';
+		return -1;
+	}
+	va_start(ap, fmt);
+	n = vsnprintf(buf + len, size - len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size - len)
+		return -1;
+	return 0;
+}
+
+int
 ddp_errf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -97,4 +122,149 @@ ddp_write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+double
+ddp_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void
+ddp_sleep_until(double t)
+{
+	struct timespec ts;
+
+	if (t <= 0)
+		return;
+	ts.tv_sec = (time_t)t;
+	ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+	if (ts.tv_nsec > 999999999L)
+		ts.tv_nsec = 999999999L;
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
+
+void
+ddp_close(int *fd)
+{
+	int saved = errno;
+
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	errno = saved;
+}
+
+int
+ddp_hex(char *dst, size_t dstlen, const void *src, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *in = src;
+	size_t i;
+
+	if (n > (SIZE_MAX - 1) / 2 || dstlen < 2 * n + 1)
+		return -1;
+	for (i = 0; i < n; i++) {
+		dst[2 * i] = digits[in[i] >> 4];
+		dst[2 * i + 1] = digits[in[i] & 15];
+	}
+	dst[2 * n] = '\0';
+	return 0;
+}
+
+/* Makes room for need bytes in all; 0, or -1 (b->failed set). */
+static int
+buf_room(struct ddp_buf *b, size_t need)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	char *s;
+
+	if (need <= b->cap)
+		return 0;
+	while (cap < need) {
+		if (cap > SIZE_MAX / 2) {
+			b->failed = 1;
+			return -1;
+		}
+		cap *= 2;
+	}
+	s = realloc(b->s, cap);
+	if (!s) {
+		b->failed = 1;
+		return -1;
+	}
+	b->s = s;
+	b->cap = cap;
+	return 0;
+}
+
+int
+ddp_buf_printf(struct ddp_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->failed)
+		return -1;
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n > SIZE_MAX - b->len - 1) {
+		b->failed = 1;
+		return -1;
+	}
+	if (buf_room(b, b->len + (size_t)n + 1) < 0)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+int
+ddp_buf_append(struct ddp_buf *b, const void *data, size_t n)
+{
+	if (b->failed)
+		return -1;
+	if (n > SIZE_MAX - b->len - 1) {
+		b->failed = 1;
+		return -1;
+	}
+	if (buf_room(b, b->len + n + 1) < 0)
+		return -1;
+	memcpy(b->s + b->len, data, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+	return 0;
+}
+
+char *
+ddp_buf_take(struct ddp_buf *b)
+{
+	char *s;
+
+	if (!b->failed && !b->s)
+		ddp_buf_append(b, "", 0);
+	if (b->failed) {
+		ddp_buf_free(b);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s = b->s;
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}
+
+void
+ddp_buf_free(struct ddp_buf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->len = b->cap = 0;
+	b->failed = 0;
 }

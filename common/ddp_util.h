@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Small strict helpers shared by every slurm-ddp part: number parsing with
- * range checks and formatting with truncation checks. All are reentrant.
+ * range checks, formatting with truncation checks, the clock. All are
+ * reentrant.
  */
 #ifndef DDP_UTIL_H
 #define DDP_UTIL_H
@@ -9,6 +10,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/stat.h>
+
+/*
+ * The size of every error buffer an explanation is written into (the err,
+ * errlen pairs of common/, the plugin's and the prolog's reasons, libddp's
+ * per-thread last error): one size, so that a reason passed from one part
+ * to another is never cut on the way.
+ */
+#define DDP_ERR_LEN 1024
 
 /* Every permission bit of st_mode, for printing and keeping modes. */
 #define DDP_MODE_BITS \
@@ -37,6 +46,17 @@ int ddp_fmt(char *buf, size_t size, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /*
+ * Appends to the string in buf (size is the full size of buf, not what is
+ * left): formats at strlen(buf), as ddp_fmt does at buf. Returns 0, or -1
+ * when the result would not fit; buf then holds the text cut to size - 1
+ * characters, still NUL-terminated, so later appends fail too. A list
+ * built with `ddp_fmt_cat(buf, size, "%s%s", buf[0] ? "," : "", item)`
+ * needs no offset of its own.
+ */
+int ddp_fmt_cat(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
  * The one error formatter: writes an explanation into the caller's error
  * buffer (err, errlen bytes). Unlike ddp_fmt a long explanation is kept
  * cut, not refused, since a cut reason beats none; errlen 0 writes
@@ -49,8 +69,64 @@ int ddp_errf(char *err, size_t errlen, const char *fmt, ...)
 int ddp_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 	__attribute__((format(printf, 3, 0)));
 
+/*
+ * The one hex encoder: writes the 2 * n lowercase hex digits of the n
+ * bytes at src and a NUL into dst. Returns 0, or -1 when dstlen is under
+ * 2 * n + 1 (dst is then left untouched).
+ */
+int ddp_hex(char *dst, size_t dstlen, const void *src, size_t n);
+
+/*
+ * The one growable text: a NUL-terminated string in s (len characters,
+ * cap bytes allocated). Zero-initialise it; free it with ddp_buf_free or
+ * hand its text over with ddp_buf_take. An append that fails (out of
+ * memory, a bad format) leaves the text as it was and sets failed, and
+ * every later append does nothing: the builder may append without
+ * checking and look once at the end. After a successful append s is never
+ * NULL. Not thread-safe; one buffer belongs to one thread.
+ */
+struct ddp_buf {
+	char *s;
+	size_t len;
+	size_t cap;
+	int failed;
+};
+
+/* Appends formatted text. Returns 0, or -1 when this append or an earlier
+ * one failed. */
+int ddp_buf_printf(struct ddp_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Appends the n bytes at data (then a NUL). Returns as ddp_buf_printf. */
+int ddp_buf_append(struct ddp_buf *b, const void *data, size_t n);
+/* Hands the text over (the caller frees it; "" when nothing was appended)
+ * and empties b. Returns NULL, the text freed, when an append failed or
+ * memory ran out. */
+char *ddp_buf_take(struct ddp_buf *b);
+/* Frees the text and empties b (failed included); NULL-text safe. */
+void ddp_buf_free(struct ddp_buf *b);
+
+/*
+ * The one closer: closes *fd when it is open (>= 0) and sets it to -1, so
+ * that a cleanup path may close what may or may not have been opened, and
+ * closing twice is harmless. errno is kept, so that a failure's errno
+ * survives the cleanup that follows it; close's own error is dropped (the
+ * descriptor is gone either way on Linux).
+ */
+void ddp_close(int *fd);
+
 /* Writes all len bytes of buf to fd, retrying short writes and EINTR.
  * Returns 0, or -1 with errno set (a write that wrote nothing: EIO). */
 int ddp_write_all(int fd, const void *buf, size_t len);
+
+/*
+ * The one clock of deadlines and durations: CLOCK_MONOTONIC in seconds.
+ * Deadlines everywhere (ddp_net, ddp_guard, the rendezvous, the link test,
+ * the helpers' child waits) are values of this clock.
+ */
+double ddp_now(void);
+
+/* Sleeps until ddp_now() reaches t (at once when it has); a signal may
+ * end the sleep early, so callers that must not wake early look again. */
+void ddp_sleep_until(double t);
 
 #endif

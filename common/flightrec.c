@@ -92,9 +92,7 @@ ddp_flightrec_make_dir(const char *shared_dir, uid_t uid, char *err,
 	}
 	rv = 0;
 out:
-	if (fd >= 0)
-		close(fd);
-	if (dirfd >= 0)
-		close(dirfd);
+	ddp_close(&fd);
+	ddp_close(&dirfd);
 	return rv;
 }

@@ -235,7 +235,6 @@ ddp_gpu_resolve(const char *visible, const char *step, unsigned ngpus,
 {
 	unsigned vis[DDP_GPU_MAX] = {0}, stp[DDP_GPU_MAX];
 	long nv = -1, ns = -1, nu = -1, k;
-	size_t len = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (step && step[0]) {
@@ -278,9 +277,8 @@ ddp_gpu_resolve(const char *visible, const char *step, unsigned ngpus,
 		if (out->gpu_of[k] >= (long)ngpus)
 			out->gpu_of[k] = -1;
 		/* Cannot fail: DDP_GPU_LIST_LEN holds DDP_GPU_MAX indices. */
-		ddp_fmt(out->visible + len, sizeof(out->visible) - len, "%s%u",
-			k ? "," : "", vis[k]);
-		len += strlen(out->visible + len);
+		ddp_fmt_cat(out->visible, sizeof(out->visible), "%s%u",
+			    k ? "," : "", vis[k]);
 	}
 	out->n = (size_t)nv;
 	if (nranks > out->n)

@@ -92,7 +92,7 @@ open_job_level(int pfd, const char *name, const char *path, uid_t uid,
 				kind = "not a directory";
 		}
 		if (kind)
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "%s is %s (%s), not a job directory: %s "
 				 "remove it; the next job's prolog then makes "
 				 "a directory owned by uid %lu, mode 0700",
@@ -101,7 +101,7 @@ open_job_level(int pfd, const char *name, const char *path, uid_t uid,
 						  : "the admin should",
 				 (unsigned long)uid);
 		else
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "%s (%s) cannot be opened as uid %lu: %s; a "
 				 "job directory must be owned by the job's "
 				 "user with mode 0700: the admin should "
@@ -110,13 +110,13 @@ open_job_level(int pfd, const char *name, const char *path, uid_t uid,
 		return -1;
 	}
 	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	if (!ddp_jobdir_private(&st, uid)) {
 		describe(&st, what, sizeof(what));
-		snprintf(err, errlen,
+		ddp_errf(err, errlen,
 			 "%s has %s, but a job directory must be owned by "
 			 "the job's user (uid %lu) with mode 0700: %s",
 			 path, what, (unsigned long)uid,
@@ -141,16 +141,15 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 	char path[PATH_MAX], name[PATH_MAX];
 	struct stat st;
 	const char *p = rel;
-	size_t plen;
 	int fd = -1, rv = -1;
 
 	if (errlen)
 		err[0] = '\0';
 	if (ddp_fmt(path, sizeof(path), "%s", root) < 0 || !rel || !*rel ||
 	    rel[0] == '/') {
-		snprintf(err, errlen, "job directory %.200s/%.100s: bad name",
-			 root, rel ? rel : "");
-		return -1;
+		return ddp_errf(err, errlen,
+				"job directory %.200s/%.100s: bad name", root,
+				rel ? rel : "");
 	}
 	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
@@ -158,12 +157,12 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 			rv = 0;
 			goto out;
 		}
-		snprintf(err, errlen, "%s: cannot open: %s", root,
+		ddp_errf(err, errlen, "%s: cannot open: %s", root,
 			 strerror(errno));
 		goto out;
 	}
 	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "%s: %s", root, strerror(errno));
+		ddp_errf(err, errlen, "%s: %s", root, strerror(errno));
 		goto out;
 	}
 	/* Whoever may rename entries of root can swap the job's directory
@@ -173,7 +172,7 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 		char what[64];
 
 		describe(&st, what, sizeof(what));
-		snprintf(err, errlen,
+		ddp_errf(err, errlen,
 			 "%s has %s: another user could replace the job "
 			 "directories in it; the admin should make it owned "
 			 "by root and not writable by group or others, or "
@@ -186,13 +185,11 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 		int next;
 
-		plen = strlen(path);
 		if (len == 0 || len >= sizeof(name) ||
-		    ddp_fmt(path + plen, sizeof(path) - plen, "/%.*s", (int)len,
-			    p) < 0 ||
+		    ddp_fmt_cat(path, sizeof(path), "/%.*s", (int)len, p) < 0 ||
 		    (len == 1 && p[0] == '.') ||
 		    (len == 2 && p[0] == '.' && p[1] == '.')) {
-			snprintf(err, errlen,
+			ddp_errf(err, errlen,
 				 "job directory %.200s/%.100s: bad name", root,
 				 rel);
 			goto out;
@@ -214,8 +211,7 @@ ddp_jobdir_check(const char *root, const char *rel, uid_t uid, char *err,
 	}
 	rv = 1;
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return rv;
 }
 
@@ -296,8 +292,7 @@ ddp_jobdir_open_root(const char *path, const char *what, int *squatted,
 				 ? " (a component is a symlink or a file; "
 				   "give a path of real directories)"
 				 : "");
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		return -1;
 	}
 	/* A user who made the directory first (say under the world-writable
@@ -462,8 +457,7 @@ ddp_jobdir_make_shared(const struct ddp_conf *conf, const char *user, uid_t uid,
 		goto out;
 	}
 	if (userfd >= 0) {
-		close(userfd);
-		userfd = -1;
+		ddp_close(&userfd);
 	}
 	/* Everything below the user's directory is the user's: create it
 	 * as the user, so no symlink they planted is followed as root. */
@@ -479,12 +473,9 @@ ddp_jobdir_make_shared(const struct ddp_conf *conf, const char *user, uid_t uid,
 		goto out;
 	rv = 0;
 out:
-	if (jobfd >= 0)
-		close(jobfd);
-	if (userfd >= 0)
-		close(userfd);
-	if (rootfd >= 0)
-		close(rootfd);
+	ddp_close(&jobfd);
+	ddp_close(&userfd);
+	ddp_close(&rootfd);
 	return rv;
 }
 
@@ -506,7 +497,6 @@ ddp_jobdir_make_private(int rootfd, const char *name, const char *path,
 	}
 	rv = 0;
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return rv;
 }

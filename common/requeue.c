@@ -50,15 +50,14 @@ int
 ddp_requeue_node_list(const struct ddp_requeue_nodes *nodes, char *out,
 		      size_t outlen)
 {
-	size_t i, off = 0;
+	size_t i;
 
 	if (outlen)
 		out[0] = '\0';
 	for (i = 0; i < nodes->n; i++) {
-		if (ddp_fmt(out + off, outlen - off, "%s%s", i ? "," : "",
-			    nodes->name[i]) < 0)
+		if (ddp_fmt_cat(out, outlen, "%s%s", i ? "," : "",
+				nodes->name[i]) < 0)
 			return -1;
-		off += strlen(out + off);
 	}
 	return 0;
 }
@@ -69,7 +68,7 @@ ddp_requeue_exclude(const char *existing, const struct ddp_requeue_nodes *add,
 {
 	struct ddp_hostlist have = {0};
 	char herr[256];
-	size_t i, j, off;
+	size_t i, j;
 	int rc = -1;
 
 	if (!existing || !strcmp(existing, "(null)"))
@@ -82,17 +81,15 @@ ddp_requeue_exclude(const char *existing, const struct ddp_requeue_nodes *add,
 	}
 	if (ddp_fmt(out, outlen, "%s", existing) < 0)
 		goto too_long;
-	off = strlen(out);
 	for (i = 0; i < add->n; i++) {
 		for (j = 0; j < have.n; j++)
 			if (!strcmp(have.hosts[j], add->name[i]))
 				break;
 		if (j < have.n)
 			continue;
-		if (ddp_fmt(out + off, outlen - off, "%s%s", off ? "," : "",
-			    add->name[i]) < 0)
+		if (ddp_fmt_cat(out, outlen, "%s%s", out[0] ? "," : "",
+				add->name[i]) < 0)
 			goto too_long;
-		off += strlen(out + off);
 	}
 	rc = 0;
 	goto out;

@@ -139,9 +139,7 @@ out:
 	explicit_bzero(buf, sizeof(buf));
 	if (rc < 0)
 		ddp_site_key_wipe(key);
-	if (fd >= 0)
-		close(fd);
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&fd);
+	ddp_close(&dfd);
 	return rc;
 }

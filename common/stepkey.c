@@ -84,8 +84,7 @@ out:
 		e = errno;
 	if (d)
 		closedir(d);
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&dfd);
 	errno = e;
 	return rc;
 }
@@ -111,8 +110,7 @@ remove_key(int kfd, const char *name)
 		 * the blocks until the owner's last close. */
 		if (fd >= 0 && ftruncate(fd, 0) < 0)
 			errno = 0;
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 	}
 	if (unlinkat(kfd, name, 0) < 0 && errno != ENOENT)
 		return -1;
@@ -135,28 +133,9 @@ open_keys(const char *state_dir, char *keys, size_t keyslen, char *err,
 				   errlen);
 	if (kfd >= 0 && fchmod(kfd, DDP_STEP_KEY_DIR_MODE) < 0) {
 		ddp_errf(err, errlen, "%s: chmod: %s", keys, strerror(errno));
-		close(kfd);
-		return -1;
+		ddp_close(&kfd);
 	}
 	return kfd;
-}
-
-/* Writes all of key to fd. */
-static int
-write_key(int fd, const struct ddp_step_key *key)
-{
-	size_t done = 0;
-	ssize_t n;
-
-	while (done < sizeof(key->k)) {
-		n = write(fd, key->k + done, sizeof(key->k) - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		done += (size_t)n;
-	}
-	return 0;
 }
 
 int
@@ -192,21 +171,19 @@ ddp_step_key_install(const char *state_dir, const char *name,
 		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
 	if (fd >= 0)
 		made = 1;
-	if (fd < 0 || write_key(fd, key) < 0 || fchmod(fd, 0400) < 0 ||
-	    fchown(fd, uid, gid) < 0) {
+	if (fd < 0 || ddp_write_all(fd, key->k, sizeof(key->k)) < 0 ||
+	    fchmod(fd, 0400) < 0 || fchown(fd, uid, gid) < 0) {
 		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	if (rc < 0 && made)
 		unlinkat(kfd, name, 0);
 	if (rc < 0 && pathlen)
 		path[0] = '\0';
-	if (kfd >= 0)
-		close(kfd);
+	ddp_close(&kfd);
 	return rc;
 }
 
@@ -347,8 +324,9 @@ ddp_step_key_purge(const char *state_dir,
 		return errno == ENOENT ? 0 : -1;
 	d = fdopendir(kfd);
 	if (!d) {
-		close(kfd);
-		return ddp_errf(err, errlen, "%s: %s", keys, strerror(errno));
+		rc = ddp_errf(err, errlen, "%s: %s", keys, strerror(errno));
+		ddp_close(&kfd);
+		return rc;
 	}
 	while ((de = readdir(d)) != NULL) {
 		job = name_job(de->d_name);

@@ -49,7 +49,7 @@ ddp_tasks_parse(const char *s, unsigned *counts, size_t max_nodes)
 int
 ddp_tasks_format(const unsigned *counts, size_t n, char *buf, size_t size)
 {
-	size_t i = 0, len = 0;
+	size_t i = 0;
 
 	if (size == 0)
 		return -1;
@@ -60,14 +60,14 @@ ddp_tasks_format(const unsigned *counts, size_t n, char *buf, size_t size)
 		while (j < n && counts[j] == counts[i])
 			j++;
 		if (j - i > 1) {
-			if (ddp_fmt(buf + len, size - len, "%s%u(x%zu)",
-				    len ? "," : "", counts[i], j - i) < 0)
+			if (ddp_fmt_cat(buf, size, "%s%u(x%zu)",
+					buf[0] ? "," : "", counts[i],
+					j - i) < 0)
 				return -1;
-		} else if (ddp_fmt(buf + len, size - len, "%s%u",
-				   len ? "," : "", counts[i]) < 0) {
+		} else if (ddp_fmt_cat(buf, size, "%s%u", buf[0] ? "," : "",
+				       counts[i]) < 0) {
 			return -1;
 		}
-		len += strlen(buf + len);
 		i = j;
 	}
 	return 0;

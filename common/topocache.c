@@ -206,10 +206,8 @@ read_trusted(const char *path, size_t *lenp, char *why, size_t whylen)
 	return buf;
 fail:
 	free(buf);
-	if (fd >= 0)
-		close(fd);
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&fd);
+	ddp_close(&dfd);
 	return NULL;
 }
 
@@ -394,12 +392,10 @@ ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
 	rc = 0;
 #endif
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	if (made)
 		unlinkat(dfd, tmp, 0);
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&dfd);
 	if (xml)
 		hwloc_free_xmlbuffer(topo, xml);
 	if (topo)

@@ -198,9 +198,7 @@ ddp_trusted_dir_open(const char *dir, uid_t owner, mode_t create_mode,
 			goto fail;
 	}
 fail:
-	if (next >= 0)
-		close(next);
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&next);
+	ddp_close(&fd);
 	return -1;
 }

@@ -481,10 +481,8 @@ ddp_verdict_append(const char *state_dir, const struct ddp_verdict *v,
 	}
 	rv = 0;
 out:
-	if (fd >= 0)
-		close(fd); /* drops the lock */
-	if (dfd >= 0)
-		close(dfd);
+	ddp_close(&fd); /* drops the lock */
+	ddp_close(&dfd);
 	return rv;
 }
 
@@ -597,9 +595,52 @@ ddp_verdict_read(const char *state_dir, const char *node, long long since,
 out:
 	if (f)
 		fclose(f);
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return rv;
+}
+
+/*
+ * The counts of the records of a node in the window, each indexed by the
+ * record's position among them (in[]): the first record with its check and
+ * with its uid, and per such first record the distinct jobs of the check,
+ * users of the check and jobs of the uid. One allocation of 6 x n.
+ */
+struct drain_counts {
+	size_t *in, *check_of, *user_of, *check_jobs, *check_users, *user_jobs;
+};
+
+/* One pass over the pairs: the file holds a few thousand records at most,
+ * so quadratic is the bound. */
+static void
+count_pairs(const struct ddp_verdict_list *list, size_t n,
+	    struct drain_counts *c, struct ddp_drain_tally *out)
+{
+	size_t a, b;
+
+	for (a = 0; a < n; a++) {
+		const struct ddp_verdict *r = &list->v[c->in[a]];
+		int new_job = 1, new_check_job = 1, new_check_user = 1;
+
+		c->check_of[a] = c->user_of[a] = a;
+		for (b = 0; b < a; b++) {
+			const struct ddp_verdict *o = &list->v[c->in[b]];
+			int same_check = !strcmp(o->check, r->check);
+			int same_job = !strcmp(o->job, r->job);
+
+			if (same_check && c->check_of[a] == a)
+				c->check_of[a] = c->check_of[b];
+			if (o->uid == r->uid && c->user_of[a] == a)
+				c->user_of[a] = c->user_of[b];
+			new_job &= !same_job;
+			new_check_job &= !(same_job && same_check);
+			new_check_user &= !(o->uid == r->uid && same_check);
+		}
+		out->jobs += new_job;
+		out->users += c->user_of[a] == a;
+		c->user_jobs[c->user_of[a]] += new_job;
+		c->check_jobs[c->check_of[a]] += new_check_job;
+		c->check_users[c->check_of[a]] += new_check_user;
+	}
 }
 
 void
@@ -610,83 +651,42 @@ ddp_drain_evaluate(const struct ddp_verdict_list *list, const char *node,
 	long long since = now - rule->window;
 	/* A finding is named only when this many users reported it: one
 	 * user can forge any value from their own jobs. */
-	unsigned witnesses = rule->users < 2 ? 1 : 2;
-	unsigned best = 0, most = 0;
-	/* Per record of the node in the window (index into in[]): the first
-	 * record with its check and with its uid, and per such first record
-	 * the distinct jobs of the check, users of the check, jobs of the
-	 * uid. One pass over the pairs: the file holds a few thousand
-	 * records at most, so quadratic is the bound. */
-	size_t *in = NULL, *check_of = NULL, *user_of = NULL, n = 0, a, b;
-	unsigned *check_jobs = NULL, *check_users = NULL, *user_jobs = NULL;
-	size_t cap = list->n ? list->n : 1;
+	size_t witnesses = rule->users < 2 ? 1 : 2;
+	size_t cap = list->n ? list->n : 1, n = 0, a, best = 0, most = 0;
+	struct drain_counts c;
+	size_t *mem = calloc(6 * cap, sizeof(*mem));
 
 	memset(out, 0, sizeof(*out));
-	if (!(in = calloc(cap, sizeof(*in))) ||
-	    !(check_of = calloc(cap, sizeof(*check_of))) ||
-	    !(user_of = calloc(cap, sizeof(*user_of))) ||
-	    !(check_jobs = calloc(cap, sizeof(*check_jobs))) ||
-	    !(check_users = calloc(cap, sizeof(*check_users))) ||
-	    !(user_jobs = calloc(cap, sizeof(*user_jobs))))
-		goto out;
+	if (!mem)
+		return;
+	c = (struct drain_counts){mem,		 mem + cap,	mem + 2 * cap,
+				  mem + 3 * cap, mem + 4 * cap, mem + 5 * cap};
 	for (a = 0; a < list->n; a++)
 		if (list->v[a].time >= since && !strcmp(list->v[a].node, node))
-			in[n++] = a;
+			c.in[n++] = a;
 	out->records = n;
+	count_pairs(list, n, &c, out);
 	for (a = 0; a < n; a++) {
-		const struct ddp_verdict *r = &list->v[in[a]];
-		int new_job = 1, new_check_job = 1, new_check_user = 1;
+		size_t k = c.check_of[a];
 
-		check_of[a] = user_of[a] = a;
-		for (b = 0; b < a; b++) {
-			const struct ddp_verdict *o = &list->v[in[b]];
-			int same_check = !strcmp(o->check, r->check);
-			int same_job = !strcmp(o->job, r->job);
-
-			if (same_check && check_of[a] == a)
-				check_of[a] = check_of[b];
-			if (o->uid == r->uid && user_of[a] == a)
-				user_of[a] = user_of[b];
-			if (same_job)
-				new_job = 0;
-			if (same_job && same_check)
-				new_check_job = 0;
-			if (o->uid == r->uid && same_check)
-				new_check_user = 0;
-		}
-		out->jobs += new_job;
-		out->users += user_of[a] == a;
-		user_jobs[user_of[a]] += new_job;
-		check_jobs[check_of[a]] += new_check_job;
-		check_users[check_of[a]] += new_check_user;
-	}
-	for (a = 0; a < n; a++) {
-		size_t c = check_of[a];
-
-		if (user_jobs[a] > most)
-			most = user_jobs[a];
+		if (c.user_jobs[a] > most)
+			most = c.user_jobs[a];
 		/* The newest record of the check most jobs named: ties go
 		 * to the newer record. */
-		if (check_users[c] >= witnesses && check_jobs[c] >= best) {
-			best = check_jobs[c];
-			out->named = &list->v[in[a]];
+		if (c.check_users[k] >= witnesses && c.check_jobs[k] >= best) {
+			best = c.check_jobs[k];
+			out->named = &list->v[c.in[a]];
 		}
 	}
 	if (n) {
 		/* The user with the most jobs counts once: one user's
 		 * forged jobs and any other user's one transient failure
 		 * are not enough. */
-		out->credited = out->jobs - most + 1;
+		out->credited = out->jobs - (unsigned)most + 1;
 		out->drain = out->credited >= rule->jobs &&
 			     out->users >= rule->users && out->named;
 	}
-out:
-	free(in);
-	free(check_of);
-	free(user_of);
-	free(check_jobs);
-	free(check_users);
-	free(user_jobs);
+	free(mem);
 }
 
 /* A unit token as people write it. */

@@ -21,8 +21,9 @@
  * never lines or values: a node is drained only when at least
  * check_drain_jobs jobs of at least check_drain_users users named it within
  * check_drain_window, the jobs of the user with the most of them counting
- * once, and the finding it is drained for was reported by two users (see doc/admin-guide.md, "Draining nodes the check
- * names", for the threat and its bounds).
+ * once, and the finding it is drained for was reported by two users (see
+ * doc/admin-guide.md, "Draining nodes the check names", for the threat and its
+ * bounds).
  *
  * Errors: functions return 0 or -1 and fill err (NUL-terminated when
  * errlen > 0); they never exit and never log. Thread safety: they touch

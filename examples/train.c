@@ -5,6 +5,7 @@
  *
  *   srun --nodes=2 --gpus-per-node=4 --ddp train --synthetic 2048
  *   train --data DIR [--epochs N] [--batch B] [--lr X] [--hidden H]
+ *         [--checkpoint DIR [--checkpoint-every E]]
  *
  * On a node with GPUs (the NCCL backend on every rank, and train-gpu.so
  * beside this program), the model lives on the rank's GPU: cuBLAS and a
@@ -19,6 +20,13 @@
  * "rank R params_crc=<hex>" at the end, equal on every rank. A communication
  * error ends the program with status 1, so srun ends the step. Built against
  * the installed ddp.h only.
+ *
+ * With --checkpoint DIR, rank 0 writes DIR/train.ckpt every E epochs
+ * (default 1) and after the last, atomically (ddp_write_atomic), and every
+ * rank resumes from it when it is there: a run killed at any moment and
+ * started again with the same options ends with the parameters of an
+ * uninterrupted run, bit for bit. DIR is a directory every node sees, such
+ * as the job's $DDP_SHARED_DIR.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -60,13 +68,16 @@ struct opts {
 	long hidden;
 	double lr;
 	int no_overlap;
+	const char *ckpt_dir; /* NULL: no checkpoint */
+	long ckpt_every;
 };
 
 static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: train (--data DIR | --synthetic N) [--epochs N] "
-		   "[--batch B] [--lr X] [--hidden H] [--no-overlap]\n");
+		   "[--batch B] [--lr X] [--hidden H] [--no-overlap]\n"
+		   "             [--checkpoint DIR [--checkpoint-every E]]\n");
 }
 
 /* snprintf's result: 1 when the whole text fitted. */
@@ -568,6 +579,313 @@ out:
 	return rc;
 }
 
+/* ---- the checkpoint ---- */
+
+/*
+ * DIR/train.ckpt: what a resumed run needs to go on as if it had never
+ * stopped. The parameters and the number of epochs done are all of it:
+ * plain SGD keeps no state, and an epoch's data order is a function of
+ * the epoch alone (the shuffle's seed is 777 + epoch). Every field and
+ * every float is little-endian, so any host reads it:
+ *
+ *   0  "DDPTRAIN"            8 bytes
+ *   8  version (1)           u32
+ *  12  world size            u32
+ *  16  inputs (3072)         u32
+ *  20  hidden units          u32
+ *  24  classes (10)          u32
+ *  28  zero                  u32
+ *  32  epochs done           u64
+ *  40  samples               u64
+ *  48  w1, b1, w2, b2        fp32 each
+ * end  CRC-32 of all before  u32
+ *
+ * The world size is kept because each rank's share of an epoch, and so
+ * the order in which gradients are summed, depends on it: a checkpoint
+ * of another world size is refused rather than resumed into a run that
+ * is no longer the same.
+ */
+#define CKPT_NAME "train.ckpt"
+#define CKPT_MAGIC "DDPTRAIN"
+#define CKPT_VERSION 1
+#define CKPT_HEADER 48
+
+struct ckpt_info {
+	long epoch;
+	uint32_t crc;
+};
+
+static void
+put_le(uint8_t *p, uint64_t v, int bytes)
+{
+	int i;
+
+	for (i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t
+get_le(const uint8_t *p, int bytes)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = bytes - 1; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/* The parameter arrays in the checkpoint's order, and their lengths. */
+static size_t
+ckpt_params(struct model *m, float *p[4], size_t n[4])
+{
+	p[0] = m->w1;
+	p[1] = m->b1;
+	p[2] = m->w2;
+	p[3] = m->b2;
+	n[0] = (size_t)IMG * m->hidden;
+	n[1] = (size_t)m->hidden;
+	n[2] = (size_t)m->hidden * CLASSES;
+	n[3] = CLASSES;
+	return n[0] + n[1] + n[2] + n[3];
+}
+
+/* The --checkpoint directory exists here; says what is wrong if not. */
+static int
+ckpt_dir_ok(const char *dir)
+{
+	struct stat sb;
+	const char *why = NULL;
+
+	if (stat(dir, &sb) < 0)
+		why = strerror(errno);
+	else if (!S_ISDIR(sb.st_mode))
+		why = "not a directory";
+	if (!why)
+		return 0;
+	fprintf(stderr,
+		"train: --checkpoint %s: %s (give a directory that exists on "
+		"every node, such as $DDP_SHARED_DIR)\n",
+		dir, why);
+	return -1;
+}
+
+/*
+ * Rank 0: the parameters after `epochs` epochs into DIR/train.ckpt,
+ * replacing the last one only once the new one is whole.
+ */
+static int
+ckpt_write(const struct opts *o, struct model *m, struct ddp_comm *comm,
+	   long epochs, size_t samples, int world)
+{
+	float *p[4], *h = NULL;
+	size_t n[4], total = ckpt_params(m, p, n), len, off, i;
+	uint8_t *buf;
+	uint32_t bits;
+	int k, rc = -1;
+
+	len = CKPT_HEADER + total * 4 + 4;
+	buf = malloc(len);
+	h = malloc(n[0] * sizeof(float));
+	if (!buf || !h) {
+		fprintf(stderr, "train: no memory for the checkpoint\n");
+		goto out;
+	}
+	memset(buf, 0, CKPT_HEADER);
+	memcpy(buf, CKPT_MAGIC, 8);
+	put_le(buf + 8, CKPT_VERSION, 4);
+	put_le(buf + 12, (uint64_t)world, 4);
+	put_le(buf + 16, IMG, 4);
+	put_le(buf + 20, (uint64_t)m->hidden, 4);
+	put_le(buf + 24, CLASSES, 4);
+	put_le(buf + 32, (uint64_t)epochs, 8);
+	put_le(buf + 40, samples, 8);
+	off = CKPT_HEADER;
+	for (k = 0; k < 4; k++) {
+		if (ddp_mem_copy(comm, h, p[k], n[k] * sizeof(float),
+				 DDP_COPY_TO_HOST)) {
+			fprintf(stderr, "train: checkpoint: %s\n",
+				ddp_last_error());
+			goto out;
+		}
+		for (i = 0; i < n[k]; i++, off += 4) {
+			memcpy(&bits, &h[i], 4);
+			put_le(buf + off, bits, 4);
+		}
+	}
+	put_le(buf + off, crc32_update(0xffffffffu, buf, off) ^ 0xffffffffu, 4);
+	if (ddp_write_atomic(o->ckpt_dir, CKPT_NAME, buf, len)) {
+		fprintf(stderr, "train: checkpoint not written: %s\n",
+			ddp_last_error());
+		goto out;
+	}
+	printf("train: checkpoint of epoch %ld in %s/%s\n", epochs, o->ckpt_dir,
+	       CKPT_NAME);
+	rc = 0;
+out:
+	free(buf);
+	free(h);
+	return rc;
+}
+
+/*
+ * Checks a checkpoint's header and CRC against this run; says what does
+ * not match.
+ */
+static int
+ckpt_check(const struct opts *o, const uint8_t *buf, size_t len,
+	   size_t want_len, const struct model *m, size_t samples, int world)
+{
+	uint64_t v;
+
+	if (len < CKPT_HEADER + 4 || memcmp(buf, CKPT_MAGIC, 8) != 0) {
+		fprintf(stderr,
+			"train: %s/%s is not a checkpoint of examples/train\n",
+			o->ckpt_dir, CKPT_NAME);
+		return -1;
+	}
+	v = get_le(buf + 8, 4);
+	if (v != CKPT_VERSION) {
+		fprintf(stderr,
+			"train: %s/%s has format version %llu; this train "
+			"reads version %d\n",
+			o->ckpt_dir, CKPT_NAME, (unsigned long long)v,
+			CKPT_VERSION);
+		return -1;
+	}
+	if ((crc32_update(0xffffffffu, buf, len - 4) ^ 0xffffffffu) !=
+	    get_le(buf + len - 4, 4)) {
+		fprintf(stderr,
+			"train: %s/%s is damaged (its CRC does not match); "
+			"remove it to train from the start\n",
+			o->ckpt_dir, CKPT_NAME);
+		return -1;
+	}
+	v = get_le(buf + 12, 4);
+	if (v != (uint64_t)world) {
+		fprintf(stderr,
+			"train: %s/%s was written by a world of %llu ranks, "
+			"this run has %d: each rank's share of the data, and "
+			"so the training, depends on the world size; run "
+			"with %llu ranks, or give another --checkpoint "
+			"directory to train from the start\n",
+			o->ckpt_dir, CKPT_NAME, (unsigned long long)v, world,
+			(unsigned long long)v);
+		return -1;
+	}
+	if (get_le(buf + 16, 4) != IMG ||
+	    get_le(buf + 20, 4) != (uint64_t)m->hidden ||
+	    get_le(buf + 24, 4) != CLASSES || len != want_len) {
+		fprintf(stderr,
+			"train: %s/%s holds a %llu-%llu-%llu model, this run "
+			"trains %d-%d-%d (--hidden)\n",
+			o->ckpt_dir, CKPT_NAME,
+			(unsigned long long)get_le(buf + 16, 4),
+			(unsigned long long)get_le(buf + 20, 4),
+			(unsigned long long)get_le(buf + 24, 4), IMG, m->hidden,
+			CLASSES);
+		return -1;
+	}
+	v = get_le(buf + 40, 8);
+	if (v != samples) {
+		fprintf(stderr,
+			"train: %s/%s was trained on %llu samples, this run "
+			"has %zu (--data, --synthetic)\n",
+			o->ckpt_dir, CKPT_NAME, (unsigned long long)v, samples);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Every rank: the parameters and the epochs done from DIR/train.ckpt
+ * when it is there (info->epoch 0 when not), into the model.
+ */
+static int
+ckpt_load(const struct opts *o, struct model *m, struct ddp_comm *comm,
+	  size_t samples, int world, struct ckpt_info *info)
+{
+	float *p[4], *h = NULL;
+	size_t n[4], total = ckpt_params(m, p, n), want, len = 0, off, i;
+	uint8_t *buf, *bigger;
+	enum ddp_status st;
+	uint32_t bits;
+	int k, rc = -1;
+
+	info->epoch = 0;
+	info->crc = 0;
+	want = CKPT_HEADER + total * 4 + 4;
+	buf = malloc(want);
+	h = malloc(n[0] * sizeof(float));
+	if (!buf || !h) {
+		fprintf(stderr, "train: no memory for the checkpoint\n");
+		goto out;
+	}
+	st = ddp_read_file(o->ckpt_dir, CKPT_NAME, buf, want, &len);
+	if (st == DDP_ERR_SYSTEM && errno == ENOENT) {
+		rc = 0;
+		goto out;
+	}
+	/* Larger than this model's: read it all to say what it holds. */
+	if (st == DDP_ERR_INVALID && len > want) {
+		bigger = realloc(buf, len);
+		if (bigger)
+			buf = bigger;
+		st = bigger ? ddp_read_file(o->ckpt_dir, CKPT_NAME, buf, len,
+					    &len)
+			    : DDP_ERR_NOMEM;
+	}
+	if (st) {
+		fprintf(stderr, "train: cannot read the checkpoint: %s\n",
+			st == DDP_ERR_NOMEM ? "out of memory"
+					    : ddp_last_error());
+		goto out;
+	}
+	if (ckpt_check(o, buf, len, want, m, samples, world) < 0)
+		goto out;
+	off = CKPT_HEADER;
+	for (k = 0; k < 4; k++) {
+		for (i = 0; i < n[k]; i++, off += 4) {
+			bits = (uint32_t)get_le(buf + off, 4);
+			memcpy(&h[i], &bits, 4);
+		}
+		if (ddp_mem_copy(comm, p[k], h, n[k] * sizeof(float),
+				 DDP_COPY_TO_BUFFER)) {
+			fprintf(stderr, "train: checkpoint: %s\n",
+				ddp_last_error());
+			goto out;
+		}
+	}
+	info->epoch = (long)get_le(buf + 32, 8);
+	info->crc = (uint32_t)get_le(buf + len - 4, 4);
+	rc = 0;
+out:
+	free(buf);
+	free(h);
+	return rc;
+}
+
+/*
+ * Every rank must go on from the same checkpoint: a directory that is
+ * not shared, or a checkpoint replaced between two ranks' reads, would
+ * otherwise train ranks on different epochs. agree is 4 doubles where
+ * the compute runs.
+ */
+static int
+ckpt_agree(struct ddp_comm *comm, double *agree, const struct ckpt_info *info,
+	   int *same)
+{
+	double v[4] = {(double)info->epoch, -(double)info->epoch,
+		       (double)info->crc, -(double)info->crc};
+
+	if (ddp_mem_copy(comm, agree, v, sizeof(v), DDP_COPY_TO_BUFFER) ||
+	    ddp_allreduce(comm, agree, agree, 4, DDP_FLOAT64, DDP_MAX) ||
+	    ddp_mem_copy(comm, v, agree, sizeof(v), DDP_COPY_TO_HOST))
+		return -1;
+	*same = v[0] == -v[1] && v[2] == -v[3];
+	return 0;
+}
+
 static int
 parse_args(int argc, char **argv, struct opts *o)
 {
@@ -581,6 +899,8 @@ parse_args(int argc, char **argv, struct opts *o)
 	o->hidden = 64;
 	o->lr = 0.05;
 	o->no_overlap = 0;
+	o->ckpt_dir = NULL;
+	o->ckpt_every = 0;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -611,6 +931,13 @@ parse_args(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--hidden") == 0) {
 			if (parse_long(v, 1, 4096, &o->hidden) < 0)
 				goto bad;
+		} else if (strcmp(a, "--checkpoint") == 0) {
+			if (!*v)
+				goto bad;
+			o->ckpt_dir = v;
+		} else if (strcmp(a, "--checkpoint-every") == 0) {
+			if (parse_long(v, 1, 100000, &o->ckpt_every) < 0)
+				goto bad;
 		} else if (strcmp(a, "--lr") == 0) {
 			errno = 0;
 			o->lr = strtod(v, &end);
@@ -633,6 +960,13 @@ parse_args(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return -1;
 	}
+	if (o->ckpt_every && !o->ckpt_dir) {
+		fprintf(stderr, "train: --checkpoint-every needs --checkpoint "
+				"DIR\n");
+		return -1;
+	}
+	if (!o->ckpt_every)
+		o->ckpt_every = 1;
 	return 0;
 }
 
@@ -706,15 +1040,23 @@ main(int argc, char **argv)
 	char desc[256] = "", why[512] = "";
 	size_t *order = NULL, *mine = NULL, n_mine, k, j, bs;
 	uint64_t s;
-	double stats[3], *dstats = NULL, t0, step_s = 0;
-	long steps = 0, e;
+	double stats[3], *dstats = NULL, *agree = NULL, t0, step_s = 0;
+	long steps = 0, e, start = 0;
+	struct ckpt_info ck;
 	uint32_t crc;
-	int rc = 1, sr, rank = 0, world, gpu_built = 0;
+	int rc = 1, sr, rank = 0, world, gpu_built = 0, restarts = 0, same;
 	enum ddp_status st;
 
 	memset(&m, 0, sizeof(m));
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
+	if (o.ckpt_dir && (restarts = ddp_restart_count()) < 0) {
+		fprintf(stderr, "train: %s\n", ddp_last_error());
+		return 1;
+	}
+	/* Said now, not when the first checkpoint fails an epoch later. */
+	if (o.ckpt_dir && ckpt_dir_ok(o.ckpt_dir) < 0)
+		return 1;
 	st = ddp_config_from_env(&cfg);
 	if (st) {
 		fprintf(stderr, "train: %s\n", ddp_last_error());
@@ -763,6 +1105,35 @@ main(int argc, char **argv)
 			t ? "no memory for the statistics" : why);
 		goto out;
 	}
+	/* Before the gradient sync starts: it broadcasts rank 0's
+	 * parameters, which are then the checkpoint's. */
+	if (o.ckpt_dir) {
+		agree = ddp_mem_alloc(comm, 4 * sizeof(double));
+		if (!agree || ckpt_load(&o, &m, comm, d.n, world, &ck) < 0)
+			goto out;
+		if (ckpt_agree(comm, agree, &ck, &same) < 0)
+			goto comm_error;
+		if (!same) {
+			if (rank == 0)
+				fprintf(stderr,
+					"train: the ranks did not all find "
+					"the same checkpoint in %s: it must "
+					"be a directory that every node "
+					"shares\n",
+					o.ckpt_dir);
+			goto out;
+		}
+		start = ck.epoch;
+		if (rank == 0 && start)
+			printf("train: resuming from %s/%s (restart %d): %ld "
+			       "of %ld epochs done\n",
+			       o.ckpt_dir, CKPT_NAME, restarts, start,
+			       o.epochs);
+		else if (rank == 0 && restarts)
+			printf("train: restart %d, but no checkpoint in %s: "
+			       "training from the start\n",
+			       restarts, o.ckpt_dir);
+	}
 	/* Gradients are views into the reducer's buckets (grad NULL): the
 	 * backward pass writes them where they are reduced, with no copy.
 	 * On the CPU, one bucket per layer: layer 2's is reduced while layer
@@ -803,7 +1174,7 @@ main(int argc, char **argv)
 		       "batch %ld, lr %g, %d buckets\n",
 		       d.n, world, n_mine, o.batch, o.lr,
 		       ddp_grad_sync_num_buckets(gs));
-	for (e = 0; e < o.epochs; e++) {
+	for (e = start; e < o.epochs; e++) {
 		s = 777 + (uint64_t)e;
 		for (k = 0; k < d.n; k++)
 			order[k] = k;
@@ -852,6 +1223,10 @@ main(int argc, char **argv)
 			       steps ? step_s * 1e3 / (double)steps : 0.0);
 		step_s = 0;
 		steps = 0;
+		if (o.ckpt_dir && rank == 0 &&
+		    ((e + 1) % o.ckpt_every == 0 || e + 1 == o.epochs) &&
+		    ckpt_write(&o, &m, comm, e + 1, d.n, world) < 0)
+			goto out;
 		fflush(stdout);
 	}
 	if (params_crc(&m, comm, &crc) < 0)
@@ -868,6 +1243,7 @@ out:
 	if (t)
 		cp->destroy(t);
 	ddp_mem_free(comm, dstats);
+	ddp_mem_free(comm, agree);
 	model_free(&m, comm);
 	ddp_comm_destroy(comm);
 	free(d.rec);

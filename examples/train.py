@@ -10,10 +10,20 @@
 # LOCAL_RANK: without torch.cuda.set_device every rank would use GPU 0.
 # With CUDA the ranks talk NCCL, else Gloo. Every rank prints a checksum of
 # its final weights: data-parallel training is correct when all checksums
-# are equal.
+# are equal. It also prints "params_sha256 HEX rank R", a digest of the
+# weights' bytes, equal bit for bit on every rank.
+#
+# --checkpoint DIR: rank 0 saves the model, the optimizer and the epoch to
+# DIR/train.pt every --checkpoint-every E epochs (default 1) and after the
+# last, and every rank resumes from it when it is there: a run killed at
+# any moment and started again the same way ends with the weights of an
+# uninterrupted run, bit for bit. DIR must be a directory every node sees,
+# such as the job's $DDP_SHARED_DIR.
 import argparse
+import hashlib
 import os
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -52,6 +62,71 @@ def pick_device(want, rank, local_rank):
     return torch.device("cuda", local_rank), "nccl"
 
 
+CKPT_NAME = "train.pt"
+
+
+def save_checkpoint(directory, model, opt, epochs_done, world):
+    """Rank 0: the state after epochs_done epochs into DIR/train.pt, so that
+    no crash leaves a torn file under that name: a new file beside it
+    (mkstemp: O_EXCL, 0600) is written and synced, renamed over it, and the
+    directory synced. The data order needs no state of its own: the
+    DistributedSampler's set_epoch makes it a function of the epoch."""
+    state = {"version": 1, "world": world, "epoch": epochs_done,
+             "model": model.state_dict(), "optimizer": opt.state_dict()}
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{CKPT_NAME}.tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(directory, CKPT_NAME))
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    print(f"train.py: checkpoint of epoch {epochs_done} in "
+          f"{os.path.join(directory, CKPT_NAME)}", flush=True)
+
+
+def load_checkpoint(directory, model, opt, device, world):
+    """Every rank: the epochs done according to DIR/train.pt, with the model
+    and the optimizer restored; 0 when there is no checkpoint yet. Exits
+    saying why when the checkpoint does not fit this run."""
+    path = os.path.join(directory, CKPT_NAME)
+    try:
+        state = torch.load(path, map_location=device)
+    except FileNotFoundError:
+        return 0
+    except Exception as e:  # a damaged file: pickle and zip errors vary
+        sys.exit(f"train.py: {path} cannot be loaded ({e}); remove it to "
+                 "train from the start")
+    if not isinstance(state, dict) or state.get("version") != 1:
+        sys.exit(f"train.py: {path} is not a version 1 checkpoint of "
+                 "train.py; remove it to train from the start")
+    if state["world"] != world:
+        sys.exit(f"train.py: {path} was written by a world of "
+                 f"{state['world']} ranks, this run has {world}: each "
+                 "rank's share of the data, and so the training, depends "
+                 f"on the world size; run with {state['world']} ranks, or "
+                 "give another --checkpoint directory to train from the "
+                 "start")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    return state["epoch"]
+
+
+def params_digest(model):
+    """SHA-256 of the parameters' bytes: equal only when bit-identical."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=3)
@@ -60,7 +135,20 @@ def main():
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                     help="auto: this rank's GPU (LOCAL_RANK) when CUDA is "
                          "available, else the CPU")
+    ap.add_argument("--checkpoint", metavar="DIR",
+                    help="save to and resume from DIR/train.pt")
+    ap.add_argument("--checkpoint-every", type=int, metavar="E",
+                    help="epochs between two checkpoints (default 1)")
     args = ap.parse_args()
+    if args.checkpoint_every is not None and not args.checkpoint:
+        ap.error("--checkpoint-every needs --checkpoint DIR")
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        ap.error("--checkpoint-every must be 1 or more")
+    if args.checkpoint and not os.path.isdir(args.checkpoint):
+        ap.error(f"--checkpoint {args.checkpoint}: no such directory (give "
+                 "a directory that exists on every node, such as "
+                 "$DDP_SHARED_DIR)")
+    every = args.checkpoint_every or 1
 
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -79,7 +167,26 @@ def main():
     opt = torch.optim.SGD(ddp_model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
 
-    for epoch in range(args.epochs):
+    start = 0
+    if args.checkpoint:
+        start = load_checkpoint(args.checkpoint, model, opt, device, world)
+        # Every rank must go on from the same epoch: a directory that is
+        # not shared would otherwise train ranks on different epochs.
+        seen = torch.tensor([start, -start], dtype=torch.int64, device=device)
+        dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+        if seen[0].item() != -seen[1].item():
+            sys.exit(f"train.py: rank {rank}: the ranks did not all find the "
+                     f"same checkpoint in {args.checkpoint}: it must be a "
+                     "directory that every node shares")
+        restarts = os.environ.get("DDP_RESTART_COUNT",
+                                  os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if rank == 0 and start:
+            print(f"train.py: resuming from "
+                  f"{os.path.join(args.checkpoint, CKPT_NAME)} (restart "
+                  f"{restarts}): {start} of {args.epochs} epochs done",
+                  flush=True)
+
+    for epoch in range(start, args.epochs):
         sampler.set_epoch(epoch)
         total = 0.0
         for x, y in loader:
@@ -91,10 +198,15 @@ def main():
             total += loss.item()
         if rank == 0:
             print(f"epoch {epoch} loss {total / len(loader):.4f}", flush=True)
+        done = epoch + 1
+        if (args.checkpoint and rank == 0
+                and (done % every == 0 or done == args.epochs)):
+            save_checkpoint(args.checkpoint, model, opt, done, world)
 
     checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
     print(f"rank {rank} local_rank {local_rank} world {world} "
           f"device {device} backend {backend} checksum {checksum:.10f}", flush=True)
+    print(f"params_sha256 {params_digest(model)} rank {rank}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -71,7 +71,7 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 		    int ac, char **av, char *err, size_t errlen)
 {
 	const char *config = NULL;
-	char cerr[DDP_CONF_ERR_LEN], names[512];
+	char cerr[DDP_ERR_LEN], names[512];
 	int i;
 
 	ddp_conf_defaults(conf);
@@ -97,9 +97,9 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 		size_t klen = eq ? (size_t)(eq - av[i]) : 0;
 
 		if (!eq || klen == 0 || klen >= sizeof(key)) {
-			/* The site keys from ddp.conf's table; a cut list
-			 * still helps. */
-			ddp_conf_key_names(names, sizeof(names), ", ");
+			/* The plugin's keys from ddp.conf's table; a cut
+			 * list still helps. */
+			ddp_conf_plugin_key_names(names, sizeof(names), ", ");
 			return ddp_errf(
 				err, errlen,
 				"plugstack argument '%.80s': expected "
@@ -121,6 +121,17 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 					av[i]);
 			continue;
 		}
+		/* The Prolog, Epilog, health check and reconcile read
+		 * ddp.conf alone: an override here would make the plugin use
+		 * ports or directories they never prepared. */
+		if (ddp_conf_key_node_side(key) == 1)
+			return ddp_errf(
+				err, errlen,
+				"plugstack argument '%.200s': %s is read by "
+				"the Prolog, Epilog and health check too, from "
+				"ddp.conf alone: set it in %s, not in "
+				"plugstack.conf",
+				av[i], key, config ? config : DDP_CONF_DEFAULT);
 		if (ddp_conf_set(conf, key, eq + 1, cerr, sizeof(cerr)) < 0)
 			return ddp_errf(err, errlen, "plugstack argument: %s",
 					cerr);

@@ -13,8 +13,7 @@
 #include <stddef.h>
 
 #include "ddp_conf.h"
-
-#define DDP_ERR_LEN 512
+#include "ddp_util.h"
 
 /* What the user asked for with the --ddp* options. */
 struct ddp_opts {
@@ -45,7 +44,10 @@ int ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg,
  * slurmstepd reads instead of the running machine (test clusters, or
  * sites whose I/O discovery hangs); it is copied into topology (empty when
  * not given). Unknown keys and bad values fail with err naming the
- * argument. conf is filled with defaults first.
+ * argument, and so do the keys ddp-nodectl reads too
+ * (ddp_conf_key_node_side: ports, port key, directories, firewall, drain
+ * thresholds), which err says to set in ddp.conf: the Prolog never sees
+ * plugstack.conf. conf is filled with defaults first.
  */
 int ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
 			int ac, char **av, char *err, size_t errlen);

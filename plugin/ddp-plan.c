@@ -22,6 +22,7 @@ usage(FILE *f)
 		"                [--gpus LIST] [--cuda-visible-devices LIST] "
 		"[--bind " DDP_BIND_USAGE "]\n"
 		"                [--config FILE] [--cache PATH]\n"
+		"       ddp-plan -h|--help|--version\n"
 		"  --cpus LIST         allowed OS CPU numbers (default: all "
 		"allowed)\n"
 		"  --slurm-cores LIST  Slurm's abstract core ids for the step\n"
@@ -66,6 +67,7 @@ main(int argc, char **argv)
 		{"config", required_argument, NULL, 'C'},
 		{"cache", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *topo_path = NULL, *cpus = NULL, *cores = NULL, *gpus = NULL;
@@ -80,7 +82,7 @@ main(int argc, char **argv)
 	long nranks = 0, r;
 	enum ddp_bind bind = DDP_BIND_CORE;
 	int bind_given = 0;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int c, rc = 2;
 
 	ddp_conf_defaults(&conf);
@@ -126,6 +128,10 @@ main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			rc = 0;
+			goto out;
+		case 'V':
+			printf("ddp-plan %s\n", DDP_VERSION);
 			rc = 0;
 			goto out;
 		default:

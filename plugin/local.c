@@ -86,8 +86,7 @@ read_cmdline(char **bufp, char ***argvp, int *argcp)
 	argv = NULL;
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	free(buf);
 	free(argv);
 	return rc;
@@ -427,6 +426,8 @@ local_post_opt(struct ddp_plugin *p)
 	}
 	if (p->conf_error[0])
 		return plugin_refuse_bad_conf(p);
+	if (p->opts.verbose && !reexeced)
+		ddp_info("slurm-ddp %s", DDP_VERSION);
 	ddp_read_ephemeral_range(&eph_lo, &eph_hi);
 	if (!p->opts.port && ddp_conf_check_ports(&p->conf, eph_lo, eph_hi, err,
 						  sizeof(err)) < 0) {

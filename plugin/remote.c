@@ -669,8 +669,7 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 		return 0;
 	/* The tasks write, slurmstepd reads. */
 	if (n->verdict_rfd >= 0) {
-		close(n->verdict_rfd);
-		n->verdict_rfd = -1;
+		ddp_close(&n->verdict_rfd);
 	}
 	if (!n->error[0] && !n->plan && n->topo)
 		compute_plan(n, sp);

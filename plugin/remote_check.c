@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,6 +26,7 @@
 
 #include "slurm_compat.h"
 
+#include "ddp_child.h"
 #include "ddp_log.h"
 #include "ddp_util.h"
 #include "plugin.h"
@@ -41,15 +41,6 @@ remote_check_mode(const struct ddp_plugin *p)
 {
 	return p->opts.check >= 0 ? (enum ddp_check)p->opts.check
 				  : p->conf.check;
-}
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* What a task read of ddp-check's verdict lines. */
@@ -80,73 +71,37 @@ drain_verdicts(struct verdict_text *t)
 		else if (r < 0 && errno == EAGAIN)
 			return;
 	}
-	if (t->fd >= 0)
-		close(t->fd);
-	t->fd = -1;
+	ddp_close(&t->fd);
 }
 
-/* A descriptor that turns readable when pid ends (Linux 5.3 and later),
- * or -1 where the kernel or the build lacks pidfd_open. */
-static int
-pid_fd(pid_t pid)
+/* drain_verdicts as a ddp_child_wait's each. */
+static void
+drain_each(void *arg)
 {
-#ifdef SYS_pidfd_open
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-	(void)pid;
-	errno = ENOSYS;
-	return -1;
-#endif
+	if (arg)
+		drain_verdicts(arg);
 }
 
 /*
  * Waits for pid until deadline, then kills it, reading t meanwhile.
- * Every task of a node waits so: each sleeps in poll until its check
- * ends, writes findings or reaches the deadline, where a fixed tick would
- * wake hundreds of tasks 50 times a second beside the link test. Without
- * a pidfd it looks every 20 ms. Returns its wait status, or -1 when
- * waitpid fails.
+ * Every task of a node waits so: each sleeps until its check ends,
+ * writes findings or reaches the deadline, where a fixed tick would wake
+ * hundreds of tasks 50 times a second beside the link test. Returns its
+ * wait status, or -1 when waitpid fails.
  */
 static int
 wait_check(pid_t pid, double deadline, int *killed, struct verdict_text *t)
 {
-	const struct timespec tick = {0, 20 * 1000 * 1000};
-	struct pollfd pfd[2];
-	int status = 0, pidfd = pid_fd(pid), n, ms;
-	double now;
-	pid_t r;
+	const struct ddp_child_wait w = {
+		.deadline = deadline,
+		.grace = -1,
+		.fd = t ? &t->fd : NULL,
+		.each = drain_each,
+		.arg = t,
+	};
+	int status;
 
-	*killed = 0;
-	for (;;) {
-		drain_verdicts(t);
-		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid) {
-			drain_verdicts(t);
-			break;
-		}
-		if (r < 0 && errno != EINTR) {
-			status = -1;
-			break;
-		}
-		now = now_s();
-		if (!*killed && now >= deadline) {
-			kill(pid, SIGKILL);
-			*killed = 1;
-		}
-		if (pidfd < 0) {
-			nanosleep(&tick, NULL);
-			continue;
-		}
-		n = 0;
-		pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
-		if (t->fd >= 0)
-			pfd[n++] =
-				(struct pollfd){.fd = t->fd, .events = POLLIN};
-		ms = *killed ? -1 : (int)((deadline - now) * 1000) + 1;
-		poll(pfd, (nfds_t)n, ms);
-	}
-	if (pidfd >= 0)
-		close(pidfd);
+	*killed = ddp_wait_child(pid, &w, &status);
 	return status;
 }
 
@@ -252,11 +207,8 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 			 "read: %s",
 			 n->host, text ? strerror(errno) : "out of memory");
 		argv[11] = NULL;
-		if (pfd[0] >= 0)
-			close(pfd[0]);
-		if (pfd[1] >= 0)
-			close(pfd[1]);
-		pfd[0] = pfd[1] = -1;
+		ddp_close(&pfd[0]);
+		ddp_close(&pfd[1]);
 		if (text)
 			text->fd = -1;
 	}
@@ -278,8 +230,7 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 			n->host, argv[0], strerror(errno));
 		_exit(127);
 	}
-	if (pfd[1] >= 0)
-		close(pfd[1]);
+	ddp_close(&pfd[1]);
 	if (pid < 0) {
 		ddp_error("--ddp-check: cannot start %s: %s", argv[0],
 			  strerror(errno));
@@ -287,7 +238,7 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 		goto out;
 	}
 	status = wait_check(pid,
-			    now_s() + conf->check_join_limit +
+			    ddp_now() + conf->check_join_limit +
 				    conf->check_time_limit + 5,
 			    &killed, text);
 	sigaction(SIGCHLD, &old, NULL);
@@ -324,8 +275,8 @@ run_check(const struct ddp_plugin *p, spank_t sp, enum ddp_check mode,
 			  "the program was not started",
 			  n->host, argv[0], status);
 out:
-	if (text && text->fd >= 0)
-		close(text->fd);
+	if (text)
+		ddp_close(&text->fd);
 	free(text);
 	return rc;
 }
@@ -388,9 +339,7 @@ remote_check_record(struct ddp_plugin *p)
 	size_t len = 0, bad = 0;
 	ssize_t got;
 
-	if (n->verdict_wfd >= 0)
-		close(n->verdict_wfd);
-	n->verdict_wfd = -1;
+	ddp_close(&n->verdict_wfd);
 	if (n->verdict_rfd < 0)
 		return;
 	buf = malloc(VERDICT_TEXT_MAX);
@@ -418,7 +367,6 @@ remote_check_record(struct ddp_plugin *p)
 		ddp_verbose("--ddp-check: %s: %zu verdict%s recorded", n->host,
 			    r.written, r.written == 1 ? "" : "s");
 out:
-	close(n->verdict_rfd);
-	n->verdict_rfd = -1;
+	ddp_close(&n->verdict_rfd);
 	free(buf);
 }

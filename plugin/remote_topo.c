@@ -16,17 +16,9 @@
 #include "slurm_compat.h"
 
 #include "ddp_log.h"
+#include "ddp_util.h"
 #include "plugin.h"
 #include "topocache.h"
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 void
 remote_post_opt(struct ddp_plugin *p, spank_t sp)
@@ -45,7 +37,7 @@ remote_post_opt(struct ddp_plugin *p, spank_t sp)
 	    stepid == SLURM_BATCH_SCRIPT || stepid == SLURM_EXTERN_CONT ||
 	    stepid >= SLURM_INTERACTIVE_STEP)
 		return;
-	t0 = now_ms();
+	t0 = ddp_now();
 	hit = ddp_topo_load_cached(p->conf.topology_cache, &n->topo,
 				   n->topo_note, sizeof(n->topo_note), err,
 				   sizeof(err));
@@ -54,7 +46,7 @@ remote_post_opt(struct ddp_plugin *p, spank_t sp)
 		n->topo_note[0] = '\0';
 		return; /* user_init tries again and reports it */
 	}
-	n->topo_ms = now_ms() - t0;
+	n->topo_ms = (ddp_now() - t0) * 1e3;
 	/* Admins look in slurmd's log for a cache that is not used. */
 	if (!hit)
 		ddp_info("topology: %s (%.1f ms)", n->topo_note, n->topo_ms);

@@ -160,6 +160,8 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	case S_CTX_ALLOCATOR:
 		return local_alloc_post_opt(&plugin);
 	case S_CTX_REMOTE:
+		if (plugin.opts.enabled)
+			ddp_info("slurm-ddp %s, --ddp step", DDP_VERSION);
 		remote_load_port_key(&plugin);
 		remote_step_key(&plugin, sp);
 		remote_post_opt(&plugin, sp);

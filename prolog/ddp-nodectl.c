@@ -15,18 +15,29 @@
 #include "ddp_log.h"
 #include "nodectl_cmd.h"
 
+enum {
+	CONF_ERROR_EXIT_0 = 1,
+	CONF_ERROR_RUN = 2,
+};
+
+const char *nc_conf_path = DDP_CONF_DEFAULT;
+const char *nc_conf_error = "";
+
 static const struct command {
 	const char *name;
 	const char *args; /* after the name in the usage */
 	const char *help; /* one line */
 	nc_command_fn *run;
 	const char *ident; /* syslog ident, NULL: stderr only */
-	int conf_error_ok; /* a broken ddp.conf exits 0 (prolog, epilog) */
+	/* A broken ddp.conf: 0 exits 2; CONF_ERROR_EXIT_0 exits 0 (prolog,
+	 * epilog); CONF_ERROR_RUN runs the command with the defaults and
+	 * nc_conf_error set (doctor reports it). */
+	int conf_error;
 } commands[] = {
 	{"prolog", "", "per-job setup (Slurm Prolog environment)", cmd_prolog,
-	 "ddp-prolog", 1},
+	 "ddp-prolog", CONF_ERROR_EXIT_0},
 	{"epilog", "", "per-job cleanup (Slurm Epilog environment)", cmd_epilog,
-	 "ddp-epilog", 1},
+	 "ddp-epilog", CONF_ERROR_EXIT_0},
 	{"install", "", "make scratch_root, state_dir, the nft table (boot)",
 	 cmd_install, "ddp-nodectl", 0},
 	{"reconcile",
@@ -44,6 +55,9 @@ static const struct command {
 	 "ddp-nodectl", 0},
 	{"verdicts", "[--node NAME|--all] [--since SECONDS]",
 	 "show the node's recent ddp-check verdicts", cmd_verdicts, NULL, 0},
+	{"doctor", "[--slurm-conf FILE]",
+	 "check the node's whole setup, say what to fix", cmd_doctor, NULL,
+	 CONF_ERROR_RUN},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -96,9 +110,9 @@ main(int argc, char **argv)
 	const char *conf_path = getenv("DDP_CONF");
 	const struct command *cmd;
 	struct ddp_conf conf;
-	char err[DDP_CONF_ERR_LEN + 64];
+	char err[DDP_ERR_LEN + 64];
 	enum ddp_log_level level = DDP_LOG_INFO;
-	int c, conf_given = 0, rv;
+	int c, conf_given = 0, loaded, rv;
 
 	if (!conf_path || !conf_path[0])
 		conf_path = DDP_CONF_DEFAULT;
@@ -125,15 +139,23 @@ main(int argc, char **argv)
 	ddp_conf_defaults(&conf);
 	/* Only the default file may be missing (then the defaults hold): a
 	 * file named with -c that is not there is a typo to report. */
-	if (ddp_conf_load(&conf, conf_path, !conf_given, err, sizeof(err)) <
-	    0) {
+	nc_conf_path = conf_path;
+	loaded = ddp_conf_load(&conf, conf_path, !conf_given, err,
+			       sizeof(err)) == 0;
+	if (!loaded && cmd->conf_error != CONF_ERROR_RUN) {
 		ddp_error("%s", err);
 		/* Every node has the same file: draining for it would stop
 		 * every job on the cluster, --ddp or not. The job runs
 		 * without openings or directories, and the plugin, which
 		 * reads the same file, refuses its --ddp steps naming file,
 		 * line and key. */
-		return cmd->conf_error_ok ? NC_EX_OK : NC_EX_USAGE;
+		return cmd->conf_error == CONF_ERROR_EXIT_0 ? NC_EX_OK
+							    : NC_EX_USAGE;
+	}
+	if (!loaded) {
+		/* The command reports it, with the defaults. */
+		nc_conf_error = err;
+		ddp_conf_defaults(&conf);
 	}
 	rv = cmd->run(&conf, argc - optind, argv + optind);
 	if (rv == NC_EX_SHOW_USAGE) {

@@ -13,7 +13,11 @@ $(PROLOG_LIB): $(PROLOG_CORE_OBJ)
 # (nodectl_cmd.h).
 NODECTL_SRC := prolog/ddp-nodectl.c prolog/nodectl_cmd.c \
     prolog/nodectl_job.c prolog/nodectl_reconcile.c \
-    prolog/nodectl_health.c prolog/nodectl_setup.c
+    prolog/nodectl_health.c prolog/nodectl_setup.c prolog/nodectl_doctor.c
+# doctor names where make install puts the scripts and the plugin.
+$(BUILD)/prolog/nodectl_doctor.o: MOD_CFLAGS += \
+    -DDDP_LIBEXECDIR='"$(LIBEXECDIR)"' \
+    -DDDP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
 $(BUILD)/bin/ddp-nodectl: $(NODECTL_SRC:%.c=$(BUILD)/%.o) $(PROLOG_LIB) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL)

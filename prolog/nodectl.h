@@ -21,27 +21,15 @@
 #include <time.h>
 
 #include "ddp_conf.h"
+#include "ddp_util.h"
 #include "jobdir.h"
 
-#define NC_ERR_LEN 512
 /* The nftables objects owned by slurm-ddp. */
 #define NC_TABLE "ddp"
 #define NC_SET4 "peers4"
 #define NC_SET6 "peers6"
 
 /* ---- small helpers ---------------------------------------------------- */
-
-/* A growable NUL-terminated string. Zero-initialise; free with nc_buf_free. */
-struct nc_buf {
-	char *s;
-	size_t len;
-	size_t cap;
-};
-
-/* Appends formatted text. Returns 0, or -1 when out of memory. */
-int nc_buf_printf(struct nc_buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-void nc_buf_free(struct nc_buf *b);
 
 /*
  * Parses a Slurm job id: 1-10 decimal digits, no sign, no space, value in
@@ -75,7 +63,7 @@ int nc_node_draining(const char *show_node, char *state, size_t len);
  * could not be run, was killed or timed out.
  */
 int nc_run(char *const argv[], const char *const keep_env[],
-	   const char *stdin_text, struct nc_buf *out, unsigned timeout_s,
+	   const char *stdin_text, struct ddp_buf *out, unsigned timeout_s,
 	   char *err, size_t errlen);
 
 /*
@@ -126,7 +114,7 @@ void nc_elems_sort(struct nc_elems *e);
  * or install time, or when the table is missing.
  */
 int nc_fw_install_script(const struct ddp_conf *conf, unsigned eph_lo,
-			 unsigned eph_hi, struct nc_buf *out);
+			 unsigned eph_hi, struct ddp_buf *out);
 
 /*
  * Resolves each host of hosts (except self) with getaddrinfo and appends
@@ -169,7 +157,7 @@ int nc_fw_parse_listing(const char *text, struct nc_elems *out, char *err,
  */
 int nc_fw_sync_script(const struct nc_elems *actual,
 		      const struct nc_elems *desired, time_t now,
-		      struct nc_buf *out);
+		      struct ddp_buf *out);
 
 /*
  * How many of mine (one job's elements) some job other than self also
@@ -352,7 +340,7 @@ int nc_rmtree_at(int dirfd, const char *name, char *err, size_t errlen);
  */
 int nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 		    size_t nlive, time_t now, int dry_run,
-		    struct nc_buf *report, char *err, size_t errlen);
+		    struct ddp_buf *report, char *err, size_t errlen);
 
 /* Where libddp's POSIX shared memory lives (glibc's shm_open). */
 #define NC_SHM_DIR "/dev/shm"

@@ -63,7 +63,7 @@ nc_log_syslog_warning(const char *fmt, ...)
 }
 
 int
-nc_slurm_run(char *const argv[], struct nc_buf *out, char *err, size_t errlen)
+nc_slurm_run(char *const argv[], struct ddp_buf *out, char *err, size_t errlen)
 {
 	static const char *const slurm_env[] = {"SLURM_CONF", NULL};
 
@@ -121,7 +121,7 @@ void
 nc_cleanup_shm(unsigned long jobid, const unsigned long *live, size_t nlive,
 	       long grace)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	size_t removed = 0;
 
 	if (nc_remove_shm(NC_SHM_DIR, jobid, live, nlive, grace, &removed, err,
@@ -161,7 +161,7 @@ nc_cleanup_step_keys(const struct ddp_conf *conf, unsigned long jobid,
 		     const unsigned long *live, size_t nlive)
 {
 	struct key_filter f = {jobid, live, nlive};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	unsigned removed = 0;
 
 	if (!conf->state_dir[0])

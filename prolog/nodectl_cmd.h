@@ -3,9 +3,10 @@
  * The commands of ddp-nodectl and what they share. ddp-nodectl.c holds
  * main and the one table that names each command; the commands live one
  * family to a file: nodectl_job.c (prolog, epilog), nodectl_reconcile.c
- * (reconcile, sweep), nodectl_health.c (health, verdicts) and
- * nodectl_setup.c (install, show, port). nodectl_cmd.c holds what several
- * of them use: the log sink, Slurm's commands, the node's name.
+ * (reconcile, sweep), nodectl_health.c (health, verdicts),
+ * nodectl_setup.c (install, show, port) and nodectl_doctor.c (doctor).
+ * nodectl_cmd.c holds what several of them use: the log sink, Slurm's
+ * commands, the node's name.
  *
  * Unlike the core (nodectl.h), these speak to Slurm (its Prolog/Epilog
  * environment, scontrol, squeue) and log through ddp_log (common/ddp_log.h)
@@ -52,6 +53,21 @@ nc_command_fn cmd_health, cmd_verdicts;
 /* nodectl_setup.c: boot-time setup, the effective configuration, the
  * MASTER_PORT of a step. */
 nc_command_fn cmd_install, cmd_show, cmd_port;
+/* nodectl_doctor.c: the node's whole setup (slurm.conf's plugstack line,
+ * Prolog, Epilog and PrologFlags; ddp.conf and what it names) checked,
+ * one line per check; 0 all good, 1 something to fix, 2 bad arguments or
+ * a slurm.conf or ddp.conf it cannot read. Runs with a broken ddp.conf
+ * (nc_conf_error) to report it. */
+nc_command_fn cmd_doctor;
+
+/*
+ * The ddp.conf main loaded (nc_conf_path) and, for a command that runs
+ * despite a broken one (doctor), why it did not load: nc_conf_error, ""
+ * when it did. Set by main before the command runs; the command then has
+ * the defaults.
+ */
+extern const char *nc_conf_path;
+extern const char *nc_conf_error;
 
 /* ---- what the commands share (nodectl_cmd.c) -------------------------- */
 
@@ -75,7 +91,7 @@ void nc_log_syslog_warning(const char *fmt, ...)
  * SLURM_CONF kept from our environment and Slurm's timeout; out as for
  * nc_run. Returns its exit status, or -1 with err.
  */
-int nc_slurm_run(char *const argv[], struct nc_buf *out, char *err,
+int nc_slurm_run(char *const argv[], struct ddp_buf *out, char *err,
 		 size_t errlen);
 
 /* Drains node with reason, through scontrol. Returns 0 or -1 with err. */

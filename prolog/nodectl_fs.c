@@ -107,7 +107,7 @@ nc_mount_lookup(const char *mountinfo, dev_t dev, const char *path,
 }
 
 static int
-read_file(const char *path, struct nc_buf *out)
+read_file(const char *path, struct ddp_buf *out)
 {
 	char chunk[4096];
 	ssize_t r;
@@ -116,7 +116,7 @@ read_file(const char *path, struct nc_buf *out)
 	if (fd < 0)
 		return -1;
 	while ((r = read(fd, chunk, sizeof(chunk))) > 0)
-		if (nc_buf_printf(out, "%.*s", (int)r, chunk) < 0)
+		if (ddp_buf_printf(out, "%.*s", (int)r, chunk) < 0)
 			goto out;
 	rv = r < 0 ? -1 : 0;
 out:
@@ -138,18 +138,13 @@ fstype_accepted(const struct ddp_conf *conf, const char *type)
 static void
 list_fstypes(const struct ddp_conf *conf, char *out, size_t len)
 {
-	size_t used = 0;
 	unsigned i;
 
 	out[0] = '\0';
-	for (i = 0; i < conf->n_shared_fstypes; i++) {
-		int w = snprintf(out + used, len - used, "%s%s", i ? "," : "",
-				 conf->shared_fstypes[i]);
-
-		if (w < 0 || (size_t)w >= len - used)
+	for (i = 0; i < conf->n_shared_fstypes; i++)
+		if (ddp_fmt_cat(out, len, "%s%s", i ? "," : "",
+				conf->shared_fstypes[i]) < 0)
 			break;
-		used += (size_t)w;
-	}
 }
 
 /* Returns 1 when path (resolved) is a mount point in mountinfo. */
@@ -186,7 +181,7 @@ check_shared_child(void *arg, char *err, size_t errlen)
 {
 	const struct ddp_conf *conf = arg;
 	char real[PATH_MAX], type[256], mnt[4096], accepted[256];
-	struct nc_buf mi = {0};
+	struct ddp_buf mi = {0};
 	struct stat st;
 	int rv = -1;
 
@@ -226,7 +221,7 @@ check_shared_child(void *arg, char *err, size_t errlen)
 	}
 	rv = 0;
 out:
-	nc_buf_free(&mi);
+	ddp_buf_free(&mi);
 	return rv;
 }
 
@@ -287,7 +282,7 @@ nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 		    unsigned long jobid, int *node_fault, int *leftover,
 		    char *err, size_t errlen)
 {
-	char jobname[32], rerr[NC_ERR_LEN], path[PATH_MAX];
+	char jobname[32], rerr[DDP_ERR_LEN], path[PATH_MAX];
 	struct stat st;
 	int rootfd = -1, squatted, rv = -1;
 
@@ -324,8 +319,7 @@ nc_make_scratch_dir(const struct ddp_conf *conf, uid_t uid, gid_t gid,
 		goto out;
 	rv = 0;
 out:
-	if (rootfd >= 0)
-		close(rootfd);
+	ddp_close(&rootfd);
 	return rv;
 }
 
@@ -411,20 +405,8 @@ rm_open(int pfd, const char *name, const struct stat *st, dev_t dev, char *err,
 		(void)fchmod(fd, (now.st_mode & DDP_MODE_BITS) | 0700);
 	return fd;
 fail:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return -1;
-}
-
-/* 1 once the monotonic clock has reached end. */
-static int
-past(const struct timespec *end)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > end->tv_sec ||
-	       (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec);
 }
 
 /*
@@ -434,8 +416,8 @@ past(const struct timespec *end)
  * has passed, -1 on error.
  */
 static int
-rm_scan(int fd, const struct timespec *end, char *sub, size_t sublen,
-	struct stat *subst, char *err, size_t errlen)
+rm_scan(int fd, double end, char *sub, size_t sublen, struct stat *subst,
+	char *err, size_t errlen)
 {
 	struct dirent *de;
 	DIR *d = NULL;
@@ -445,8 +427,7 @@ rm_scan(int fd, const struct timespec *end, char *sub, size_t sublen,
 	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0 || !(d = fdopendir(rfd))) {
 		ddp_errf(err, errlen, "read directory: %s", strerror(errno));
-		if (rfd >= 0)
-			close(rfd);
+		ddp_close(&rfd);
 		return -1;
 	}
 	errno = 0;
@@ -454,7 +435,7 @@ rm_scan(int fd, const struct timespec *end, char *sub, size_t sublen,
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)
 			continue;
-		if (past(end)) {
+		if (ddp_now() >= end) {
 			rv = -2;
 			goto out;
 		}
@@ -501,13 +482,12 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
        size_t errlen)
 {
 	struct rm_stack s = {0};
-	struct timespec end;
+	double end;
 	char sub[NAME_MAX + 1];
 	struct stat st;
 	int cur = -1, up = -1, rv = -1, rc;
 
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += (time_t)limit_s;
+	end = ddp_now() + (double)limit_s;
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
@@ -533,8 +513,8 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 	while (s.n > 0) {
 		struct rm_level *top = &s.v[s.n - 1];
 
-		rc = rm_scan(cur, &end, sub, sizeof(sub), &st, err, errlen);
-		if (rc == -2 || (rc >= 0 && past(&end))) {
+		rc = rm_scan(cur, end, sub, sizeof(sub), &st, err, errlen);
+		if (rc == -2 || (rc >= 0 && ddp_now() >= end)) {
 			ddp_errf(err, errlen,
 				 "%s: not removed within %u s, entries keep "
 				 "appearing %zu levels below it (what is left "
@@ -590,8 +570,7 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 				 strerror(errno));
 			goto out;
 		}
-		close(cur);
-		cur = -1;
+		ddp_close(&cur);
 		s.n--;
 		if (s.n > 0)
 			cur = up;
@@ -601,8 +580,7 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 out:
 	if (up >= 0 && up != pfd)
 		close(up);
-	if (cur >= 0)
-		close(cur);
+	ddp_close(&cur);
 	free(s.v);
 	return rv;
 }
@@ -687,7 +665,7 @@ is_live(const unsigned long *live, size_t nlive, unsigned long id)
 
 int
 nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
-		size_t nlive, time_t now, int dry_run, struct nc_buf *report,
+		size_t nlive, time_t now, int dry_run, struct ddp_buf *report,
 		char *err, size_t errlen)
 {
 	time_t cutoff = now - (time_t)conf->retention_days * 86400;
@@ -724,7 +702,7 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 			struct sweep_job s;
 			unsigned long id;
 			struct stat st;
-			char cerr[NC_ERR_LEN];
+			char cerr[DDP_ERR_LEN];
 
 			if (nc_parse_jobid(je->d_name, &id) < 0 ||
 			    is_live(live, nlive, id) ||
@@ -733,9 +711,10 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 			    !S_ISDIR(st.st_mode) || st.st_mtime > cutoff)
 				continue;
 			if (dry_run) {
-				nc_buf_printf(report, "would remove %s/%s/%s\n",
-					      conf->shared_root, ue->d_name,
-					      je->d_name);
+				ddp_buf_printf(report,
+					       "would remove %s/%s/%s\n",
+					       conf->shared_root, ue->d_name,
+					       je->d_name);
 				continue;
 			}
 			s = (struct sweep_job){dirfd(user), je->d_name,
@@ -743,14 +722,14 @@ nc_sweep_shared(const struct ddp_conf *conf, const unsigned long *live,
 			if (nc_call_with_timeout(sweep_child, &s,
 						 SWEEP_TIMEOUT_S, cerr,
 						 sizeof(cerr)) < 0) {
-				nc_buf_printf(report, "failed %s/%s/%s: %s\n",
-					      conf->shared_root, ue->d_name,
-					      je->d_name, cerr);
+				ddp_buf_printf(report, "failed %s/%s/%s: %s\n",
+					       conf->shared_root, ue->d_name,
+					       je->d_name, cerr);
 				failures++;
 			} else {
-				nc_buf_printf(report, "removed %s/%s/%s\n",
-					      conf->shared_root, ue->d_name,
-					      je->d_name);
+				ddp_buf_printf(report, "removed %s/%s/%s\n",
+					       conf->shared_root, ue->d_name,
+					       je->d_name);
 			}
 		}
 		closedir(user);

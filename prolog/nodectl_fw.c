@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ddp_log.h"
+#include "ddp_net.h"
 #include "ddp_util.h"
 
 int
@@ -97,7 +98,7 @@ nc_canon_addr(const char *in, int *family, char *out, size_t len)
 		*family = AF_INET6;
 	else
 		return -1;
-	return inet_ntop(*family, bin, out, (socklen_t)len) ? 0 : -1;
+	return ddp_net_addr_format(*family, bin, out, len);
 }
 
 /* The two guarded port ranges, merged when they overlap or touch. A
@@ -127,47 +128,47 @@ guarded_ranges(const struct ddp_conf *conf, unsigned eph_lo, unsigned eph_hi,
 }
 
 static int
-print_range(struct nc_buf *b, unsigned lo, unsigned hi)
+print_range(struct ddp_buf *b, unsigned lo, unsigned hi)
 {
 	if (lo == hi)
-		return nc_buf_printf(b, "%u", lo);
-	return nc_buf_printf(b, "%u-%u", lo, hi);
+		return ddp_buf_printf(b, "%u", lo);
+	return ddp_buf_printf(b, "%u-%u", lo, hi);
 }
 
 int
 nc_fw_install_script(const struct ddp_conf *conf, unsigned eph_lo,
-		     unsigned eph_hi, struct nc_buf *out)
+		     unsigned eph_hi, struct ddp_buf *out)
 {
 	unsigned lo[2], hi[2];
 	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i;
 
 	/* "table; delete table; table {...}" in one transaction recreates
 	 * the table whether or not it existed (nft 1.0.6 has no destroy). */
-	if (nc_buf_printf(out, "table inet " NC_TABLE "\n"
-			       "delete table inet " NC_TABLE "\n"
-			       "table inet " NC_TABLE " {\n"
-			       "\tset " NC_SET4 " {\n"
-			       "\t\ttype ipv4_addr . inet_service\n"
-			       "\t\tflags interval,timeout\n"
-			       "\t}\n"
-			       "\tset " NC_SET6 " {\n"
-			       "\t\ttype ipv6_addr . inet_service\n"
-			       "\t\tflags interval,timeout\n"
-			       "\t}\n"
-			       "\tset ports {\n"
-			       "\t\ttype inet_service\n"
-			       "\t\tflags interval\n"
-			       "\t\telements = { ") < 0)
+	if (ddp_buf_printf(out, "table inet " NC_TABLE "\n"
+				"delete table inet " NC_TABLE "\n"
+				"table inet " NC_TABLE " {\n"
+				"\tset " NC_SET4 " {\n"
+				"\t\ttype ipv4_addr . inet_service\n"
+				"\t\tflags interval,timeout\n"
+				"\t}\n"
+				"\tset " NC_SET6 " {\n"
+				"\t\ttype ipv6_addr . inet_service\n"
+				"\t\tflags interval,timeout\n"
+				"\t}\n"
+				"\tset ports {\n"
+				"\t\ttype inet_service\n"
+				"\t\tflags interval\n"
+				"\t\telements = { ") < 0)
 		return -1;
 	for (i = 0; i < n; i++) {
-		if ((i && nc_buf_printf(out, ", ") < 0) ||
+		if ((i && ddp_buf_printf(out, ", ") < 0) ||
 		    print_range(out, lo[i], hi[i]) < 0)
 			return -1;
 	}
 	/* Established traffic first: replies to the node's own outgoing
 	 * connections arrive on ephemeral ports. Reject, not drop, so a
 	 * stranger fails fast instead of hanging. */
-	return nc_buf_printf(
+	return ddp_buf_printf(
 		out, " }\n"
 		     "\t}\n"
 		     "\tchain input {\n"
@@ -217,7 +218,7 @@ nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts, size_t nhosts,
 		 size_t errlen)
 {
 	unsigned lo[2], hi[2];
-	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i, used = 0;
+	size_t n = guarded_ranges(conf, eph_lo, eph_hi, lo, hi), i;
 	int rv = 0;
 
 	err[0] = '\0';
@@ -232,11 +233,8 @@ nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts, size_t nhosts,
 		hints.ai_socktype = SOCK_STREAM;
 		rc = getaddrinfo(hosts[i], NULL, &hints, &res);
 		if (rc != 0) {
-			int w = snprintf(err + used, errlen - used, "%s%s",
-					 used ? "," : "", hosts[i]);
-
-			if (w > 0 && (size_t)w < errlen - used)
-				used += (size_t)w;
+			(void)ddp_fmt_cat(err, errlen, "%s%s",
+					  err[0] ? "," : "", hosts[i]);
 			rv = 1;
 			continue;
 		}
@@ -254,7 +252,8 @@ nc_fw_peer_elems(const struct ddp_conf *conf, char *const *hosts, size_t nhosts,
 					       ->sin6_addr;
 			else
 				continue;
-			if (!inet_ntop(ai->ai_family, bin, addr, sizeof(addr)))
+			if (ddp_net_addr_format(ai->ai_family, bin, addr,
+						sizeof(addr)) < 0)
 				continue;
 			if (add_peer(out, ai->ai_family, addr, (unsigned)n, lo,
 				     hi, jobid) < 0) {
@@ -379,18 +378,18 @@ out:
 }
 
 static int
-print_elem(struct nc_buf *b, const char *verb, const struct nc_elem *el,
+print_elem(struct ddp_buf *b, const char *verb, const struct nc_elem *el,
 	   unsigned timeout_s, unsigned long tag)
 {
-	if (nc_buf_printf(b, "%s element inet " NC_TABLE " %s { %s . ", verb,
-			  el->family == AF_INET ? NC_SET4 : NC_SET6,
-			  el->addr) < 0 ||
+	if (ddp_buf_printf(b, "%s element inet " NC_TABLE " %s { %s . ", verb,
+			   el->family == AF_INET ? NC_SET4 : NC_SET6,
+			   el->addr) < 0 ||
 	    print_range(b, el->lo, el->hi) < 0)
 		return -1;
-	if (tag && nc_buf_printf(b, " timeout %us comment \"job=%lu\"",
-				 timeout_s, tag) < 0)
+	if (tag && ddp_buf_printf(b, " timeout %us comment \"job=%lu\"",
+				  timeout_s, tag) < 0)
 		return -1;
-	return nc_buf_printf(b, " }\n");
+	return ddp_buf_printf(b, " }\n");
 }
 
 /* Desired elements by key, each key's owner first: the job whose opening
@@ -474,7 +473,7 @@ merge_overlaps(struct nc_elems *d)
 
 /* Adds the owner's element with the rest of the owner's time. */
 static int
-add_owned(struct nc_buf *out, const struct nc_elem *owner, time_t now)
+add_owned(struct ddp_buf *out, const struct nc_elem *owner, time_t now)
 {
 	time_t left = owner->expires - now;
 
@@ -487,7 +486,7 @@ add_owned(struct nc_buf *out, const struct nc_elem *owner, time_t now)
 
 int
 nc_fw_sync_script(const struct nc_elems *actual, const struct nc_elems *desired,
-		  time_t now, struct nc_buf *out)
+		  time_t now, struct ddp_buf *out)
 {
 	struct nc_elems d = {0};
 	size_t i, j;
@@ -588,7 +587,7 @@ nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
 static time_t lock_deadline;
 
 static int
-nft(const struct ddp_conf *conf, const char *script, struct nc_buf *out,
+nft(const struct ddp_conf *conf, const char *script, struct ddp_buf *out,
     char *const *args, char *err, size_t errlen)
 {
 	char *argv[12];
@@ -623,22 +622,22 @@ int
 nc_fw_table_exists(const struct ddp_conf *conf)
 {
 	char *args[] = {"list", "tables", "inet", NULL};
-	struct nc_buf out = {0};
-	char err[NC_ERR_LEN];
+	struct ddp_buf out = {0};
+	char err[DDP_ERR_LEN];
 	int found;
 
 	/* Listing all inet tables succeeds (and prints nothing on stderr)
 	 * whether or not ours is there. */
 	found = nft(conf, NULL, &out, args, err, sizeof(err)) == 0 && out.s &&
 		strstr(out.s, "table inet " NC_TABLE "\n") != NULL;
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return found;
 }
 
 int
 nc_fw_install(const struct ddp_conf *conf, char *err, size_t errlen)
 {
-	struct nc_buf script = {0};
+	struct ddp_buf script = {0};
 	unsigned lo, hi;
 	int rv = -1;
 
@@ -655,7 +654,7 @@ nc_fw_install(const struct ddp_conf *conf, char *err, size_t errlen)
 		 conf->port_min, conf->port_max, lo, hi);
 	rv = 0;
 out:
-	nc_buf_free(&script);
+	ddp_buf_free(&script);
 	return rv;
 }
 
@@ -723,9 +722,7 @@ nc_fw_lock_take(const struct ddp_conf *conf, int dfd, char *err, size_t errlen)
 void
 nc_fw_lock_drop(int *lockfd)
 {
-	if (*lockfd >= 0)
-		close(*lockfd);
-	*lockfd = -1;
+	ddp_close(lockfd);
 	lock_deadline = 0;
 }
 
@@ -752,14 +749,14 @@ list_set(const struct ddp_conf *conf, const char *set, struct nc_elems *out,
 {
 	char *args[] = {"-n",	  "list",      "set", "inet",
 			NC_TABLE, (char *)set, NULL};
-	struct nc_buf text = {0};
+	struct ddp_buf text = {0};
 	int rv = -1;
 
 	if (nft(conf, NULL, &text, args, err, errlen) != 0)
 		goto out;
 	rv = nc_fw_parse_listing(text.s ? text.s : "", out, err, errlen);
 out:
-	nc_buf_free(&text);
+	ddp_buf_free(&text);
 	return rv;
 }
 
@@ -770,27 +767,20 @@ describe_shared(const struct nc_elems *mine, const struct nc_elems *desired,
 		unsigned long self, char *buf, size_t len)
 {
 	unsigned long with[5];
-	size_t nwith, n, i, used;
-	int w;
+	size_t nwith, n, i;
 
 	buf[0] = '\0';
 	n = nc_fw_shared(mine, desired, self, with, 5, &nwith);
 	if (n == 0)
 		return 0;
-	w = snprintf(buf, len, ", kept %zu shared with job%s ", n,
-		     nwith > 1 ? "s" : "");
-	if (w < 0 || (size_t)w >= len)
+	if (ddp_fmt(buf, len, ", kept %zu shared with job%s ", n,
+		    nwith > 1 ? "s" : "") < 0)
 		return n;
-	used = (size_t)w;
-	for (i = 0; i < nwith && i < 4; i++) {
-		w = snprintf(buf + used, len - used, "%s%lu", i ? "," : "",
-			     with[i]);
-		if (w < 0 || (size_t)w >= len - used)
+	for (i = 0; i < nwith && i < 4; i++)
+		if (ddp_fmt_cat(buf, len, "%s%lu", i ? "," : "", with[i]) < 0)
 			return n;
-		used += (size_t)w;
-	}
 	if (nwith > 4)
-		snprintf(buf + used, len - used, " and others");
+		(void)ddp_fmt_cat(buf, len, " and others");
 	return n;
 }
 
@@ -801,7 +791,7 @@ nc_fw_sync(const struct ddp_conf *conf, int statefd, const unsigned long *live,
 	   size_t errlen)
 {
 	struct nc_elems actual = {0}, desired = {0};
-	struct nc_buf script = {0};
+	struct ddp_buf script = {0};
 	time_t now = time(NULL);
 	int rv = -1, rc;
 
@@ -838,6 +828,6 @@ nc_fw_sync(const struct ddp_conf *conf, int statefd, const unsigned long *live,
 out:
 	nc_elems_free(&actual);
 	nc_elems_free(&desired);
-	nc_buf_free(&script);
+	ddp_buf_free(&script);
 	return rv;
 }

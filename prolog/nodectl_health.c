@@ -37,8 +37,8 @@ slurm_node_draining(const struct ddp_conf *conf, const char *node, char *state,
 			"-o",
 			(char *)node,
 			NULL};
-	struct nc_buf out = {0};
-	char err[NC_ERR_LEN];
+	struct ddp_buf out = {0};
+	char err[DDP_ERR_LEN];
 	int rv = -1;
 
 	if (nc_slurm_run(argv, &out, err, sizeof(err)) != 0) {
@@ -50,7 +50,7 @@ slurm_node_draining(const struct ddp_conf *conf, const char *node, char *state,
 		ddp_error("scontrol show node %s: no State field in '%.80s'",
 			  node, out.s ? out.s : "");
 out:
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return rv;
 }
 
@@ -74,7 +74,7 @@ cmd_health(const struct ddp_conf *conf, int argc, char **argv)
 	const struct ddp_drain_rule rule = drain_rule(conf);
 	struct ddp_verdict_list list = {0};
 	struct ddp_drain_tally t;
-	char node[128], reason[256], state[64], err[NC_ERR_LEN];
+	char node[128], reason[256], state[64], err[DDP_ERR_LEN];
 	const char *given = NULL;
 	long long now = (long long)time(NULL);
 	int c, do_drain = 0, draining, rv = NC_EX_USAGE;
@@ -171,7 +171,7 @@ cmd_verdicts(const struct ddp_conf *conf, int argc, char **argv)
 	struct ddp_drain_rule rule = drain_rule(conf);
 	struct ddp_verdict_list list = {0};
 	struct ddp_drain_tally t;
-	char node[128], err[NC_ERR_LEN], when[32], what[DDP_VERDICT_LINE_MAX];
+	char node[128], err[DDP_ERR_LEN], when[32], what[DDP_VERDICT_LINE_MAX];
 	char user[64];
 	const char *given = NULL;
 	long long now = (long long)time(NULL);

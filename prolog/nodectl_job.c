@@ -24,7 +24,7 @@
 static void
 drain(const struct ddp_conf *conf, const char *node, const char *why)
 {
-	char reason[160], err[NC_ERR_LEN];
+	char reason[160], err[DDP_ERR_LEN];
 	size_t i;
 
 	ddp_fmt(reason, sizeof(reason), "ddp: %s", why);
@@ -97,7 +97,7 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 {
 	struct ddp_hostlist hl = {0};
 	struct nc_elems peers = {0};
-	char err[NC_ERR_LEN], shared[128];
+	char err[DDP_ERR_LEN], shared[128];
 	struct job j;
 	unsigned lo, hi;
 	size_t kept = 0;
@@ -189,8 +189,7 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 	rv = NC_EX_OK;
 out:
 	nc_fw_lock_drop(&lockfd);
-	if (statefd >= 0)
-		close(statefd);
+	ddp_close(&statefd);
 	nc_elems_free(&peers);
 	ddp_hostlist_free(&hl);
 	return rv;
@@ -205,7 +204,7 @@ int
 cmd_epilog(const struct ddp_conf *conf, int argc, char **argv)
 {
 	struct nc_elems mine = {0};
-	char err[NC_ERR_LEN], shared[128];
+	char err[DDP_ERR_LEN], shared[128];
 	struct job j;
 	int statefd = -1, lockfd = -1;
 	size_t kept = 0;
@@ -249,8 +248,7 @@ scratch:
 	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
 		ddp_error("scratch: %s", err);
 	nc_fw_lock_drop(&lockfd);
-	if (statefd >= 0)
-		close(statefd);
+	ddp_close(&statefd);
 	nc_elems_free(&mine);
 	return NC_EX_OK;
 }

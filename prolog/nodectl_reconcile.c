@@ -60,8 +60,8 @@ static int
 listpids(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 {
 	char *argv[] = {(char *)conf->scontrol_path, "listpids", NULL};
-	struct nc_buf out = {0};
-	char err[NC_ERR_LEN], *line, *save = NULL;
+	struct ddp_buf out = {0};
+	char err[DDP_ERR_LEN], *line, *save = NULL;
 	int rc, rv = -1;
 
 	rc = nc_slurm_run(argv, &out, err, sizeof(err));
@@ -89,7 +89,7 @@ listpids(const struct ddp_conf *conf, unsigned long **live, size_t *n)
 	}
 	rv = 0;
 out:
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return rv;
 }
 
@@ -105,7 +105,7 @@ squeue(const struct ddp_conf *conf, const char *node, unsigned long **live,
        size_t *n)
 {
 	char path[PATH_MAX], nodearg[128], *slash, *line, *save = NULL;
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	char *argv[] = {path,
 			"--noheader",
 			"--format=%A",
@@ -113,7 +113,7 @@ squeue(const struct ddp_conf *conf, const char *node, unsigned long **live,
 			"STOPPED,COMPLETING,RESIZING,SIGNALING,STAGE_OUT",
 			nodearg,
 			NULL};
-	struct nc_buf out = {0};
+	struct ddp_buf out = {0};
 	int rv = -1;
 
 	ddp_fmt(path, sizeof(path), "%s", conf->scontrol_path);
@@ -144,7 +144,7 @@ squeue(const struct ddp_conf *conf, const char *node, unsigned long **live,
 	}
 	rv = 0;
 out:
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	return rv;
 }
 
@@ -154,7 +154,7 @@ static void
 reconcile_scratch(const struct ddp_conf *conf, const unsigned long *live,
 		  size_t nlive, long grace)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	struct dirent *de;
 	DIR *d = NULL;
 	int fd;
@@ -163,8 +163,7 @@ reconcile_scratch(const struct ddp_conf *conf, const unsigned long *live,
 		return;
 	fd = ddp_jobdir_open_nofollow(conf->scratch_root, 0, 0);
 	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		return;
 	}
 	while ((de = readdir(d))) {
@@ -239,7 +238,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	unsigned long *live = NULL, none = 0;
 	size_t nlive = 0;
 	long grace = 600;
-	char err[NC_ERR_LEN], node[128];
+	char err[DDP_ERR_LEN], node[128];
 	const char *given = NULL;
 	int c, from_squeue = 0, from_listpids = 0, statefd = -1, lockfd = -1;
 	int rv = NC_EX_USAGE;
@@ -302,8 +301,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	rv = NC_EX_OK;
 out:
 	nc_fw_lock_drop(&lockfd);
-	if (statefd >= 0)
-		close(statefd);
+	ddp_close(&statefd);
 	free(live);
 	return rv;
 }
@@ -318,8 +316,8 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 	};
 	unsigned long *live = NULL;
 	size_t nlive = 0;
-	struct nc_buf report = {0};
-	char err[NC_ERR_LEN];
+	struct ddp_buf report = {0};
+	char err[DDP_ERR_LEN];
 	int c, dry = 0, from_squeue = 0, rc, rv = NC_EX_USAGE;
 
 	optind = 1;
@@ -348,7 +346,7 @@ cmd_sweep(const struct ddp_conf *conf, int argc, char **argv)
 	}
 	rv = rc == 0 ? NC_EX_OK : NC_EX_NODE;
 out:
-	nc_buf_free(&report);
+	ddp_buf_free(&report);
 	free(live);
 	return rv;
 }

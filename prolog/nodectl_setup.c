@@ -20,7 +20,7 @@
 int
 cmd_install(const struct ddp_conf *conf, int argc, char **argv)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd, squatted, rv = NC_EX_OK;
 
 	if (conf->scratch_root[0]) {

@@ -24,8 +24,8 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 	       const struct nc_elems *elems, char *err, size_t errlen)
 {
 	char name[64], tmp[80];
-	struct nc_buf b = {0};
-	size_t i, off = 0;
+	struct ddp_buf b = {0};
+	size_t i;
 	int fd = -1, rv = -1;
 
 	err[0] = '\0';
@@ -33,14 +33,14 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 	    ddp_fmt(tmp, sizeof(tmp), ".job.%lu.%ld", jobid, (long)getpid()) <
 		    0)
 		goto out;
-	if (nc_buf_printf(&b, STATE_MAGIC "\nexpires %lld\n",
-			  (long long)expires) < 0)
+	if (ddp_buf_printf(&b, STATE_MAGIC "\nexpires %lld\n",
+			   (long long)expires) < 0)
 		goto oom;
 	for (i = 0; i < elems->n; i++)
-		if (nc_buf_printf(&b, "elem %d %s %u %u\n",
-				  elems->v[i].family == AF_INET ? 4 : 6,
-				  elems->v[i].addr, elems->v[i].lo,
-				  elems->v[i].hi) < 0)
+		if (ddp_buf_printf(&b, "elem %d %s %u %u\n",
+				   elems->v[i].family == AF_INET ? 4 : 6,
+				   elems->v[i].addr, elems->v[i].lo,
+				   elems->v[i].hi) < 0)
 			goto oom;
 	unlinkat(dirfd, tmp, 0);
 	fd = openat(dirfd, tmp,
@@ -49,17 +49,9 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 		ddp_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	while (off < b.len) {
-		ssize_t w = write(fd, b.s + off, b.len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			ddp_errf(err, errlen, "write %s: %s", tmp,
-				 strerror(errno));
-			goto out;
-		}
-		off += (size_t)w;
+	if (ddp_write_all(fd, b.s, b.len) < 0) {
+		ddp_errf(err, errlen, "write %s: %s", tmp, strerror(errno));
+		goto out;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
@@ -80,7 +72,7 @@ out:
 		close(fd);
 		unlinkat(dirfd, tmp, 0);
 	}
-	nc_buf_free(&b);
+	ddp_buf_free(&b);
 	return rv;
 }
 
@@ -184,14 +176,12 @@ nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
 {
 	DIR *d = NULL;
 	struct dirent *de;
-	size_t used = 0;
 	int fd, rv = -1;
 
 	err[0] = '\0';
 	fd = dup(dirfd);
 	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		ddp_errf(err, errlen, "read state dir: %s", strerror(errno));
 		goto out;
 	}
@@ -213,12 +203,8 @@ nc_state_read_all(int dirfd, time_t now, const unsigned long *live,
 				keep = 1;
 		if (keep &&
 		    read_state(dirfd, de->d_name, id, &expires, out) < 0) {
-			int w = snprintf(err + used, errlen - used,
-					 "%smalformed %s", used ? ", " : "",
-					 de->d_name);
-
-			if (w > 0 && (size_t)w < errlen - used)
-				used += (size_t)w;
+			(void)ddp_fmt_cat(err, errlen, "%smalformed %s",
+					  err[0] ? ", " : "", de->d_name);
 			rv = 1;
 			keep = 0;
 		} else if (keep && expires < now) {

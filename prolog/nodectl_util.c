@@ -20,57 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddp_child.h"
 #include "ddp_util.h"
 
 /* Enough for every program the helper runs; never taken from the job. */
 #define NC_PATH "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 #define NC_OUT_MAX (4u << 20)
-
-int
-nc_buf_printf(struct nc_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		size_t room = b->cap - b->len;
-
-		if (b->s) {
-			va_start(ap, fmt);
-			n = vsnprintf(b->s + b->len, room, fmt, ap);
-			va_end(ap);
-			if (n < 0)
-				return -1;
-			if ((size_t)n < room) {
-				b->len += (size_t)n;
-				return 0;
-			}
-		} else {
-			n = 0;
-		}
-		{
-			size_t cap = b->cap ? b->cap * 2 : 256;
-			char *s;
-
-			while (cap < b->len + (size_t)n + 1)
-				cap *= 2;
-			s = realloc(b->s, cap);
-			if (!s)
-				return -1;
-			b->s = s;
-			b->cap = cap;
-			b->s[b->len] = '\0';
-		}
-	}
-}
-
-void
-nc_buf_free(struct nc_buf *b)
-{
-	free(b->s);
-	b->s = NULL;
-	b->len = b->cap = 0;
-}
 
 static int
 parse_decimal(const char *s, size_t maxdigits, unsigned long min,
@@ -143,58 +98,30 @@ nc_node_draining(const char *show_node, char *state, size_t len)
 	return strstr(state, "DRAIN") != NULL;
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Waits for pid until deadline (monotonic seconds); kills it after that.
+/* Waits for pid until deadline (ddp_now() seconds); kills it after that.
  * Returns the wait status, or -1 when it had to be killed. */
 static int
 wait_until(pid_t pid, double deadline)
 {
-	int status = 0;
+	/* A child stuck in an uninterruptible NFS wait may not die at once;
+	 * do not wait for it. */
+	const struct ddp_child_wait w = {.deadline = deadline, .grace = 0.02};
+	int status;
 
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid)
-			return status;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (now_s() >= deadline) {
-			kill(pid, SIGKILL);
-			/* A child stuck in an uninterruptible NFS wait may
-			 * not die at once; do not wait for it. */
-			usleep(20000);
-			waitpid(pid, &status, WNOHANG);
-			return -1;
-		}
-		usleep(10000);
-	}
-}
-
-static void
-close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
+	if (ddp_wait_child(pid, &w, &status))
+		return -1;
+	return status;
 }
 
 int
 nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
-       struct nc_buf *out, unsigned timeout_s, char *err, size_t errlen)
+       struct ddp_buf *out, unsigned timeout_s, char *err, size_t errlen)
 {
 	char *envp[16];
 	char *envbuf[16] = {NULL};
 	int in[2] = {-1, -1}, outp[2] = {-1, -1};
 	size_t nenv = 0, i, in_len, in_off = 0;
-	double deadline = now_s() + timeout_s;
+	double deadline = ddp_now() + timeout_s;
 	pid_t pid = -1;
 	int status, rv = -1;
 
@@ -234,16 +161,16 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 			strerror(errno));
 		_exit(127);
 	}
-	close_fd(&in[0]);
-	close_fd(&outp[1]);
+	ddp_close(&in[0]);
+	ddp_close(&outp[1]);
 	/* Feed stdin and drain stdout together, so neither side blocks. */
 	signal(SIGPIPE, SIG_IGN);
 	in_len = stdin_text ? strlen(stdin_text) : 0;
 	if (in_len == 0)
-		close_fd(&in[1]);
+		ddp_close(&in[1]);
 	while (in[1] >= 0 || outp[0] >= 0) {
 		struct pollfd pf[2];
-		int np = 0, ms = (int)((deadline - now_s()) * 1000);
+		int np = 0, ms = (int)((deadline - ddp_now()) * 1000);
 
 		if (ms <= 0)
 			break;
@@ -268,16 +195,16 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 				if (w > 0)
 					in_off += (size_t)w;
 				if (w < 0 || in_off >= in_len)
-					close_fd(&in[1]);
+					ddp_close(&in[1]);
 			} else {
 				char chunk[4096];
 				ssize_t r = read(outp[0], chunk, sizeof(chunk));
 
 				if (r <= 0) {
-					close_fd(&outp[0]);
+					ddp_close(&outp[0]);
 				} else if (out->len + (size_t)r <= NC_OUT_MAX) {
-					if (nc_buf_printf(out, "%.*s", (int)r,
-							  chunk) < 0) {
+					if (ddp_buf_printf(out, "%.*s", (int)r,
+							   chunk) < 0) {
 						ddp_errf(err, errlen,
 							 "out of memory");
 						goto out;
@@ -286,8 +213,8 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 			}
 		}
 	}
-	close_fd(&in[1]);
-	close_fd(&outp[0]);
+	ddp_close(&in[1]);
+	ddp_close(&outp[0]);
 	status = wait_until(pid, deadline);
 	pid = -1;
 	if (status < 0) {
@@ -305,11 +232,11 @@ nc_run(char *const argv[], const char *const keep_env[], const char *stdin_text,
 		ddp_errf(err, errlen, "%s exited with status %d", argv[0], rv);
 out:
 	if (pid > 0)
-		wait_until(pid, now_s());
-	close_fd(&in[0]);
-	close_fd(&in[1]);
-	close_fd(&outp[0]);
-	close_fd(&outp[1]);
+		wait_until(pid, ddp_now());
+	ddp_close(&in[0]);
+	ddp_close(&in[1]);
+	ddp_close(&outp[0]);
+	ddp_close(&outp[1]);
 	for (i = 0; i < 16; i++)
 		free(envbuf[i]);
 	return rv;
@@ -320,7 +247,7 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 		     size_t errlen)
 {
 	int p[2] = {-1, -1};
-	double deadline = now_s() + timeout_s;
+	double deadline = ddp_now() + timeout_s;
 	size_t got = 0;
 	pid_t pid;
 	int status, rv = -1;
@@ -336,7 +263,7 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 		goto out;
 	}
 	if (pid == 0) {
-		char cerr[NC_ERR_LEN] = "";
+		char cerr[DDP_ERR_LEN] = "";
 		int crv;
 
 		close(p[0]);
@@ -348,10 +275,10 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 			crv = -1;
 		_exit(crv == 0 ? 0 : 1);
 	}
-	close_fd(&p[1]);
+	ddp_close(&p[1]);
 	for (;;) {
 		struct pollfd pf = {.fd = p[0], .events = POLLIN};
-		int ms = (int)((deadline - now_s()) * 1000);
+		int ms = (int)((deadline - ddp_now()) * 1000);
 		ssize_t r;
 
 		if (ms <= 0)
@@ -381,8 +308,8 @@ nc_call_with_timeout(nc_child_fn *fn, void *arg, unsigned timeout_s, char *err,
 			 status);
 	}
 out:
-	close_fd(&p[0]);
-	close_fd(&p[1]);
+	ddp_close(&p[0]);
+	ddp_close(&p[1]);
 	return rv;
 }
 
@@ -437,8 +364,7 @@ nc_remove_shm(const char *dir, unsigned long jobid, const unsigned long *live,
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		ddp_errf(err, errlen, "%s: %s", dir, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+		ddp_close(&fd);
 		return -1;
 	}
 	while ((de = readdir(d))) {

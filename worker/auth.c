@@ -253,17 +253,12 @@ static void
 key_cred(const struct wk_auth *a, const char *payload,
 	 char out[AUTH_KEY_CRED_LEN + 1])
 {
-	static const char digits[] = "0123456789abcdef";
 	unsigned char mac[DDP_SHA256_LEN];
-	size_t i, o = sizeof(AUTH_KEY_PREFIX) - 1;
+	size_t o = sizeof(AUTH_KEY_PREFIX) - 1;
 
 	ddp_hmac_sha256(a->key, sizeof(a->key), payload, strlen(payload), mac);
 	memcpy(out, AUTH_KEY_PREFIX, o);
-	for (i = 0; i < sizeof(mac); i++) {
-		out[o++] = digits[mac[i] >> 4];
-		out[o++] = digits[mac[i] & 15];
-	}
-	out[o] = '\0';
+	ddp_hex(out + o, AUTH_KEY_CRED_LEN + 1 - o, mac, sizeof(mac));
 }
 
 enum ddp_status

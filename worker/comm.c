@@ -334,7 +334,7 @@ static enum ddp_status
 choose_backend(struct ddp_comm *comm, enum ddp_backend want)
 {
 	struct wk_nccl_host host = nccl_host_proto;
-	char why[WK_ERR_LEN] = "";
+	char why[DDP_ERR_LEN] = "";
 	wk_nccl_probe_fn *probe = NULL;
 	wk_nccl_open_fn *open_fn = NULL;
 	enum ddp_status st = DDP_OK, pst;
@@ -824,4 +824,10 @@ wk_bucket_sync(struct ddp_comm *comm)
 	if (st)
 		return st;
 	return leave(comm, comm->bops->bucket_sync(comm->bstate));
+}
+
+const char *
+ddp_version(void)
+{
+	return DDP_VERSION;
 }

@@ -45,7 +45,7 @@ struct ddp_comm {
 	pthread_mutex_t lock;
 	int failed;
 	enum ddp_status fail_status;
-	char fail_msg[WK_ERR_LEN];
+	char fail_msg[DDP_ERR_LEN];
 	enum ddp_backend backend;
 	const struct wk_backend_ops *bops;
 	void *bstate;	     /* the backend's state: &host for TCP */

@@ -57,7 +57,7 @@ struct ddp_grad_sync {
 	int launched;	/* buckets handed to the network this step */
 	int overlapped; /* launched before the last wait() */
 	enum ddp_status err;
-	char errmsg[WK_ERR_LEN];
+	char errmsg[DDP_ERR_LEN];
 	double first_wait; /* this step's wait in the first bucket (s) */
 	struct wk_late late;
 };
@@ -235,12 +235,12 @@ comm_thread(void *arg)
 		i = gs->next;
 		gs->launched++;
 		pthread_mutex_unlock(&gs->m);
-		t0 = wk_now();
+		t0 = ddp_now();
 		st = reduce_bucket(gs, &gs->b[i]);
 		/* The first bucket's wait is this rank's arrival against the
 		 * others' (straggler.h). */
 		if (i == 0)
-			waited = wk_now() - t0;
+			waited = ddp_now() - t0;
 		/* A device backend only queued the bucket: the step is done
 		 * when the last one is. */
 		if (!st && i == gs->nb - 1)

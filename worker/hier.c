@@ -271,7 +271,7 @@ wk_hier_setup(struct wk_mesh *c, struct wk_hier **out)
 	struct wk_hier *h = NULL;
 	struct wk_frame t;
 	enum ddp_status st;
-	char why[WK_ERR_LEN] = "";
+	char why[DDP_ERR_LEN] = "";
 	const char *v = getenv("DDP_HIER_STRIPES");
 	int maxl = 0, ok = 1;
 	long stripes;
@@ -316,9 +316,9 @@ wk_hier_setup(struct wk_mesh *c, struct wk_hier **out)
 	tcp_op_start(c);
 	if (h->nlocal > 1)
 		st = h->lidx == 0
-			     ? setup_leader(c, h, &t, wk_now() + c->timeout_s,
+			     ? setup_leader(c, h, &t, ddp_now() + c->timeout_s,
 					    &ok, why, sizeof(why))
-			     : setup_member(c, h, &t, wk_now() + c->timeout_s,
+			     : setup_member(c, h, &t, ddp_now() + c->timeout_s,
 					    &ok, why, sizeof(why));
 	if (st)
 		goto out;
@@ -426,7 +426,7 @@ hwait(struct wk_mesh *c, struct wk_hier *h, int which, int n, uint64_t target,
 	tcp_stall(c, p);
 	st = wk_bell_wait(
 		&h->hdr->bell, ready, &w,
-		wk_now() + (c->timeout_s / 4 < 0.5 ? c->timeout_s / 4 : 0.5),
+		ddp_now() + (c->timeout_s / 4 < 0.5 ? c->timeout_s / 4 : 0.5),
 		watch, &wa);
 	if (st != DDP_ERR_TIMEOUT || wa.hang)
 		return st;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ddp_util.h"
 #include "host.h"
 #include "status.h"
 
@@ -53,7 +54,7 @@ wk_host_allreduce(struct wk_host *h, const void *s, void *r, size_t count,
 	tcp_call_begin(c, &t, WK_C_ALLREDUCE, dtype, op, count, WK_ALGO_HIER);
 	/* Divides by the world size itself, per stripe. */
 	return wk_hier_allreduce(c, h->hier, r, count, dtype, op, &t,
-				 wk_now() + c->timeout_s);
+				 ddp_now() + c->timeout_s);
 }
 
 /* ---- the ops: host buffers, state = a struct wk_host ---- */

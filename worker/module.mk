@@ -8,6 +8,8 @@ WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
               worker/rdv_roster.c worker/tcp.c \
               worker/grad.c worker/shm.c worker/hier.c worker/peers.c \
               worker/host.c worker/straggler.c
+# Resuming from a checkpoint: the restart count and atomic files.
+WORKER_SRC += worker/resume.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
 # No -lmunge: libddp loads libmunge.so.2 when munge authentication is
 # used (worker/auth.c), so its programs start on hosts without MUNGE.
@@ -66,8 +68,9 @@ $(LIBDDP_A): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ) $(LIBDDP_SO)
 LIBDDP_PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' \
 	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|g' \
 	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|g' \
-	    -e 's|@LIBS_PRIVATE@|$(WORKER_LIBS)|g' worker/ddp.pc.in
-$(LIBDDP_PC): worker/ddp.pc.in worker/module.mk
+	    -e 's|@LIBS_PRIVATE@|$(WORKER_LIBS)|g' \
+	    -e 's|@VERSION@|$(DDP_VERSION)|g' worker/ddp.pc.in
+$(LIBDDP_PC): worker/ddp.pc.in worker/module.mk VERSION
 	@mkdir -p $(@D)
 	$(LIBDDP_PC_SED) >$@
 
@@ -79,10 +82,10 @@ ifeq ($(HAVE_NCCL),1)
 $(BUILD)/worker/nccl.o: worker/nccl.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -isystem $(CUDA_HOME)/include -MMD -MP -c $< -o $@
-$(LIBDDP_NCCL): $(BUILD)/worker/nccl.o worker/libddp-nccl.map
+$(LIBDDP_NCCL): $(BUILD)/worker/nccl.o $(BUILD)/common/ddp_util.o worker/libddp-nccl.map
 	@mkdir -p $(@D)
 	$(CC) -shared -o $@ -Wl,--version-script=worker/libddp-nccl.map \
-	    $(BUILD)/worker/nccl.o $(LDFLAGS_ALL) -ldl -lpthread
+	    $(BUILD)/worker/nccl.o $(BUILD)/common/ddp_util.o $(LDFLAGS_ALL) -ldl -lpthread
 TARGETS += $(LIBDDP_NCCL)
 OPTIONAL_BUILT += libddp-nccl.so
 else

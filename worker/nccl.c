@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "ddp_util.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -213,15 +214,6 @@ ddp_nccl_backend_probe_v5(const struct wk_nccl_host *h, int local_rank)
 	return load_nccl(h);
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /*
  * NCCL only says that a connection failed. The control plane knows which
  * rank died (its connections close at once): look there for up to
@@ -231,7 +223,7 @@ now_s(void)
 static enum ddp_status
 peer_error(struct nstate *s, const char *what, ncclResult_t ae, double deadline)
 {
-	double until = now_s() + PEER_WAIT_S;
+	double until = ddp_now() + PEER_WAIT_S;
 	enum ddp_status st;
 
 	if (until > deadline)
@@ -241,7 +233,7 @@ peer_error(struct nstate *s, const char *what, ncclResult_t ae, double deadline)
 		if (st)
 			return st;
 		usleep(1000);
-	} while (now_s() < until);
+	} while (ddp_now() < until);
 	return s->host.err(DDP_ERR_PEER,
 			   "%s on rank %d (%s): NCCL error: %s; no rank "
 			   "left the control connections, so the network "
@@ -261,7 +253,7 @@ peer_error(struct nstate *s, const char *what, ncclResult_t ae, double deadline)
 static enum ddp_status
 wait_stream(struct nstate *s, cudaStream_t stream, const char *what)
 {
-	double start = now_s(), deadline = start + s->timeout_s;
+	double start = ddp_now(), deadline = start + s->timeout_s;
 	ncclResult_t ae = ncclSuccess;
 	enum ddp_status st;
 	cudaError_t e;
@@ -287,7 +279,7 @@ wait_stream(struct nstate *s, cudaStream_t stream, const char *what)
 		st = s->host.watch(s->host.comm, deadline);
 		if (st)
 			goto fail;
-		now = now_s();
+		now = ddp_now();
 		/* Past the deadline the hang survey concludes at once:
 		 * a hang named is the better error. */
 		if (now >= deadline) {
@@ -319,9 +311,9 @@ fail:
 static enum ddp_status
 enqueued(struct nstate *s, ncclResult_t r, const char *what)
 {
-	double deadline = now_s() + s->timeout_s;
+	double deadline = ddp_now() + s->timeout_s;
 
-	while (r == ncclInProgress && now_s() < deadline)
+	while (r == ncclInProgress && ddp_now() < deadline)
 		if (nc.CommGetAsyncError(s->comm, &r) != ncclSuccess)
 			r = ncclInternalError;
 	if (r == ncclSuccess)
@@ -726,13 +718,13 @@ ddp_nccl_backend_open_v5(const struct wk_nccl_host *h, int rank, int size,
 		goto fail;
 	}
 	{
-		double deadline = now_s() + timeout_s;
+		double deadline = ddp_now() + timeout_s;
 		ncclResult_t ae = ncclInProgress;
 
 		while (ae == ncclInProgress) {
 			if (nc.CommGetAsyncError(s->comm, &ae) != ncclSuccess)
 				ae = ncclInternalError;
-			if (ae == ncclInProgress && now_s() >= deadline) {
+			if (ae == ncclInProgress && ddp_now() >= deadline) {
 				st = h->err(DDP_ERR_TIMEOUT,
 					    "NCCL init timed out after %g s",
 					    timeout_s);

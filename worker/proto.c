@@ -651,26 +651,13 @@ proto_parse_relay(const uint8_t *body, size_t len, uint32_t n,
 	return rd_done(&r, "relay", err, errlen);
 }
 
-static void
-hex_of(char *out, const uint8_t *in, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = hex[in[i] >> 4];
-		out[2 * i + 1] = hex[in[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 int
 proto_conn_binding(char *buf, size_t size, const char *addr,
 		   const uint8_t rank_nonce[RDV_NONCE_LEN])
 {
 	char nx[2 * RDV_NONCE_LEN + 1];
 
-	hex_of(nx, rank_nonce, RDV_NONCE_LEN);
+	ddp_hex(nx, sizeof(nx), rank_nonce, RDV_NONCE_LEN);
 	return ddp_fmt(buf, size, "%s rn=%s", addr, nx);
 }
 
@@ -681,7 +668,7 @@ proto_cred_payload(char *buf, size_t size, const char *kind, const char *job,
 {
 	char nx[2 * RDV_NONCE_LEN + 1];
 
-	hex_of(nx, nonce, RDV_NONCE_LEN);
+	ddp_hex(nx, sizeof(nx), nonce, RDV_NONCE_LEN);
 	return ddp_fmt(buf, size,
 		       "slurm-ddp/%d %s job=%s step=%s rank=%d world=%d "
 		       "nonce=%s addr=%s",

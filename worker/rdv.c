@@ -42,6 +42,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 int
@@ -140,13 +141,13 @@ refuse_line(void *arg, const struct ddp_guard_line *l)
 void
 rdv_refuse_flush(struct rdv *r, int force)
 {
-	ddp_guard_flush(&r->ref, wk_now(), force);
+	ddp_guard_flush(&r->ref, ddp_now(), force);
 }
 
 void
 rdv_refuse_log(struct rdv *r, const char *from, const char *why)
 {
-	ddp_guard_refused(&r->ref, wk_now(), from, why);
+	ddp_guard_refused(&r->ref, ddp_now(), from, why);
 }
 
 /* The text of a REFUSE body, or why it could not be read. */
@@ -304,7 +305,7 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 {
 	struct rdv *r;
 	enum ddp_status st;
-	double deadline = wk_now() + cfg->timeout_s;
+	double deadline = ddp_now() + cfg->timeout_s;
 	long nofile, was;
 	int i;
 
@@ -362,8 +363,8 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 out:
 	while (r->npend > 0)
 		rdv_pend_drop(r, r->npend - 1, NULL, 0, 0);
-	ddp_net_close(&r->lfd);
-	ddp_net_close(&r->ufd);
+	ddp_close(&r->lfd);
+	ddp_close(&r->ufd);
 	auth_fini(&r->auth);
 	explicit_bzero(r->token, sizeof(r->token));
 	free(r->want);

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /*
@@ -46,7 +47,7 @@ rdv_pend_drop(struct rdv *r, int i, const char *reason, int tell,
 	}
 	if (r->pend[i].deferred)
 		r->ndeferred--;
-	ddp_net_close(&r->pend[i].fd);
+	ddp_close(&r->pend[i].fd);
 	free(r->pend[i].buf);
 	r->pend[i] = r->pend[--r->npend];
 	ddp_guard_remove(&r->guard, i);
@@ -74,7 +75,6 @@ rdv_pend_adopt(struct rdv *r, int i, int rank)
 static const char *
 missing_ranks(struct rdv *r, int from, int joins, char *buf, size_t size)
 {
-	size_t off = 0;
 	int i, n = 0;
 
 	buf[0] = '\0';
@@ -83,13 +83,11 @@ missing_ranks(struct rdv *r, int from, int joins, char *buf, size_t size)
 			  : r->mesh->peers[i].fd >= 0 || !rdv_wanted(r, i))
 			continue;
 		if (n++ == 16) {
-			ddp_fmt(buf + off, size - off, ", ...");
+			ddp_fmt_cat(buf, size, ", ...");
 			break;
 		}
-		if (ddp_fmt(buf + off, size - off, "%s%d", off ? ", " : "", i) <
-		    0)
+		if (ddp_fmt_cat(buf, size, "%s%d", buf[0] ? ", " : "", i) < 0)
 			break;
-		off = strlen(buf);
 	}
 	return buf;
 }
@@ -101,7 +99,7 @@ rdv_pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
 	char why[256];
 
 	if (!b->bad &&
-	    ddp_net_send_all(r->pend[i].fd, b->p, b->len, wk_now() + 2) == 0)
+	    ddp_net_send_all(r->pend[i].fd, b->p, b->len, ddp_now() + 2) == 0)
 		return 0;
 	ddp_fmt(why, sizeof(why), "sending the %s failed: %s", what,
 		b->bad ? "out of memory" : strerror(errno));
@@ -398,7 +396,7 @@ accept_new(struct rdv *r, int lfd, enum pend_kind kind)
 		/* A rank's peer hello may be late on a busy host, and the
 		 * rank does not connect again: it has until the wait ends. */
 		p->deadline = kind == PK_PEER ? r->wait_end
-					      : wk_now() + HELLO_GRACE_S;
+					      : ddp_now() + HELLO_GRACE_S;
 		ddp_fmt(p->addr, sizeof(p->addr), "%s", addr);
 		ddp_fmt(p->from, sizeof(p->from), "%s", from);
 		r->npend++;
@@ -562,7 +560,7 @@ rdv_accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 	r->wait_end = deadline;
 	r->what = what;
 	for (;;) {
-		now = wk_now();
+		now = ddp_now();
 		held = r->leader ? held_count(r) : 0;
 		if (what == WAIT_MEMBERS &&
 		    (members_complete(r, held) || now >= deadline))

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /*
@@ -235,8 +236,8 @@ join_once(struct rdv *r, int fd, double deadline,
 	double wait;
 
 	*retry = 1;
-	wait = wk_now() + REPLY_WAIT_S < deadline ? wk_now() + REPLY_WAIT_S
-						  : deadline;
+	wait = ddp_now() + REPLY_WAIT_S < deadline ? ddp_now() + REPLY_WAIT_S
+						   : deadline;
 	rdv_rank_addr(fd, 1, myaddr, sizeof(myaddr));
 	st = rdv_join_send_open(r, fd, wait, nrelay, nonce, retry);
 	if (!st && proto_conn_binding(bind, sizeof(bind), myaddr, nonce) < 0) {
@@ -281,7 +282,7 @@ rdv_join_master(struct rdv *r, double deadline,
 	struct wk_mesh *c = r->mesh;
 	const struct ddp_config *cfg = r->cfg;
 	enum ddp_status st, last = DDP_OK;
-	char why[512], lasterr[WK_ERR_LEN];
+	char why[512], lasterr[DDP_ERR_LEN];
 	double delay = 0.05;
 	int fd = -1, retry, attempts = 0;
 
@@ -316,11 +317,11 @@ rdv_join_master(struct rdv *r, double deadline,
 				wk_log(0, "rank %d joined rank 0 at attempt %d",
 				       c->rank, attempts);
 			if (c->rank > RDV_FANOUT || r->leader)
-				ddp_net_close(&fd);
+				ddp_close(&fd);
 			*out = fd;
 			return DDP_OK;
 		}
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 		if (!retry)
 			return st;
 		/* The first failure is worth a line: a squatter, or a
@@ -358,7 +359,7 @@ rdv_worker_side(struct rdv *r, double deadline)
 		st = rdv_node_listen(r);
 		if (!st && r->ufd >= 0)
 			st = rdv_accept_ranks(r, c->rank + 1, WAIT_MEMBERS,
-					      wk_now() + BATCH_WAIT_S);
+					      ddp_now() + BATCH_WAIT_S);
 		if (!st)
 			st = rdv_leader_flush(r, deadline);
 	} else if (r->local_size) {
@@ -374,14 +375,14 @@ rdv_worker_side(struct rdv *r, double deadline)
 		st = fd >= 0 ? rdv_join_roster(r, fd, deadline + 5)
 			     : rdv_accept_ranks(r, c->rank + 1, WAIT_ROSTER,
 						deadline + 5);
-	ddp_net_close(&fd);
+	ddp_close(&fd);
 	if (r->leader && (st || r->roster < 0))
 		rdv_refuse_held(r, st ? wk_errbuf() : r->gave_up);
-	ddp_net_close(&r->ufd);
+	ddp_close(&r->ufd);
 	if (st)
 		return st;
 	if (!st && r->roster > 0) {
-		deadline = wk_now() + c->timeout_s;
+		deadline = ddp_now() + c->timeout_s;
 		st = rdv_keep_wanted(r);
 		if (!st)
 			st = rdv_push_roster(r, deadline);

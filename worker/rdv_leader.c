@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /*
@@ -43,8 +44,7 @@ rdv_node_listen(struct rdv *r)
 	       "socket (@%s): %s%s; this node's ranks join rank 0 directly",
 	       c->rank, c->myhost, r->node_sa.sun_path + 1, strerror(errno),
 	       errno == EADDRINUSE ? " (another process holds it)" : "");
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	return DDP_OK;
 }
 
@@ -71,7 +71,7 @@ rdv_leader_flush(struct rdv *r, double deadline)
 		n++;
 	}
 	st = rdv_join_master(r, deadline, e, (uint32_t)n, &fd);
-	ddp_net_close(&fd);
+	ddp_close(&fd);
 	r->batch_end = 0;
 	if (!st) {
 		r->joined_once = 1;
@@ -104,7 +104,7 @@ rdv_refuse_held(struct rdv *r, const char *why)
 			if (r->pend[i].kind == PK_MEMBER &&
 			    r->pend[i].stage == 2)
 				(void)ddp_net_send_all(r->pend[i].fd, b.p,
-						       b.len, wk_now() + 0.5);
+						       b.len, ddp_now() + 0.5);
 	wk_buf_free(&b);
 }
 
@@ -165,8 +165,8 @@ rdv_join_leader(struct rdv *r, double deadline, int *joined)
 	double wait;
 
 	*joined = 0;
-	wait = wk_now() + LEADER_WAIT_S < deadline ? wk_now() + LEADER_WAIT_S
-						   : deadline;
+	wait = ddp_now() + LEADER_WAIT_S < deadline ? ddp_now() + LEADER_WAIT_S
+						    : deadline;
 	fd = dial_node(r, wait);
 	if (fd < 0 && ddp_net_out_of_resources(errno))
 		return rdv_resource_error(r, errno,
@@ -263,6 +263,6 @@ fallback:
 out:
 	free(body);
 	free(pr);
-	ddp_net_close(&fd);
+	ddp_close(&fd);
 	return st;
 }

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /* A member p of this leader's node holds (stage 2) for rank, or -1. */
@@ -146,7 +147,7 @@ rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto refuse;
 	if (open_claim_ok(r, p->kind, &o, why, sizeof(why)) < 0)
 		goto refuse;
-	if (p->kind == PK_JOIN && !budget_take(r, p->addr, wk_now())) {
+	if (p->kind == PK_JOIN && !budget_take(r, p->addr, ddp_now())) {
 		if (!p->deferred)
 			r->ndeferred++;
 		p->deferred = 1;
@@ -345,7 +346,7 @@ rdv_pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		p->need = RDV_HDR_LEN;
 		p->deadline = r->deadline_all + 5;
 		if (r->batch_end == 0)
-			r->batch_end = wk_now() + LATE_BATCH_S;
+			r->batch_end = ddp_now() + LATE_BATCH_S;
 		goto out;
 	}
 	if (!member && c->rank == 0)
@@ -477,9 +478,9 @@ master_refuse_joined(struct rdv *r)
 {
 	struct wk_mesh *c = r->mesh;
 	struct wk_buf b = {0};
-	double budget = wk_now() + 5.0, until;
+	double budget = ddp_now() + 5.0, until;
 	uint8_t told[RDV_FANOUT + 1] = {0};
-	char why[1024], said[WK_ERR_LEN];
+	char why[1024], said[DDP_ERR_LEN];
 	int i, fd;
 
 	ddp_fmt(said, sizeof(said), "%s", wk_errbuf());
@@ -490,23 +491,23 @@ master_refuse_joined(struct rdv *r)
 	for (i = r->npend - 1; i >= 0; i--) {
 		if (r->pend[i].stage == 2) {
 			(void)ddp_net_send_all(r->pend[i].fd, b.p, b.len,
-					       wk_now() + 0.5);
+					       ddp_now() + 0.5);
 			told[r->pend[i].rank] = 1;
 		}
 	}
-	for (i = 1; i < c->size && wk_now() < budget; i++) {
+	for (i = 1; i < c->size && ddp_now() < budget; i++) {
 		if (!r->joined[i] || (i <= RDV_FANOUT && told[i]))
 			continue;
 		if (!c->peers[i].addr[0]) /* joined on this node's socket */
 			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
 				r->self_addr);
-		until = wk_now() + 0.5 < budget ? wk_now() + 0.5 : budget;
+		until = ddp_now() + 0.5 < budget ? ddp_now() + 0.5 : budget;
 		fd = ddp_net_connect_once(c->peers[i].addr, c->peers[i].port,
 					  until, why, sizeof(why));
 		if (fd >= 0 &&
 		    rdv_peer_hello(r, fd, i, until, why, sizeof(why)) == 0)
 			(void)ddp_net_send_all(fd, b.p, b.len, until);
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 	}
 	/* The hellos' failures are not the error the rendezvous ends with. */
 	(void)wk_err(DDP_OK, "%s", said);
@@ -535,7 +536,7 @@ rdv_keep_wanted(struct rdv *r)
 		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
 	for (i = 0; i < c->size; i++)
 		if (i != c->rank && !r->want[i])
-			ddp_net_close(&c->peers[i].fd);
+			ddp_close(&c->peers[i].fd);
 	wk_log(3, "rank %d: %d of %d peers connected", c->rank, n, c->size - 1);
 	return DDP_OK;
 }
@@ -566,7 +567,7 @@ rdv_master_side(struct rdv *r, double deadline)
 		master_refuse_joined(r);
 		return st;
 	}
-	ddp_net_close(&r->ufd);
+	ddp_close(&r->ufd);
 	r->roster = 1;
 	for (i = 0; i < c->size; i++) {
 		if (i &&
@@ -589,7 +590,7 @@ rdv_master_side(struct rdv *r, double deadline)
 			rdv_pend_drop(r, i, NULL, 0, 0);
 		}
 	}
-	deadline = wk_now() + c->timeout_s;
+	deadline = ddp_now() + c->timeout_s;
 	st = rdv_keep_wanted(r);
 	if (!st)
 		st = rdv_push_roster(r, deadline);

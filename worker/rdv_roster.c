@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_util.h"
 #include "rdv_internal.h"
 
 /* Rank r's parent in the tree the roster goes down. */
@@ -232,7 +233,7 @@ take_roster(struct rdv *r, const uint8_t *body, size_t blen, char *why,
 				"rank %d connects from %s, but joined from %s",
 				s, c->peers[s].addr, r->ents[s].addr);
 			rdv_refuse_log(r, c->peers[s].addr, said);
-			ddp_net_close(&c->peers[s].fd);
+			ddp_close(&c->peers[s].fd);
 		}
 		ddp_fmt(c->peers[s].host, DDP_HOST_MAX, "%s", r->ents[s].host);
 		ddp_fmt(c->peers[s].addr, WK_ADDR_LEN, "%s", r->ents[s].addr);
@@ -400,7 +401,7 @@ dial_peer(struct rdv *r, int to, const char *addr, int port,
 			      c->rank, doing, to, addr, port, c->peers[to].host,
 			      why);
 	if (rdv_peer_hello(r, fd, to, deadline, why, sizeof(why)) < 0) {
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 		return wk_err(DDP_ERR_PEER,
 			      "rank %d could not %s rank %d at %s:%d (%s): "
 			      "the process on rank %d's data port did not "
@@ -411,7 +412,7 @@ dial_peer(struct rdv *r, int to, const char *addr, int port,
 	}
 	if (b->len && ddp_net_send_all(fd, b->p, b->len, deadline) < 0) {
 		snprintf(why, sizeof(why), "%s", strerror(errno));
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 		return wk_err(DDP_ERR_PEER,
 			      "rank %d could not %s rank %d at %s:%d (%s): "
 			      "%s",
@@ -452,7 +453,7 @@ rdv_push_roster(struct rdv *r, double deadline)
 		st = dial_peer(r, (int)child, r->ents[child].addr,
 			       r->ents[child].port, &b, deadline,
 			       "hand the roster to", &fd);
-		ddp_net_close(&fd);
+		ddp_close(&fd);
 	}
 out:
 	if (b.p)

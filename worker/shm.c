@@ -62,18 +62,14 @@ wk_shm_create(struct wk_shm *s, size_t bytes, const char *job, const char *step)
 	char j[41], t[41], hex[33];
 	uint8_t rnd[16];
 	enum ddp_status st = DDP_ERR_SYSTEM;
-	int fd = -1, i, e;
+	int fd = -1, e;
 
 	memset(s, 0, sizeof(*s));
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		st = wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
 		goto out;
 	}
-	for (i = 0; i < 16; i++) {
-		hex[2 * i] = "0123456789abcdef"[rnd[i] >> 4];
-		hex[2 * i + 1] = "0123456789abcdef"[rnd[i] & 15];
-	}
-	hex[32] = '\0';
+	ddp_hex(hex, sizeof(hex), rnd, sizeof(rnd));
 	name_part(j, sizeof(j), job, 40);
 	name_part(t, sizeof(t), step, 40);
 	if (ddp_fmt(s->name, sizeof(s->name), "/ddp-%s.%s-%s", j, t, hex) < 0) {
@@ -106,8 +102,7 @@ wk_shm_create(struct wk_shm *s, size_t bytes, const char *job, const char *step)
 	}
 	st = map_fd(s, fd, bytes);
 out:
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 	if (st) {
 		wk_shm_close(s);
 		return st;
@@ -222,7 +217,7 @@ wk_bell_wait(struct wk_bell *b, wk_ready_fn *ready, void *arg, double deadline,
 			__atomic_sub_fetch(&b->waiters, 1, __ATOMIC_SEQ_CST);
 			return DDP_OK;
 		}
-		now = wk_now();
+		now = ddp_now();
 		left = deadline - now;
 		if (left > SLEEP_MS / 1000.0)
 			left = SLEEP_MS / 1000.0;
@@ -235,7 +230,7 @@ wk_bell_wait(struct wk_bell *b, wk_ready_fn *ready, void *arg, double deadline,
 		__atomic_sub_fetch(&b->waiters, 1, __ATOMIC_SEQ_CST);
 		if (ready(arg))
 			return DDP_OK;
-		now = wk_now();
+		now = ddp_now();
 		if (watch && now - last_watch >= SLEEP_MS / 1000.0) {
 			last_watch = now;
 			st = watch(warg);

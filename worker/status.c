@@ -13,7 +13,7 @@
 #include "ddp_util.h"
 #include "status.h"
 
-static __thread char last_error[WK_ERR_LEN];
+static __thread char last_error[DDP_ERR_LEN];
 
 static ddp_log_fn *log_fn;
 static void *log_arg;
@@ -52,7 +52,7 @@ ddp_set_log_fn(ddp_log_fn *fn, void *arg)
 void
 wk_log(int level, const char *fmt, ...)
 {
-	char msg[WK_ERR_LEN + 256];
+	char msg[DDP_ERR_LEN + 256];
 	va_list ap;
 
 	if (log_debug < 0) {
@@ -73,15 +73,6 @@ wk_log(int level, const char *fmt, ...)
 			: level == 1 ? "warning: "
 				     : "",
 			msg);
-}
-
-double
-wk_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 const char *

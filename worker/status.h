@@ -8,19 +8,18 @@
 #define DDP_WK_STATUS_H
 
 #include "ddp.h"
-
-#define WK_ERR_LEN 1024
+#include "ddp_util.h"
 
 /*
  * Formats the explanation into the calling thread's last-error buffer
- * (what ddp_last_error() returns; cut at WK_ERR_LEN - 1 characters) and
+ * (what ddp_last_error() returns; cut at DDP_ERR_LEN - 1 characters) and
  * returns st unchanged, so that `return wk_err(DDP_ERR_X, ...)` reads as
  * one statement. Thread-safe: the buffer is per thread.
  */
 enum ddp_status wk_err(enum ddp_status st, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /*
- * The calling thread's last-error buffer (WK_ERR_LEN bytes), borrowed:
+ * The calling thread's last-error buffer (DDP_ERR_LEN bytes), borrowed:
  * valid for the thread's life, overwritten by its next wk_err.
  */
 char *wk_errbuf(void);
@@ -31,7 +30,5 @@ char *wk_errbuf(void);
  */
 void wk_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* Seconds on the monotonic clock. Thread-safe, never fails. */
-double wk_now(void);
 
 #endif

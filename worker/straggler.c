@@ -153,8 +153,7 @@ write_json(struct wk_late *l, const char *lines, size_t len)
 		       strerror(errno));
 		l->file_error = 1;
 	}
-	if (fd >= 0)
-		close(fd);
+	ddp_close(&fd);
 }
 
 /* Rank 0: the lines of the ranks late in more than half of n steps. */
@@ -164,8 +163,7 @@ name_late(struct wk_late *l, struct ddp_comm *comm, const double *all, int n)
 	char line[DDP_HOST_MAX + 128], host[2 * DDP_HOST_MAX], gpu[32];
 	char job[2 * DDP_ID_MAX], step[2 * DDP_ID_MAX];
 	const char *v;
-	char *json = NULL, *grown;
-	size_t len = 0, cap = 0;
+	struct ddp_buf json = {0};
 	int r, late, g;
 	long now = (long)time(NULL);
 
@@ -182,19 +180,12 @@ name_late(struct wk_late *l, struct ddp_comm *comm, const double *all, int n)
 				 comm->mesh.peers[r].host, g, all[3 * r + 1],
 				 late, n) == 0)
 			wk_log(1, "%s", line);
-		if (len + 1024 + sizeof(host) + sizeof(job) + sizeof(step) >
-		    cap) {
-			grown = realloc(json, cap + 8192);
-			if (!grown)
-				break;
-			json = grown;
-			cap += 8192;
-		}
 		json_text(host, sizeof(host), comm->mesh.peers[r].host);
 		gpu[0] = '\0';
 		if (g >= 0)
 			(void)ddp_fmt(gpu, sizeof(gpu), "\"gpu\":%d,", g);
-		if (ddp_fmt(json + len, cap - len,
+		if (ddp_buf_printf(
+			    &json,
 			    "{\"time\":%ld,\"job\":\"%s\",\"step\":\"%s\","
 			    "\"rank\":%d,\"host\":\"%s\",%s\"pid\":%d,"
 			    "\"late_steps\":%d,\"steps\":%d,\"late_ms\":%.1f,"
@@ -203,11 +194,11 @@ name_late(struct wk_late *l, struct ddp_comm *comm, const double *all, int n)
 			    now, job, step, r, host, gpu,
 			    comm->mesh.pids ? (int)comm->mesh.pids[r] : 0, late,
 			    n, all[3 * r + 1] * 1000.0, all[3 * r + 2] * 1000.0,
-			    l->late_s * 1000.0, l->steps) == 0)
-			len += strlen(json + len);
+			    l->late_s * 1000.0, l->steps) < 0)
+			break;
 	}
-	write_json(l, json, len);
-	free(json);
+	write_json(l, json.s, json.len);
+	ddp_buf_free(&json);
 }
 
 enum ddp_status

@@ -115,7 +115,6 @@ hang_error(struct wk_mesh *c)
 {
 	char d[160], who[768], still[32];
 	int absent[8], n, i, a;
-	size_t len = 0;
 
 	n = tcp_hang_absent(c, absent, 8);
 	if (!n)
@@ -129,11 +128,9 @@ hang_error(struct wk_mesh *c)
 			(void)ddp_fmt(still, sizeof(still), ", still in #%u",
 				      c->peers[a].in_seq);
 		/* A cut list still names the first ranks. */
-		(void)ddp_fmt(who + len, sizeof(who) - len,
-			      "%srank %d (%s, pid %d%s)", i ? ", " : "", a,
-			      c->peers[a].host, c->pids ? (int)c->pids[a] : 0,
-			      still);
-		len += strlen(who + len);
+		(void)ddp_fmt_cat(who, sizeof(who), "%srank %d (%s, pid %d%s)",
+				  i ? ", " : "", a, c->peers[a].host,
+				  c->pids ? (int)c->pids[a] : 0, still);
 	}
 	wk_err(DDP_ERR_TIMEOUT,
 	       "hang: rank %d (%s, pid %d) is in %s, which %s %s not entered "
@@ -153,7 +150,7 @@ peer_aborted(struct wk_mesh *c, int p, const struct wk_frame *f)
 	enum ddp_status st;
 
 	if (f->len > ABORT_MSG_MAX ||
-	    ddp_net_recv_all(c->peers[p].fd, msg, f->len, wk_now() + 1.0) != 0)
+	    ddp_net_recv_all(c->peers[p].fd, msg, f->len, ddp_now() + 1.0) != 0)
 		return wk_err(DDP_ERR_PEER,
 			      "rank %d (%s) aborted the job (reason not "
 			      "received)",
@@ -303,7 +300,7 @@ send_stall(struct wk_mesh *c, int waiting)
 	       c->cur.seq, waiting);
 	if (!c->in_grace) {
 		c->in_grace = 1;
-		c->grace_end = wk_now() + grace(c);
+		c->grace_end = ddp_now() + grace(c);
 	}
 }
 
@@ -369,7 +366,7 @@ note_stall(struct wk_mesh *c, int p, const uint8_t *hdr)
 static enum ddp_status
 survey(struct wk_mesh *c, double deadline, double *wake)
 {
-	double g = grace(c), now = wk_now();
+	double g = grace(c), now = ddp_now();
 	enum ddp_status st;
 
 	if (!c->in_grace && now >= deadline - 2 * g)
@@ -628,7 +625,7 @@ poll_wait(struct wk_mesh *c, const struct want *w, int nw, double deadline,
 	st = survey(c, deadline, &wake);
 	if (st)
 		return st;
-	now = wk_now();
+	now = ddp_now();
 	if (now >= deadline) {
 		/* Past the deadline the survey concludes at once. */
 		st = survey(c, deadline, &wake);
@@ -666,7 +663,7 @@ spin_wait(const struct wk_mesh *c, const struct want *w, int nw, double end)
 	for (;;) {
 		if (poll(pfd, (nfds_t)nw, 0) != 0)
 			return 1;
-		if (wk_now() >= end)
+		if (ddp_now() >= end)
 			return 0;
 		sched_yield();
 	}
@@ -729,7 +726,7 @@ run_xops(struct wk_mesh *c, struct xop *x, int nsend, int nrecv,
 		 * looks. */
 		if (c->spin_s > 0 && nw > 0) {
 			if (spin_end == 0)
-				spin_end = wk_now() + c->spin_s;
+				spin_end = ddp_now() + c->spin_s;
 			if (spin_wait(c, w, nw, spin_end))
 				continue;
 		}
@@ -1178,11 +1175,11 @@ tcp_allreduce_with(struct wk_mesh *c, const void *sbuf, void *rbuf,
 	if (algo == WK_ALGO_RING)
 		st = allreduce_ring(c, rbuf, count, dtype,
 				    op == DDP_AVG ? DDP_SUM : op, &t,
-				    wk_now() + c->timeout_s);
+				    ddp_now() + c->timeout_s);
 	else
 		st = allreduce_rd(c, rbuf, count, dtype,
 				  op == DDP_AVG ? DDP_SUM : op, &t,
-				  wk_now() + c->timeout_s);
+				  ddp_now() + c->timeout_s);
 	if (!st && op == DDP_AVG)
 		wk_scale_div(rbuf, count, dtype, c->size);
 	return st;
@@ -1205,7 +1202,7 @@ tcp_broadcast(struct wk_mesh *c, void *buf, size_t count, enum ddp_dtype dtype,
 	struct wk_frame t;
 	struct stream s;
 	enum ddp_status st;
-	double deadline = wk_now() + c->timeout_s;
+	double deadline = ddp_now() + c->timeout_s;
 	int algo =
 		tcp_ring_pays(c, bytes, c->size) ? WK_ALGO_CHAIN : WK_ALGO_TREE;
 
@@ -1253,7 +1250,7 @@ tcp_agree(struct wk_mesh *c, const struct wk_frame *call)
 	struct wk_frame t = *call;
 	struct xop x[2];
 	enum ddp_status st;
-	double deadline = wk_now() + c->timeout_s;
+	double deadline = ddp_now() + c->timeout_s;
 	int k, step = 0, P = c->size;
 
 	c->seq++;
@@ -1379,7 +1376,7 @@ tcp_close_all(struct wk_mesh *c)
 {
 	uint8_t hdr[WK_FRAME_LEN], junk[4096];
 	struct wk_frame f;
-	double deadline = wk_now() + 1.0;
+	double deadline = ddp_now() + 1.0;
 	int i;
 
 	memset(&f, 0, sizeof(f));
@@ -1399,8 +1396,7 @@ tcp_close_all(struct wk_mesh *c)
 		while (recv(c->peers[i].fd, junk, sizeof(junk), MSG_DONTWAIT) >
 		       0)
 			;
-		close(c->peers[i].fd);
-		c->peers[i].fd = -1;
+		ddp_close(&c->peers[i].fd);
 	}
 }
 

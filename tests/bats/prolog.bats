@@ -731,7 +731,7 @@ shm_leftovers() {
 		out=$("$helper" "$opt" 2>/dev/null)
 		echo "$out"
 		[[ $out == "usage: ddp-nodectl "* ]]
-		for c in prolog epilog install reconcile sweep show port health verdicts; do
+		for c in prolog epilog install reconcile sweep show port health verdicts doctor; do
 			grep -qE "^  $c( |\$)" <<<"$out"
 		done
 		# A description follows its command, or a long synopsis, on
@@ -743,14 +743,4 @@ shm_leftovers() {
 	run "$helper" --no-such-option
 	[ "$status" -eq 2 ]
 	[[ $output == *"usage: ddp-nodectl "* ]]
-}
-
-@test "--version prints the release of VERSION, which debian/changelog names too" {
-	local version
-	version=$(cat "$repo/VERSION")
-	run "$helper" --version
-	echo "$output"
-	[ "$status" -eq 0 ]
-	[ "$output" = "ddp-nodectl $version" ]
-	[ "$(sed -n '1s/^slurm-ddp (\([^)]*\)).*/\1/p' "$repo/debian/changelog")" = "$version" ]
 }

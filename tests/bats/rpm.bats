@@ -35,11 +35,19 @@ setup_file() {
 	[[ $output == *"slurm"*" < "* ]]
 }
 
-@test "ddp.conf and the plugstack.conf.d entry are configuration files" {
+@test "ddp.conf is a configuration file; the plugin's plugstack line is linked in and taken out by its scriptlets" {
+	local release
 	run rpm -qpc "$pkg_out"/slurm-ddp-common-[0-9]*.rpm
 	[ "$output" = /etc/slurm/ddp.conf ]
 	run rpm -qpc "$pkg_out"/slurm-ddp-plugin-[0-9]*.rpm
-	[ "$output" = /etc/slurm/plugstack.conf.d/ddp.conf ]
+	[ -z "$output" ]
+	run rpm -qpl "$pkg_out"/slurm-ddp-plugin-[0-9]*.rpm
+	[[ $output == *"/usr/share/slurm-ddp/plugstack.conf.d/ddp.conf"* ]]
+	[[ $output == *"/slurm-ddp/plugstack-entry"* ]]
+	release=$(dpkg-query -W -f='${Version}' libslurm-dev | cut -d. -f1,2)
+	run rpm -qp --scripts "$pkg_out"/slurm-ddp-plugin-[0-9]*.rpm
+	[[ $output == *"posttrans scriptlet"*"plugstack-entry enable"* ]]
+	[[ $output == *"preuninstall scriptlet"*"plugstack-entry disable $release"* ]]
 }
 
 @test "the prolog package carries the boot units and slurmd's drop-in" {

@@ -1,15 +1,27 @@
 #!/usr/bin/env bats
 # make deb builds packages that lintian accepts; they install with apt as a
-# site installs them (the plugin into the machine's Slurm, enabled through
-# plugstack.conf.d), `apt-get remove` keeps the site's configuration and
-# `purge` leaves nothing. The packages go into the machine's /usr and
-# /etc/slurm, so it runs in the cluster tier (one at a time on a machine,
-# as root), not beside the other bats files; it purges whatever it
-# installed at the end, and refuses to start when slurm-ddp packages or
-# their run-time directories are already on the machine.
+# site installs them (the plugin into the machine's Slurm, its plugstack
+# line linked into plugstack.conf.d), and installing, upgrading, removing
+# and purging each leave srun working, on the machine and on the
+# minicluster, whose plugstack.conf includes the machine's plugstack.conf.d
+# for this file. `apt-get remove` takes the plugin's entry out (Slurm
+# refuses to start while a required plugin is missing), says which Slurm the
+# plugin was built for and how to rebuild, keeps the site's configuration
+# and sets aside a site's own entry; `purge` leaves nothing. The packages go
+# into the machine's /usr and /etc/slurm, so it runs in the cluster tier
+# (one at a time on a machine, as root), not beside the other bats files;
+# it purges whatever it installed at the end, and refuses to start when
+# slurm-ddp packages or their run-time directories are already on the
+# machine.
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
 
 packages=(slurm-ddp-common slurm-ddp-plugin slurm-ddp-prolog slurm-ddp-check
 	libddp1 libddp-dev libddp-nccl)
+
+# The plugstack entry Slurm includes, and the package's line it links to.
+entry=/etc/slurm/plugstack.conf.d/ddp.conf
+line=/usr/share/slurm-ddp/plugstack.conf.d/ddp.conf
 
 apt_quiet() {
 	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -y -q \
@@ -37,17 +49,63 @@ setup_file() {
 			return 1
 		}
 	done
+	if [ -e "$entry" ] || [ -L "$entry" ] || [ -e "$entry.disabled" ]; then
+		echo "$entry or $entry.disabled exists: this machine loads slurm-ddp already" >&2
+		return 1
+	fi
 	export pkg_out="$BATS_FILE_TMPDIR/pkg"
 	PKG_OUT=$pkg_out make -C "$repo_root" --no-print-directory deb >"$BATS_FILE_TMPDIR/deb.log" 2>&1 ||
 		{ cat "$BATS_FILE_TMPDIR/deb.log" >&2; return 1; }
+	mc_up --nodes 3 --gpus-per-node 4
+	# The minicluster's srun and slurmstepd load what the machine's
+	# plugstack.conf.d holds, as a site's nodes do (Debian's own
+	# plugstack.conf is this include); put back at the end.
+	cp "$(mc_state)/etc/plugstack.conf" "$BATS_FILE_TMPDIR/plugstack.conf.orig"
+	echo "include /etc/slurm/plugstack.conf.d/*.conf" | put_conf "$(mc_state)/etc/plugstack.conf"
 }
 
 teardown_file() {
 	local left
+	if [ -f "$BATS_FILE_TMPDIR/plugstack.conf.orig" ]; then
+		put_conf "$(mc_state)/etc/plugstack.conf" <"$BATS_FILE_TMPDIR/plugstack.conf.orig"
+	fi
 	left=$(installed)
 	# shellcheck disable=SC2086 # one word per package
 	[ -z "$left" ] || apt_quiet purge $left >/dev/null 2>&1 || true
 	rm -rf /run/slurm-ddp /var/lib/slurm-ddp
+	rm -f "$entry.disabled"
+	if [ -L "$entry" ] && [ "$(readlink "$entry")" = "$line" ]; then rm -f "$entry"; fi
+}
+
+# machine_srun_help: srun --help as the machine's Slurm runs it (reads
+# slurm.conf and plugstack.conf, loads the SPANK plugins, asks no daemon).
+machine_srun_help() {
+	local conf="$BATS_TEST_TMPDIR/slurm.conf"
+	printf '%s\n' ClusterName=pkgtest SlurmctldHost=localhost \
+		PlugStackConfig=/etc/slurm/plugstack.conf \
+		'NodeName=n1 CPUs=1' 'PartitionName=p Nodes=n1' >"$conf"
+	env SLURM_CONF="$conf" srun --help 2>&1
+}
+
+# slurm_works [ddp|noddp]: srun --help on the machine and on the
+# minicluster succeeds, with or without --ddp among its options, and a
+# real job runs on two nodes of the minicluster.
+slurm_works() {
+	local want=$1 out
+	out=$(machine_srun_help) || { echo "machine: srun --help failed: $out" >&2; return 1; }
+	check_ddp_option "$want" "machine" "$out" || return 1
+	out=$(mc_run -- srun --help 2>&1) || { echo "minicluster: srun --help failed: $out" >&2; return 1; }
+	check_ddp_option "$want" "minicluster" "$out" || return 1
+	out=$(mc_run -- srun -N2 --ntasks-per-node=1 hostname 2>&1) ||
+		{ echo "minicluster: srun -N2 hostname failed: $out" >&2; return 1; }
+	[ "$(grep -cE '^node[0-9]+$' <<<"$out")" -eq 2 ] ||
+		{ echo "minicluster: srun -N2 hostname: $out" >&2; return 1; }
+}
+check_ddp_option() {
+	case $1 in
+	ddp) [[ $3 == *"--ddp"* ]] || { echo "$2: no --ddp in srun --help: $3" >&2; return 1; } ;;
+	noddp) [[ $3 != *"--ddp"* ]] || { echo "$2: srun --help still has --ddp" >&2; return 1; } ;;
+	esac
 }
 
 @test "make deb builds every package, lintian-clean" {
@@ -68,13 +126,19 @@ teardown_file() {
 	[[ $output == *"slurm-wlm-basic-plugins (<< "* ]]
 }
 
-@test "ddp.conf and the plugstack.conf.d entry are conffiles" {
-	local ctl="$BATS_TEST_TMPDIR/ctl"
+@test "ddp.conf is a conffile; the plugin's plugstack line is no conffile, linked in and out by its scripts" {
+	local ctl="$BATS_TEST_TMPDIR/ctl" release
 	dpkg-deb -e "$pkg_out"/slurm-ddp-common_*.deb "$ctl"
 	grep -qx /etc/slurm/ddp.conf "$ctl/conffiles"
 	rm -rf "$ctl"
 	dpkg-deb -e "$pkg_out"/slurm-ddp-plugin_*.deb "$ctl"
-	grep -qx /etc/slurm/plugstack.conf.d/ddp.conf "$ctl/conffiles"
+	[ ! -e "$ctl/conffiles" ]
+	run dpkg-deb -c "$pkg_out"/slurm-ddp-plugin_*.deb
+	[[ $output == *" ./usr/share/slurm-ddp/plugstack.conf.d/ddp.conf"* ]]
+	[[ $output != *" ./etc/"* ]]
+	grep -q 'plugstack-entry enable' "$ctl/postinst"
+	release=$(dpkg-query -W -f='${Version}' libslurm-dev | cut -d. -f1,2)
+	grep -q "plugstack-entry disable '$release'" "$ctl/prerm"
 }
 
 @test "apt installs the packages; the files are where the site and Slurm look" {
@@ -83,8 +147,8 @@ teardown_file() {
 	local plugindir
 	plugindir=$(dirname "$(dpkg -L slurm-wlm-basic-plugins | grep -m1 '/libslurmfull.so$')")
 	[ -f "$plugindir/spank_ddp.so" ]
-	grep -qE "^required $plugindir/spank_ddp.so config=/etc/slurm/ddp.conf$" \
-		/etc/slurm/plugstack.conf.d/ddp.conf
+	[ "$(readlink "$entry")" = "$line" ]
+	grep -qE "^required $plugindir/spank_ddp.so config=/etc/slurm/ddp.conf$" "$line"
 	[ -x /usr/bin/ddp-plan ] && [ -x /usr/bin/ddp-check ] && [ -x /usr/sbin/ddp-nodectl ]
 	[ -x /usr/libexec/slurm-ddp/ddp-prolog ] && [ -x /usr/libexec/slurm-ddp/ddp-epilog ]
 	for m in spank-ddp.8 ddp-plan.1 ddp-prolog.8 ddp-epilog.8 ddp-nodectl.8 ddp-check.1 libddp.3; do
@@ -94,17 +158,12 @@ teardown_file() {
 	run /usr/sbin/ddp-nodectl show
 	[ "$status" -eq 0 ]
 	[[ $output == *"check_path = /usr/bin/ddp-check"* ]]
+	# Nothing the defaults do not: no shared root to drain nodes over.
+	[[ $output == *$'\nshared_root = \n'* ]]
 }
 
-@test "the machine's Slurm loads the packaged plugin through plugstack.conf.d" {
-	local conf="$BATS_TEST_TMPDIR/slurm.conf"
-	# srun --help reads slurm.conf and plugstack.conf and loads the SPANK
-	# plugins; it asks no daemon.
-	printf '%s\n' ClusterName=pkgtest SlurmctldHost=localhost \
-		PlugStackConfig=/etc/slurm/plugstack.conf \
-		'NodeName=n1 CPUs=1' 'PartitionName=p Nodes=n1' >"$conf"
-	run env SLURM_CONF="$conf" srun --help
-	[[ $output == *"--ddp"* ]] || { echo "$output" >&2; false; }
+@test "the machine's Slurm and the minicluster load the packaged plugin through plugstack.conf.d; jobs run" {
+	slurm_works ddp
 }
 
 @test "ddp-nodectl's boot unit runs install before slurmd; slurmd's drop-in pulls reconcile" {
@@ -131,7 +190,98 @@ teardown_file() {
 	ldd "$BATS_TEST_TMPDIR/prog" | grep -qE "libddp.so.1 => (/usr)?/lib/"
 }
 
-@test "apt-get remove keeps the site's configuration" {
+@test "apt-get remove slurm-ddp-plugin takes its entry out: srun works, and the admin is told what to rebuild" {
+	local release
+	release=$(dpkg-query -W -f='${Version}' libslurm-dev | cut -d. -f1,2)
+	# apt takes the plugin with the Slurm it was built for: a Slurm upgrade
+	# that breaks its versioned dependency removes it the same way, through
+	# the same prerm (simulated, nothing changes here).
+	run apt-get -s remove slurm-wlm-basic-plugins
+	[[ $output == *"Remv slurm-ddp-plugin "* ]] || { echo "$output" >&2; false; }
+	apt_quiet remove slurm-ddp-plugin >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
+		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
+	run cat "$BATS_TEST_TMPDIR/apt.log"
+	[[ $output == *"slurm-ddp-plugin: spank_ddp.so (built for Slurm $release) is removed"* ]]
+	[[ $output == *"rebuild slurm-ddp for the Slurm now installed (make deb"* ]]
+	[ ! -e "$entry" ] && [ ! -L "$entry" ]
+	run grep -rls spank_ddp /etc/slurm/plugstack.conf /etc/slurm/plugstack.conf.d
+	[ -z "$output" ]
+	slurm_works noddp
+	# Back for the next tests.
+	apt_quiet install "$pkg_out"/slurm-ddp-plugin_*.deb >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
+		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
+	[ "$(readlink "$entry")" = "$line" ]
+	slurm_works ddp
+}
+
+@test "a site's own entry is kept by an upgrade, set aside by removal and put back by reinstalling" {
+	rm -f "$entry"
+	sed 's/config=/default_bind=numa config=/' "$line" >"$entry"
+	apt_quiet install --reinstall "$pkg_out"/slurm-ddp-plugin_*.deb >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
+		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
+	[ ! -L "$entry" ] && grep -q 'default_bind=numa' "$entry"
+	slurm_works ddp
+	apt_quiet remove slurm-ddp-plugin >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
+		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
+	grep -q "moved to $entry.disabled" "$BATS_TEST_TMPDIR/apt.log"
+	[ ! -e "$entry" ] && grep -q 'default_bind=numa' "$entry.disabled"
+	slurm_works noddp
+	apt_quiet install "$pkg_out"/slurm-ddp-plugin_*.deb >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
+		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
+	[ ! -L "$entry" ] && grep -q 'default_bind=numa' "$entry" && [ ! -e "$entry.disabled" ]
+	slurm_works ddp
+	# The package's link again, for the next tests.
+	rm -f "$entry"
+	apt_quiet install --reinstall "$pkg_out"/slurm-ddp-plugin_*.deb >/dev/null 2>&1
+	[ "$(readlink "$entry")" = "$line" ]
+}
+
+# old_plugin DIR MODIFIED: the plugin package as version 1.0 shipped it,
+# rebuilt from this one: the same files, but the plugstack entry as a
+# conffile in /etc and no maintainer script but the purge one (MODIFIED=1:
+# the site then edits the conffile).
+old_plugin() {
+	local dir=$1/old
+	dpkg-deb -R "$pkg_out"/slurm-ddp-plugin_*.deb "$dir"
+	sed -i -e 's/^Version: .*/Version: 1.0/' "$dir/DEBIAN/control"
+	rm -f "$dir/DEBIAN/postinst" "$dir/DEBIAN/prerm"
+	mkdir -p "$dir/etc/slurm/plugstack.conf.d"
+	cp "$dir$line" "$dir$entry"
+	rm -rf "$dir/usr/share/slurm-ddp/plugstack.conf.d" "$dir/usr/libexec"
+	echo "$entry" >"$dir/DEBIAN/conffiles"
+	(cd "$dir" && find usr -type f -exec md5sum {} + >DEBIAN/md5sums)
+	dpkg-deb -b "$dir" "$1/slurm-ddp-plugin_1.0.deb" >/dev/null
+}
+
+@test "upgrading from 1.0, whose entry was a conffile: unmodified it becomes the link, modified it stays the site's" {
+	local mod
+	for mod in 0 1; do
+		rm -rf "$BATS_TEST_TMPDIR/v$mod"
+		mkdir -p "$BATS_TEST_TMPDIR/v$mod"
+		old_plugin "$BATS_TEST_TMPDIR/v$mod"
+		apt_quiet purge slurm-ddp-plugin >/dev/null 2>&1
+		[ ! -e "$entry" ] && [ ! -L "$entry" ]
+		apt_quiet install --allow-downgrades "$BATS_TEST_TMPDIR/v$mod/slurm-ddp-plugin_1.0.deb" \
+			>"$BATS_TEST_TMPDIR/apt.log" 2>&1 || { cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
+		[ -f "$entry" ] && [ ! -L "$entry" ]
+		[ "$mod" -eq 0 ] || echo "# site edit" >>"$entry"
+		apt_quiet install "$pkg_out"/slurm-ddp-plugin_*.deb >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
+			{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
+		if [ "$mod" -eq 0 ]; then
+			[ "$(readlink "$entry")" = "$line" ]
+		else
+			[ ! -L "$entry" ] && grep -qx '# site edit' "$entry"
+			grep -q "kept the site's own $entry" "$BATS_TEST_TMPDIR/apt.log"
+		fi
+		slurm_works ddp
+	done
+	# The package's link again, for the next tests.
+	apt_quiet purge slurm-ddp-plugin >/dev/null 2>&1
+	apt_quiet install "$pkg_out"/slurm-ddp-plugin_*.deb >/dev/null 2>&1
+	[ "$(readlink "$entry")" = "$line" ]
+}
+
+@test "apt-get remove keeps the site's configuration, takes the plugstack entry out; Slurm works" {
 	# What the node makes at boot (in a network namespace of its own, so
 	# the machine's firewall is untouched; the port key is missing here,
 	# so it exits 1 after making the directories).
@@ -144,12 +294,13 @@ teardown_file() {
 	run find /usr -name 'spank_ddp.so' -o -name 'libddp*' -o -path '*slurm-ddp*'
 	[ -z "$output" ] || { echo "left after remove: $output" >&2; false; }
 	grep -qx '# site edit' /etc/slurm/ddp.conf
-	[ -f /etc/slurm/plugstack.conf.d/ddp.conf ]
+	[ ! -e "$entry" ] && [ ! -L "$entry" ]
 	run dpkg-query -W -f='${db:Status-Abbrev}\n' slurm-ddp-common
 	[ "$output" = "rc " ]
+	slurm_works noddp
 }
 
-@test "apt-get purge leaves nothing" {
+@test "apt-get purge leaves nothing; Slurm works" {
 	local left
 	left=$(installed)
 	[ -n "$left" ] # removed packages still have their configuration
@@ -157,11 +308,12 @@ teardown_file() {
 	apt_quiet purge $left >"$BATS_TEST_TMPDIR/apt.log" 2>&1 ||
 		{ cat "$BATS_TEST_TMPDIR/apt.log" >&2; false; }
 	[ -z "$(installed)" ]
-	[ ! -e /etc/slurm/ddp.conf ] && [ ! -e /etc/slurm/plugstack.conf.d/ddp.conf ]
+	[ ! -e /etc/slurm/ddp.conf ] && [ ! -e "$entry" ] && [ ! -L "$entry" ] && [ ! -e "$entry.disabled" ]
 	[ ! -e /var/lib/slurm-ddp ] && [ ! -e /run/slurm-ddp ]
 	run find /etc /usr /var/lib/systemd -name '*ddp-nodectl*' -o -name 'spank_ddp.so' \
 		-o -name 'libddp*' -o -path '*/slurm-ddp*'
 	[ -z "$output" ] || { echo "left after purge: $output" >&2; false; }
 	# The machine's own Slurm configuration is as it was.
 	[ -f /etc/slurm/plugstack.conf ] && [ -d /etc/slurm/plugstack.conf.d ]
+	slurm_works noddp
 }

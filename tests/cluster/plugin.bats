@@ -219,17 +219,21 @@ nodectl() {
 	[[ $output == *"port_key $key: file owned by uid 0 with mode 0644: others can read or change it; use a regular file of 16-4096 random bytes, owner uid 0, mode 0600"* ]]
 	[[ $output == *"head -c 32 /dev/urandom"* ]]
 	[[ $output != *launched* ]]
-	# A missing key (plugstack arguments override ddp.conf), then the
-	# overrides, which need no key.
+	# A missing key (the plugin reads a copy of ddp.conf that names it:
+	# config= is the plugin's own argument), then the overrides, which
+	# need no key.
 	conf=$st/etc/plugstack.conf
 	orig=$(cat "$conf")
-	echo "$orig port_key=$st/etc/absent.key" >"$conf"
+	printf '%s\n' "$(cat "$st/etc/ddp.conf")" "port_key = $st/etc/absent.key" |
+		put_conf "$st/etc/ddp-absent-key.conf"
+	echo "$orig config=$st/etc/ddp-absent-key.conf" >"$conf"
 	run mc_run -- srun -N1 --ntasks-per-node=1 --ddp echo launched
 	local s1=$status o1=$output
 	run mc_run -- srun -N1 --ntasks-per-node=1 --ddp --ddp-port=29123 printenv MASTER_PORT
 	local s2=$status o2=$output
 	run mc_run -- env MASTER_PORT=29777 srun -N1 --ntasks-per-node=1 --ddp printenv MASTER_PORT
 	echo "$orig" >"$conf"
+	rm -f "$st/etc/ddp-absent-key.conf"
 	printf '%s\n' "$o1" "$o2" >&2
 	show
 	[ "$s1" -ne 0 ]
@@ -309,22 +313,34 @@ nodectl() {
 	[[ $output != *launched* ]]
 }
 
-@test "a port_range inside the ephemeral range fails srun --ddp; an unknown plugstack key fails only --ddp" {
-	local conf orig s1 o1 s2 o2
-	conf=$(mc_state)/etc/plugstack.conf
+@test "a port_range inside the ephemeral range fails srun --ddp; a plugstack port_range or unknown key fails only --ddp" {
+	local st conf orig s1 o1 s2 o2 s3 o3
+	st=$(mc_state)
+	conf=$st/etc/plugstack.conf
 	orig=$(cat "$conf")
-	echo "$orig port_range=40000-40100" | put_conf "$conf"
+	printf '%s\n' "$(cat "$st/etc/ddp.conf")" "port_range = 40000-40100" |
+		put_conf "$st/etc/ddp-ephemeral.conf"
+	echo "$orig config=$st/etc/ddp-ephemeral.conf" | put_conf "$conf"
 	run mc_run -- srun -N1 --ddp --ntasks-per-node=1 echo launched
 	s1=$status o1=$output
+	# The Prolog reads ddp.conf alone: ports set for the plugin alone
+	# would be ports the Prolog never opened.
+	echo "$orig port_range=30000-30100" | put_conf "$conf"
+	run mc_run -- srun -N1 --ddp --ntasks-per-node=1 echo launched
+	s3=$status o3=$output
 	echo "$orig colour=blue" | put_conf "$conf"
 	run mc_run -- srun -N1 --ntasks-per-node=1 --ddp echo launched
 	s2=$status o2=$output
 	run mc_run -- srun -N1 --ntasks-per-node=1 echo launched
 	echo "$orig" | put_conf "$conf"
-	printf '%s\n' "$o1" "$o2" "$output" >&2
+	rm -f "$st/etc/ddp-ephemeral.conf"
+	printf '%s\n' "$o1" "$o3" "$o2" "$output" >&2
 	[ "$s1" -ne 0 ]
 	[[ $o1 == *"port_range 40000-40100 overlaps"* ]]
 	[[ $o1 != *launched* ]]
+	[ "$s3" -ne 0 ]
+	[[ $o3 == *"plugstack argument 'port_range=30000-30100': port_range is read by the Prolog, Epilog and health check too, from ddp.conf alone: set it in $st/etc/ddp.conf, not in plugstack.conf"*"--ddp cannot run"* ]]
+	[[ $o3 != *launched* ]]
 	[ "$s2" -ne 0 ]
 	[[ $o2 == *"unknown key 'colour'"*"--ddp cannot run until the admin fixes it"* ]]
 	[[ $o2 != *launched* ]]
@@ -422,15 +438,19 @@ nodectl() {
 	[ "$(grep -c " D=0 B=64 F=unset " <<<"$output")" -eq 2 ]
 }
 
-@test "a job directory that is not the user's own 0700 (plugstack shared_root=) fails the step, naming path, owner and mode" {
-	local conf orig alt out
-	conf=$(mc_state)/etc/plugstack.conf
-	alt=$(mc_state)/alt-shared
+@test "a job directory that is not the user's own 0700 (the plugin's config= with another shared_root) fails the step, naming path, owner and mode" {
+	local st conf orig alt out
+	st=$(mc_state)
+	conf=$st/etc/plugstack.conf
+	alt=$st/alt-shared
 	orig=$(cat "$conf")
 	rm -rf "$alt"
 	mkdir -m 1777 "$alt"
-	# A root the prolog never used: the plugin alone decides.
-	echo "$orig shared_root=$alt" | put_conf "$conf"
+	# A root the prolog never used (the plugin reads a copy of ddp.conf
+	# that names it): the plugin alone decides.
+	printf '%s\n' "$(cat "$st/etc/ddp.conf")" "shared_root = $alt" |
+		put_conf "$st/etc/ddp-alt-shared.conf"
+	echo "$orig config=$st/etc/ddp-alt-shared.conf" | put_conf "$conf"
 	run mc_run --user ddptest -- salloc -N1 bash -c '
 		a=$1 j=$SLURM_JOB_ID
 		try() { srun -n1 --ddp printenv DDP_SHARED_DIR; echo "$1=$?"; }
@@ -451,7 +471,7 @@ nodectl() {
 	run mc_run --user ddptest -- salloc -N1 bash -c \
 		'srun -n1 --ddp printenv DDP_SHARED_DIR; echo "squat=$?"'
 	echo "$orig" | put_conf "$conf"
-	rm -rf "$alt"
+	rm -rf "$alt" "$st/etc/ddp-alt-shared.conf"
 	printf '%s\n' "$out" "$output" >&2
 	[[ $out == *"$alt/ddptest has owner uid $(id -u ddptest), mode 0755, but a job directory must be owned by the job's user"*"chmod 0700"* ]]
 	[[ $out =~ open=[1-9] ]]

@@ -17,7 +17,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ddp_conf conf;
-	char err[DDP_CONF_ERR_LEN], path[64], key[256], value[4096];
+	char err[DDP_ERR_LEN], path[64], key[256], value[4096];
 	const uint8_t *nul;
 	size_t klen;
 	int fd;

@@ -16,25 +16,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The listing nft would print for elems (all of one family). */
 static int
-relist(const struct nc_elems *e, int family, struct nc_buf *b)
+relist(const struct nc_elems *e, int family, struct ddp_buf *b)
 {
 	size_t i;
 
-	if (nc_buf_printf(b,
-			  "table inet ddp {\n\tset x {\n\t\ttype %s . "
-			  "inet_service\n\t\telements = { ",
-			  family == AF_INET ? "ipv4_addr" : "ipv6_addr") < 0)
+	if (ddp_buf_printf(b,
+			   "table inet ddp {\n\tset x {\n\t\ttype %s . "
+			   "inet_service\n\t\telements = { ",
+			   family == AF_INET ? "ipv4_addr" : "ipv6_addr") < 0)
 		return -1;
 	for (i = 0; i < e->n; i++) {
 		const struct nc_elem *el = &e->v[i];
 
-		if (nc_buf_printf(b, "%s%s . %u-%u timeout 60s", i ? ", " : "",
-				  el->addr, el->lo, el->hi) < 0 ||
+		if (ddp_buf_printf(b, "%s%s . %u-%u timeout 60s", i ? ", " : "",
+				   el->addr, el->lo, el->hi) < 0 ||
 		    (el->jobid &&
-		     nc_buf_printf(b, " comment \"job=%lu\"", el->jobid) < 0))
+		     ddp_buf_printf(b, " comment \"job=%lu\"", el->jobid) < 0))
 			return -1;
 	}
-	return nc_buf_printf(b, " }\n\t}\n}\n");
+	return ddp_buf_printf(b, " }\n\t}\n}\n");
 }
 
 /* Checks the elements a sync script adds for desired (none there yet):
@@ -92,8 +92,8 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct nc_elems got = {0}, again = {0}, none = {0};
-	struct nc_buf list = {0}, script = {0};
-	char err[NC_ERR_LEN], *text;
+	struct ddp_buf list = {0}, script = {0};
+	char err[DDP_ERR_LEN], *text;
 	size_t i;
 
 	text = malloc(size + 1);
@@ -136,14 +136,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		__builtin_trap();
 	/* Every listed element needed by its job, none there: overlapping
 	 * ranges of one address merge, all ports stay covered. */
-	nc_buf_free(&script);
+	ddp_buf_free(&script);
 	if (nc_fw_sync_script(&none, &got, 0, &script) == 0)
 		check_adds(&got, script.s);
 out:
 	nc_elems_free(&got);
 	nc_elems_free(&again);
-	nc_buf_free(&list);
-	nc_buf_free(&script);
+	ddp_buf_free(&list);
+	ddp_buf_free(&script);
 	free(text);
 	return 0;
 }

@@ -167,7 +167,7 @@ speeds(struct chk_net *net, const double (*g)[2])
 }
 
 static int
-has(const struct chk_buf *b, const char *s)
+has(const struct ddp_buf *b, const char *s)
 {
 	return b->s && strstr(b->s, s);
 }
@@ -185,7 +185,7 @@ test_judge(void)
 	static const double two[2][2] = {{0.00597, 0}, {0.0311, 0}};
 	struct chk_node nd[4];
 	struct chk_net net;
-	struct chk_buf pb = {0};
+	struct ddp_buf pb = {0};
 	int n;
 
 	ring(&net, nd, 3);
@@ -193,7 +193,7 @@ test_judge(void)
 	n = chk_judge(&net, &pb);
 	tap_ok(n == 0 && !nd[0].flags && !nd[1].flags && !nd[2].flags,
 	       "3 healthy nodes, links within 2x of each other: no problem");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 
 	ring(&net, nd, 3);
 	speeds(&net, throttled);
@@ -209,7 +209,7 @@ test_judge(void)
 			     "0.00599 GB/s to node1"),
 		    "the problem names node2 and its speeds"))
 		tap_diag("%s", pb.s ? pb.s : "");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 
 	ring(&net, nd, 4);
 	speeds(&net, one_link);
@@ -220,7 +220,7 @@ test_judge(void)
 	       "4 nodes, one slow link node2 -> node1: both ends, no one else");
 	tap_ok(has(&pb, "link node2 -> node1: 0.05 GB/s"),
 	       "the slow link is named with its speed");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 
 	ring(&net, nd, 2);
 	speeds(&net, two);
@@ -229,7 +229,7 @@ test_judge(void)
 		       nd[1].flags == CHK_F_SLOW_LINK &&
 		       has(&pb, "link node1 -> node2"),
 	       "2 nodes, one slow direction: the link, both ends");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 
 	ring(&net, nd, 3);
 	nd[1].conn[CHK_FWD] = CHK_CONN_TIMEOUT; /* node2 -> node3 */
@@ -245,7 +245,7 @@ test_judge(void)
 			    has(&pb, "node3: unreachable"),
 		    "each failed connection is named, in the issue's form"))
 		tap_diag("%s", pb.s ? pb.s : "");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 
 	ring(&net, nd, 3);
 	nd[0].conn[CHK_FWD] = CHK_CONN_REFUSED; /* node1 -> node2 only */
@@ -255,7 +255,7 @@ test_judge(void)
 		       has(&pb, "rank 0 on node1 cannot reach node2:40001 "
 				"(refused)"),
 	       "one refused connection: both ends, refused");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 
 	ring(&net, nd, 3);
 	speeds(&net, healthy);
@@ -265,7 +265,7 @@ test_judge(void)
 		       nd[0].flags == CHK_F_BROKEN &&
 		       has(&pb, "link node3 -> node1 broke during the test"),
 	       "a stream that broke names its link");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 }
 
 static void
@@ -278,7 +278,7 @@ test_verdicts(void)
 		{0.343, 0.448}, {0.396, 0.441}, {0.271, 0.376}};
 	struct chk_node nd[3];
 	struct chk_net net;
-	struct chk_buf pb = {0}, vb = {0};
+	struct ddp_buf pb = {0}, vb = {0};
 	int n;
 
 	ring(&net, nd, 3);
@@ -295,15 +295,15 @@ test_verdicts(void)
 		    "node2 throttled: its best sending and receiving link "
 		    "against the reference, nobody else"))
 		tap_diag("%d lines: %s", n, vb.s ? vb.s : "");
-	chk_buf_free(&pb);
-	chk_buf_free(&vb);
+	ddp_buf_free(&pb);
+	ddp_buf_free(&vb);
 
 	ring(&net, nd, 3);
 	speeds(&net, healthy);
 	chk_judge(&net, &pb);
 	tap_ok(chk_verdicts(&net, &vb) == 0 && !vb.len,
 	       "healthy nodes: no verdict line");
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 
 	ring(&net, nd, 3);
 	nd[1].conn[CHK_FWD] = CHK_CONN_TIMEOUT;
@@ -318,8 +318,8 @@ test_verdicts(void)
 					  "value=- median=- unit=-\n"),
 		    "an unreachable node and a GPU problem: no numbers"))
 		tap_diag("%d lines: %s", n, vb.s ? vb.s : "");
-	chk_buf_free(&pb);
-	chk_buf_free(&vb);
+	ddp_buf_free(&pb);
+	ddp_buf_free(&vb);
 
 	ring(&net, nd, 3);
 	snprintf(nd[2].host, sizeof(nd[2].host), "node3 check=gpu");
@@ -330,7 +330,7 @@ test_verdicts(void)
 		       !strcmp(vb.s, "node=node2 check=allreduce value=- "
 				     "median=- unit=-\n"),
 	       "a host name with a space is left out, not passed on");
-	chk_buf_free(&vb);
+	ddp_buf_free(&vb);
 }
 
 static void
@@ -340,7 +340,7 @@ test_table(void)
 		{0.0416, 0.839}, {0.00579, 0.00599}, {1.31, 0.0209}};
 	struct chk_node nd[3];
 	struct chk_net net;
-	struct chk_buf pb = {0};
+	struct ddp_buf pb = {0};
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
@@ -366,7 +366,7 @@ test_table(void)
 		    "node2's row: next, both directions, status"))
 		tap_diag("%s", text);
 	free(text);
-	chk_buf_free(&pb);
+	ddp_buf_free(&pb);
 }
 
 static const char *

@@ -38,7 +38,7 @@ static int
 set_ok(const char *key, const char *value)
 {
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 
 	ddp_conf_defaults(&c);
 	return ddp_conf_set(&c, key, value, err, sizeof(err)) == 0;
@@ -50,7 +50,7 @@ static void
 refused(const char *key, const char *value, const char *want)
 {
 	struct ddp_conf c, before;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int rc;
 
 	ddp_conf_defaults(&c);
@@ -104,7 +104,7 @@ static void
 test_requeue_drain_keys(void)
 {
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN], value[64];
+	char err[DDP_ERR_LEN], value[64];
 
 	ddp_conf_defaults(&c);
 	tap_ok(ddp_conf_set(&c, "check", "requeue", err, sizeof(err)) == 0 &&
@@ -160,7 +160,7 @@ test_check_keys(void)
 {
 	static const char *const modes[] = DDP_CHECK_NAMES;
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN], value[64];
+	char err[DDP_ERR_LEN], value[64];
 	enum ddp_check m;
 	size_t i;
 
@@ -273,7 +273,7 @@ test_table(void)
 {
 	static const char *const binds[] = DDP_BIND_NAMES;
 	struct ddp_conf c, d;
-	char err[DDP_CONF_ERR_LEN], value[4096], names[512], want[64];
+	char err[DDP_ERR_LEN], value[4096], names[512], want[64];
 	const char *key;
 	size_t i, nkeys = 0, defaults_ok = 0, round_trip = 0, named = 0;
 
@@ -379,7 +379,7 @@ static void
 test_nccl(void)
 {
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN], long_list[400];
+	char err[DDP_ERR_LEN], long_list[400];
 	size_t i;
 
 	ddp_conf_defaults(&c);
@@ -434,7 +434,7 @@ static void
 test_nccl_ifname(void)
 {
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 
 	tap_ok(ddp_nccl_ifname_match("eth", "eth0") &&
 		       ddp_nccl_ifname_match("eth", "eth10") &&
@@ -474,7 +474,7 @@ static void
 test_set(void)
 {
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 
 	ddp_conf_defaults(&c);
 	tap_ok(ddp_conf_set(&c, "port_range", "40000-40099", err,
@@ -615,7 +615,7 @@ test_load(void)
 				   "scratch_root = \"\"\n"
 				   "firewall=off";
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	const char *p;
 	char big[6000];
 
@@ -669,7 +669,7 @@ static void
 test_ports(void)
 {
 	struct ddp_conf c;
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	unsigned lo, hi;
 
 	ddp_conf_defaults(&c);

@@ -36,7 +36,7 @@ static void
 check_dir(const char *name, const char *root, const char *rel, uid_t uid,
 	  int want, const char *const *need)
 {
-	char err[DDP_CONF_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int rc, ok;
 	size_t i;
 
@@ -56,7 +56,7 @@ static void
 check_dir_as(const char *name, const char *root, const char *rel, uid_t uid,
 	     int want, const char *const *need)
 {
-	char err[DDP_CONF_ERR_LEN] = "";
+	char err[DDP_ERR_LEN] = "";
 	int fds[2], status = 0, rc = -9, ok;
 	ssize_t n, len = 0;
 	size_t i;
@@ -234,7 +234,7 @@ static void
 test_paths(void)
 {
 	struct ddp_conf c;
-	char buf[PATH_MAX], err[DDP_CONF_ERR_LEN], long_user[66];
+	char buf[PATH_MAX], err[DDP_ERR_LEN], long_user[66];
 
 	memset(long_user, 'u', sizeof(long_user) - 1);
 	long_user[sizeof(long_user) - 1] = '\0';

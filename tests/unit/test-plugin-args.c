@@ -66,6 +66,87 @@ check_conf_file(void)
 	rmdir(dir);
 }
 
+/*
+ * The keys ddp-nodectl reads too (the Prolog, Epilog, health check,
+ * reconcile) are refused as plugstack arguments, naming the key and
+ * ddp.conf; those of the plugin alone are taken.
+ */
+static void
+check_node_side_keys(void)
+{
+	static const char *const node[] = {
+		"port_range=30000-30100",
+		"port_key=/etc/slurm/other.key",
+		"shared_root=/shared/ddp",
+		"shared_fstypes=nfs",
+		"shared_timeout=5",
+		"shared_mount=/shared",
+		"scratch_root=/scratch",
+		"retention_days=1",
+		"firewall=off",
+		"firewall_timeout=1d",
+		"state_dir=/run/other",
+		"nft_path=/sbin/nft",
+		"scontrol_path=/bin/scontrol",
+		"check_drain_jobs=1",
+		"check_drain_users=1",
+		"check_drain_window=1h",
+	};
+	static const char *const plugin_only[] = {
+		"default_bind=numa",	   "nccl_ib_hca==mlx5_0",
+		"nccl_socket_ifname==ib0", "check=warn",
+		"check_min_fraction=0.3",  "check_join_limit=30",
+		"check_time_limit=30",	   "check_path=/opt/ddp-check",
+		"check_requeue_max=1",	   "topology_cache=none",
+		"cpus_per_gpu=off",
+	};
+	char err[DDP_ERR_LEN], topo[256], want[160];
+	char *av[1];
+	struct ddp_conf conf;
+	size_t i, refused = 0, taken = 0, nkeys = 0;
+	const char *name;
+
+	for (i = 0; i < sizeof(node) / sizeof(node[0]); i++) {
+		size_t klen = strcspn(node[i], "=");
+
+		av[0] = (char *)node[i];
+		snprintf(want, sizeof(want),
+			 "plugstack argument '%s': %.*s is read by the Prolog",
+			 node[i], (int)klen, node[i]);
+		if (ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av, err,
+					sizeof(err)) < 0 &&
+		    strstr(err, want) &&
+		    strstr(err, "set it in " DDP_CONF_DEFAULT
+				", not in plugstack.conf"))
+			refused++;
+		else
+			tap_diag("%s: %s", node[i], err);
+	}
+	tap_ok(refused == sizeof(node) / sizeof(node[0]),
+	       "plugstack: every key ddp-nodectl reads is refused, naming the "
+	       "key and ddp.conf");
+	for (i = 0; i < sizeof(plugin_only) / sizeof(plugin_only[0]); i++) {
+		av[0] = (char *)plugin_only[i];
+		if (ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av, err,
+					sizeof(err)) == 0)
+			taken++;
+		else
+			tap_diag("%s: %s", plugin_only[i], err);
+	}
+	tap_ok(taken == sizeof(plugin_only) / sizeof(plugin_only[0]),
+	       "plugstack: the plugin's own keys are taken");
+	for (i = 0; (name = ddp_conf_key_name(i)); i++)
+		nkeys++;
+	tap_ok(nkeys == sizeof(node) / sizeof(node[0]) +
+				sizeof(plugin_only) / sizeof(plugin_only[0]),
+	       "plugstack: every key of ddp.conf is either refused or taken "
+	       "above (%zu keys)",
+	       nkeys);
+	tap_ok(ddp_conf_key_node_side("colour") == -1 &&
+		       ddp_conf_key_node_side(NULL) == -1,
+	       "node side: unknown keys are neither");
+}
+
 static int scan(struct ddp_srun_req *req, const char *line);
 
 /* What states a step's CPUs, the partition, and the share arithmetic. */
@@ -188,9 +269,9 @@ main(void)
 	struct ddp_conf conf;
 	struct ddp_srun_req r;
 	char err[DDP_ERR_LEN], topo[256];
-	char *av_ok[] = {"port_range=30000-30100", "default_bind=numa",
+	char *av_ok[] = {"check_time_limit=30", "default_bind=numa",
 			 "topology=/x/y.xml"};
-	char *av_bad[] = {"port_range=30000-30100", "colour=blue"};
+	char *av_bad[] = {"check_time_limit=30", "colour=blue"};
 	char *av_noeq[] = {"verbose"};
 	char *av_rel[] = {"config=etc/ddp.conf"};
 	long per = 0;
@@ -262,7 +343,7 @@ main(void)
 
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 3, av_ok, err,
 				   sizeof(err)) == 0 &&
-		       conf.port_min == 30000 && conf.port_max == 30100 &&
+		       conf.check_time_limit == 30 &&
 		       conf.default_bind == DDP_BIND_NUMA &&
 		       !strcmp(topo, "/x/y.xml"),
 	       "plugstack arguments applied");
@@ -273,9 +354,12 @@ main(void)
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_noeq, err,
 				   sizeof(err)) < 0 &&
 		       strstr(err, "key=value") &&
-		       strstr(err, "config, topology, port_range") &&
-		       strstr(err, "cpus_per_gpu)"),
-	       "plugstack argument without '=' refused, naming every key");
+		       strstr(err, "config, topology, default_bind") &&
+		       strstr(err, "cpus_per_gpu)") &&
+		       !strstr(err, "port_range") && !strstr(err, "state_dir"),
+	       "plugstack argument without '=' refused, naming the plugin's "
+	       "keys");
+	check_node_side_keys();
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 1, av_rel, err,
 				   sizeof(err)) < 0 &&
 		       strstr(err, "absolute"),

@@ -123,11 +123,11 @@ succeeder(void *arg, char *err, size_t errlen)
 static void
 test_processes(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	char *cat[] = {"/bin/cat", NULL}, *fls[] = {"/bin/false", NULL};
 	char *slp[] = {"/bin/sleep", "30", NULL};
 	char *nope[] = {"/nonexistent/prog", NULL};
-	struct nc_buf out = {0};
+	struct ddp_buf out = {0};
 	time_t t0;
 
 	t0 = time(NULL);
@@ -144,7 +144,7 @@ test_processes(void)
 	tap_ok(nc_run(cat, NULL, "hello\n", &out, 5, err, sizeof(err)) == 0 &&
 		       out.s && strcmp(out.s, "hello\n") == 0,
 	       "run: stdin in, stdout back");
-	nc_buf_free(&out);
+	ddp_buf_free(&out);
 	tap_ok(nc_run(fls, NULL, NULL, NULL, 5, err, sizeof(err)) == 1 &&
 		       strstr(err, "status 1"),
 	       "run: exit status");
@@ -159,7 +159,7 @@ test_processes(void)
 static void
 test_rmtree(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd;
 
 	mkdir(at("outside"), 0755);
@@ -233,7 +233,7 @@ fail:
 static void
 test_rmtree_deep(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd, bottom, i;
 
 	mkdir(at("deep-outside"), 0755);
@@ -390,7 +390,7 @@ static void
 test_rmtree_writer(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN], x;
+	char err[DDP_ERR_LEN], x;
 	struct stat st;
 	int ready[2], fd, nf, left, rc, i, alive;
 	pid_t writer, writers[WRITERS];
@@ -524,7 +524,7 @@ default_scratch_child(char *err, size_t errlen)
 static void
 test_default_scratch_root(void)
 {
-	char err[NC_ERR_LEN] = "";
+	char err[DDP_ERR_LEN] = "";
 	int status = -1;
 	pid_t pid;
 
@@ -554,7 +554,7 @@ test_default_scratch_root(void)
 static void
 test_rmtree_mount(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd, bottom, i;
 
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
@@ -615,8 +615,8 @@ static void
 test_shared_root(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN];
-	struct nc_buf mi = {0};
+	char err[DDP_ERR_LEN];
+	struct ddp_buf mi = {0};
 	char line[64];
 
 	ddp_conf_defaults(&c);
@@ -650,14 +650,14 @@ test_shared_root(void)
 		if (f)
 			pclose(f);
 	}
-	nc_buf_free(&mi);
+	ddp_buf_free(&mi);
 }
 
 static void
 test_dirs(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN], *path;
+	char err[DDP_ERR_LEN], *path;
 	struct stat st;
 	int nf = 0, left = 0;
 
@@ -759,7 +759,7 @@ static void
 test_shared_refusals(void)
 {
 	struct ddp_conf c;
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	struct stat st;
 
 	if (geteuid() != 0) {
@@ -824,8 +824,8 @@ static void
 test_sweep(void)
 {
 	struct ddp_conf c;
-	struct nc_buf rep = {0};
-	char err[NC_ERR_LEN];
+	struct ddp_buf rep = {0};
+	char err[DDP_ERR_LEN];
 	struct timespec old[2] = {{0, 0}, {0, 0}};
 	unsigned long live[] = {101};
 	time_t now = time(NULL);
@@ -849,19 +849,19 @@ test_sweep(void)
 	tap_ok(rc == 0 && rep.s && strstr(rep.s, "would remove") &&
 		       strstr(rep.s, "u1/100\n") && exists(at("sw/u1/100")),
 	       "dry run reports, removes nothing");
-	nc_buf_free(&rep);
+	ddp_buf_free(&rep);
 	rc = nc_sweep_shared(&c, live, 1, now, 0, &rep, err, sizeof(err));
 	tap_ok(rc == 0 && !exists(at("sw/u1/100")), "old finished job swept");
 	tap_ok(exists(at("sw/u1/101")) && exists(at("sw/u1/102")) &&
 		       exists(at("sw/u1/notajob")),
 	       "live, recent and foreign directories kept");
-	nc_buf_free(&rep);
+	ddp_buf_free(&rep);
 }
 
 int
 main(void)
 {
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	int fd;
 
 	if (!mkdtemp(top)) {

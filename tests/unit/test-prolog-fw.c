@@ -82,7 +82,7 @@ static void
 test_install_script(void)
 {
 	struct ddp_conf c;
-	struct nc_buf b = {0};
+	struct ddp_buf b = {0};
 
 	ddp_conf_defaults(&c);
 	tap_ok(nc_fw_install_script(&c, 32768, 60999, &b) == 0, "script made");
@@ -97,16 +97,16 @@ test_install_script(void)
 		       strstr(b.s, "@peers4 accept") <
 			       strstr(b.s, "reject with tcp reset"),
 	       "peers accepted before the reject");
-	nc_buf_free(&b);
+	ddp_buf_free(&b);
 	c.port_min = c.port_max = 40000;
 	nc_fw_install_script(&c, 39000, 40000, &b);
 	tap_ok(strstr(b.s, "elements = { 39000-40000 }") != NULL,
 	       "overlapping ranges merged");
-	nc_buf_free(&b);
+	ddp_buf_free(&b);
 	nc_fw_install_script(&c, 50000, 50010, &b);
 	tap_ok(strstr(b.s, "elements = { 40000, 50000-50010 }") != NULL,
 	       "single port printed alone");
-	nc_buf_free(&b);
+	ddp_buf_free(&b);
 }
 
 /* Whether an element of job's lets 127.0.0.1 reach port. */
@@ -129,7 +129,7 @@ test_peers(void)
 	struct ddp_conf c;
 	struct nc_elems e = {0};
 	char *hosts[] = {"self-node", "localhost", "no-such-host.invalid"};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 	const struct ddp_site_key key = {{7, 1, 9, 3}};
 	unsigned long step;
 	long master, check;
@@ -182,7 +182,7 @@ static void
 test_listing(void)
 {
 	struct nc_elems e = {0};
-	char err[NC_ERR_LEN];
+	char err[DDP_ERR_LEN];
 
 	tap_ok(nc_fw_parse_listing(listing4, &e, err, sizeof(err)) == 0 &&
 		       e.n == 3,
@@ -231,7 +231,7 @@ test_sync(void)
 	struct nc_elem c = elem(AF_INET, "10.0.0.4", 29400, 29999, 0);
 	struct nc_elem d = elem(AF_INET6, "fd00::5", 100, 200, 14);
 	struct nc_elem a13 = a, a20 = a;
-	struct nc_buf s = {0};
+	struct ddp_buf s = {0};
 	time_t now = 1000000;
 	unsigned long with[2];
 	size_t nwith;
@@ -262,7 +262,7 @@ test_sync(void)
 			   "timeout 3600s comment \"job=14\" }\n") != NULL,
 	       "missing element added");
 	tap_ok(strstr(s.s, "10.0.0.4") == NULL, "untagged element untouched");
-	nc_buf_free(&s);
+	ddp_buf_free(&s);
 
 	/* Job 13 holds the element; job 21 starts later on the same peer:
 	 * nft keeps one element, which must now last as long as job 21's
@@ -280,7 +280,7 @@ test_sync(void)
 				   "inet ddp peers4 { 10.0.0.2 . 29400-29999 "
 				   "timeout 7200s comment \"job=21\" }\n") == 0,
 	       "a later job sharing the element extends it, re-tagged");
-	nc_buf_free(&s);
+	ddp_buf_free(&s);
 	actual.n = 0;
 	nc_elems_add(&actual, &a20);
 	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.len == 0,
@@ -293,7 +293,7 @@ test_sync(void)
 		       strstr(s.s, "timeout 3000s") &&
 		       strstr(s.s, "delete element") == s.s,
 	       "the first job to end leaves the element to the other");
-	nc_buf_free(&s);
+	ddp_buf_free(&s);
 	/* Same expiry: the highest job id owns it. */
 	a20.expires = a13.expires;
 	nc_elems_add(&desired, &a20);
@@ -302,7 +302,7 @@ test_sync(void)
 	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
 		       strstr(s.s, "comment \"job=21\"") != NULL,
 	       "same expiry: the highest job id owns the element");
-	nc_buf_free(&s);
+	ddp_buf_free(&s);
 	/* An owner past its expiry still gets a positive timeout. */
 	desired.n = 0;
 	a13.expires = now - 5;
@@ -311,7 +311,7 @@ test_sync(void)
 	tap_ok(nc_fw_sync_script(&actual, &desired, now, &s) == 0 && s.s &&
 		       strstr(s.s, "timeout 1s") != NULL,
 	       "timeout at least 1 s");
-	nc_buf_free(&s);
+	ddp_buf_free(&s);
 
 	/* Overlapping ranges of one address (port_range changed while job
 	 * 13 runs): nft refuses the second, so they merge into one. */
@@ -339,7 +339,7 @@ test_sync(void)
 		       !strstr(s.s, "29500-30999 timeout 7200s"),
 	       "overlapping or touching ranges of one address merge into one "
 	       "element, owned by the job expiring last");
-	nc_buf_free(&s);
+	ddp_buf_free(&s);
 	mine.n = 0;
 	nc_elems_add(&mine, &a13);
 	tap_ok(nc_fw_shared(&mine, &desired, 13, with, 2, &nwith) == 1 &&
@@ -381,7 +381,7 @@ test_sync(void)
 static void
 test_state(void)
 {
-	char dir[] = "/tmp/test-prolog-fw.XXXXXX", err[NC_ERR_LEN];
+	char dir[] = "/tmp/test-prolog-fw.XXXXXX", err[DDP_ERR_LEN];
 	struct nc_elems e = {0}, got = {0};
 	struct nc_elem x = elem(AF_INET, "10.0.0.2", 29400, 29999, 5);
 	struct nc_elem y = elem(AF_INET6, "fd00::2", 32768, 60999, 5);

@@ -304,6 +304,13 @@ DDP_EXPORT const char *ddp_last_error(void);
 /* Short static description of a status ("peer died or aborted"). */
 DDP_EXPORT const char *ddp_strerror(enum ddp_status status);
 
+/*
+ * The slurm-ddp release this libddp was built from ("1.0", the VERSION of
+ * its source): what a program that loads libddp dynamically names in its
+ * --version and bug reports. Static, never NULL; safe from any thread.
+ */
+DDP_EXPORT const char *ddp_version(void);
+
 /* Size in bytes of one element of dtype, 0 for an unknown type. */
 DDP_EXPORT size_t ddp_dtype_size(enum ddp_dtype dtype);
 
@@ -316,6 +323,54 @@ DDP_EXPORT size_t ddp_dtype_size(enum ddp_dtype dtype);
  */
 typedef void ddp_log_fn(int level, const char *msg, void *arg);
 DDP_EXPORT void ddp_set_log_fn(ddp_log_fn *fn, void *arg);
+
+/*
+ * Resuming from a checkpoint. None of these is collective or needs a
+ * communicator: call them before ddp_comm_init as well.
+ */
+
+/*
+ * How many times this program's step or job was started again before
+ * this run: DDP_RESTART_COUNT when set (a step restarted inside its
+ * allocation), else SLURM_RESTART_COUNT (a requeued batch job), else 0.
+ * A program whose count is above 0 should find its checkpoint. Returns
+ * -1 with ddp_last_error() naming the variable and its value when the
+ * first one set is not a whole number from 0 to INT_MAX (an empty value
+ * included). Reads the environment: not safe against concurrent setenv().
+ */
+DDP_EXPORT int ddp_restart_count(void);
+
+/*
+ * Writes len bytes of buf to dir/name so that no reader and no crash
+ * ever finds a part of it under name: the old content or the new, whole.
+ * The bytes go to a new file beside name (created 0600 with O_EXCL and
+ * O_NOFOLLOW), which is synced, renamed over name, and the directory
+ * synced; name ends up mode 0600, and a symbolic link by that name is
+ * replaced, not followed. dir NULL means the job's shared directory,
+ * $DDP_SHARED_DIR (set by srun --ddp; every node of the job sees it).
+ * name is one file name: not empty, no '/', not "." or "..", at most
+ * 191 bytes (room for the temporary name).
+ *
+ * Errors: DDP_ERR_INVALID (bad name or arguments), DDP_ERR_ENV (dir NULL
+ * and DDP_SHARED_DIR unset), DDP_ERR_SYSTEM (names the call and path;
+ * errno is the call's). A writer killed before the rename leaves a file
+ * ".NAME.tmp-..." beside name, never a torn name; a failure the writer
+ * sees removes it. Thread-safe; of concurrent writers of one name the
+ * last rename wins, each file whole.
+ */
+DDP_EXPORT enum ddp_status ddp_write_atomic(const char *dir, const char *name,
+					    const void *buf, size_t len);
+
+/*
+ * Reads the whole file dir/name (dir and name as for ddp_write_atomic;
+ * a symbolic link is refused) into buf, which holds cap bytes; *len
+ * receives its size. A file of more than cap bytes is DDP_ERR_INVALID
+ * with *len its size (allocate that much and call again); buf's content
+ * is then undefined. No such file (a first run): DDP_ERR_SYSTEM with
+ * errno ENOENT. Other errors as for ddp_write_atomic. Thread-safe.
+ */
+DDP_EXPORT enum ddp_status ddp_read_file(const char *dir, const char *name,
+					 void *buf, size_t cap, size_t *len);
 
 /*
  * Gradient synchronisation (a DDP reducer).

@@ -1,0 +1,253 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: BSD-3-Clause
+# examples/train and examples/train.py resume from their checkpoint, without
+# Slurm: 2 ranks on this machine get the env:// variables srun --ddp sets
+# (DDP_AUTH=none on loopback). A run killed with SIGKILL once its checkpoint
+# of an epoch is there, started again with the same options, ends with the
+# parameters of an uninterrupted run, bit for bit; a checkpoint that does
+# not fit the run (world size, model, damage, a directory the ranks do not
+# share) is refused with a message that says so.
+
+setup() {
+	repo=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	train=$repo/${BUILD:-build}/examples/train
+	python=${PYTHON:-/usr/bin/python3}
+	tmp=$(mktemp -d /tmp/ddp-resume.XXXXXX)
+	pids=()
+}
+
+teardown() {
+	local p
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+
+need_train() {
+	[ -x "$train" ] || skip "examples/train not built ($train)"
+}
+
+need_torch() {
+	"$python" -c 'import torch, numpy' 2>/dev/null ||
+		skip "$python has no torch and numpy"
+}
+
+free_port() {
+	"$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_ranks WORLD TAG CMD...: WORLD ranks of CMD in the background, each
+# rank's output in $tmp/TAG.RANK, their pids in pids.
+start_ranks() {
+	local world=$1 tag=$2 r port
+	shift 2
+	port=$(free_port)
+	pids=()
+	for r in $(seq 0 $((world - 1))); do
+		RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
+			MASTER_PORT=$port DDP_AUTH=none DDP_BACKEND=tcp \
+			DDP_TIMEOUT=60 "$@" >"$tmp/$tag.$r" 2>&1 &
+		pids+=("$!")
+	done
+}
+
+# wait_ranks: waits for the ranks of start_ranks; fails when one failed.
+wait_ranks() {
+	local p rc=0
+	for p in "${pids[@]}"; do
+		wait "$p" || rc=1
+	done
+	pids=()
+	return "$rc"
+}
+
+# run_ranks WORLD TAG CMD...: start_ranks and wait_ranks; on failure shows
+# what the ranks said.
+run_ranks() {
+	start_ranks "$@"
+	wait_ranks || {
+		tail -n 5 "$tmp/$2".*
+		return 1
+	}
+}
+
+# kill_when FILE TEST...: waits (60 s at most) until TEST, run on FILE,
+# succeeds while the ranks run, then kills every rank with SIGKILL.
+kill_when() {
+	local file=$1 p
+	shift
+	for _ in $(seq 6000); do
+		"$@" "$file" && break
+		for p in "${pids[@]}"; do
+			kill -0 "$p" 2>/dev/null || {
+				echo "a rank ended before $file was ready"
+				return 1
+			}
+		done
+		sleep 0.01
+	done
+	kill -KILL "${pids[@]}"
+	wait "${pids[@]}" 2>/dev/null || true
+	pids=()
+}
+
+# The epochs done in examples/train's checkpoint FILE (a little-endian u64
+# at offset 32), 0 when there is none.
+ckpt_epoch() {
+	if [ -s "$1" ]; then
+		od -An -t u8 -j 32 -N 8 "$1" | tr -d ' '
+	else
+		echo 0
+	fi
+}
+
+at_least_2() {
+	[ "$(ckpt_epoch "$1")" -ge 2 ]
+}
+
+# The one params_crc every rank printed, or nothing.
+crc_of() {
+	cat "$tmp/$1".* | sed -n 's/^rank [0-9]* params_crc=//p' | sort -u
+}
+
+train_opts=(--synthetic 2048 --hidden 32 --epochs 8)
+
+@test "train killed after its checkpoint of epoch 2 resumes and ends bit-identical to an uninterrupted run" {
+	need_train
+	run_ranks 2 plain "$train" "${train_opts[@]}"
+	want=$(crc_of plain)
+	[ "$(printf '%s\n' "$want" | wc -l)" -eq 1 ] && [ -n "$want" ]
+
+	mkdir "$tmp/ck"
+	start_ranks 2 killed "$train" "${train_opts[@]}" --checkpoint "$tmp/ck" \
+		--checkpoint-every 1
+	kill_when "$tmp/ck/train.ckpt" at_least_2
+	done_at_kill=$(ckpt_epoch "$tmp/ck/train.ckpt")
+	echo "killed with $done_at_kill epochs done"
+	[ "$done_at_kill" -ge 2 ] && [ "$done_at_kill" -lt 8 ]
+	[ -z "$(crc_of killed)" ]
+
+	run_ranks 2 resumed "$train" "${train_opts[@]}" --checkpoint "$tmp/ck" \
+		--checkpoint-every 1
+	grep -q "^train: resuming from $tmp/ck/train.ckpt (restart 0): $done_at_kill of 8 epochs done" "$tmp/resumed.0"
+	# The resumed run trained only the epochs left.
+	if grep -q "^epoch $done_at_kill " "$tmp/resumed.0"; then false; fi
+	grep -q "^epoch 8 " "$tmp/resumed.0"
+	[ "$(crc_of resumed)" = "$want" ]
+	[ "$(ckpt_epoch "$tmp/ck/train.ckpt")" -eq 8 ]
+	# Mode 0600, and no temporary file of a finished write left behind.
+	[ "$(stat -c %a "$tmp/ck/train.ckpt")" = 600 ]
+	[ "$(find "$tmp/ck" -name '.train.ckpt.tmp-*' | wc -l)" -le 1 ]
+}
+
+@test "train refuses a checkpoint of another world size, model or damaged, naming why" {
+	need_train
+	mkdir "$tmp/ck"
+	run_ranks 2 first "$train" --synthetic 256 --hidden 8 --epochs 2 \
+		--checkpoint "$tmp/ck" --checkpoint-every 2
+	grep -q "^train: checkpoint of epoch 2 in $tmp/ck/train.ckpt" "$tmp/first.0"
+
+	run env WORLD_SIZE=1 DDP_AUTH=none DDP_BACKEND=tcp "$train" \
+		--synthetic 256 --hidden 8 --epochs 3 --checkpoint "$tmp/ck"
+	[ "$status" -eq 1 ]
+	[[ $output == *"train.ckpt was written by a world of 2 ranks, this run has 1"* ]]
+
+	start_ranks 2 shape "$train" --synthetic 256 --hidden 16 --epochs 3 \
+		--checkpoint "$tmp/ck"
+	if wait_ranks; then false; fi
+	grep -q "train.ckpt holds a 3072-8-10 model, this run trains 3072-16-10" "$tmp/shape.0"
+
+	start_ranks 2 data "$train" --synthetic 300 --hidden 8 --epochs 3 \
+		--checkpoint "$tmp/ck"
+	if wait_ranks; then false; fi
+	grep -q "train.ckpt was trained on 256 samples, this run has 300" "$tmp/data.0"
+
+	# One flipped bit in the parameters.
+	byte=$(od -An -t u1 -j 100 -N 1 "$tmp/ck/train.ckpt" | tr -d ' ')
+	printf '%b' "\\$(printf '%03o' $((byte ^ 1)))" |
+		dd of="$tmp/ck/train.ckpt" bs=1 seek=100 conv=notrunc status=none
+	start_ranks 2 damaged "$train" --synthetic 256 --hidden 8 --epochs 3 \
+		--checkpoint "$tmp/ck"
+	if wait_ranks; then false; fi
+	grep -q "train.ckpt is damaged (its CRC does not match)" "$tmp/damaged.0"
+}
+
+@test "train: ranks that do not find the same checkpoint stop instead of training apart" {
+	need_train
+	mkdir "$tmp/a" "$tmp/b"
+	run_ranks 2 first "$train" --synthetic 256 --hidden 8 --epochs 1 \
+		--checkpoint "$tmp/a"
+	# Rank 0 sees a checkpoint, rank 1 an empty directory: as on nodes
+	# that do not share the directory.
+	port=$(free_port)
+	for r in 0 1; do
+		dir=$tmp/a
+		[ "$r" -eq 0 ] || dir=$tmp/b
+		RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+			DDP_AUTH=none DDP_BACKEND=tcp DDP_TIMEOUT=60 "$train" \
+			--synthetic 256 --hidden 8 --epochs 3 --checkpoint "$dir" \
+			>"$tmp/apart.$r" 2>&1 &
+		pids+=("$!")
+	done
+	if wait_ranks; then false; fi
+	grep -q "the ranks did not all find the same checkpoint in $tmp/a" "$tmp/apart.0"
+	if grep -q "^epoch " "$tmp/apart.0"; then false; fi
+}
+
+@test "train: a malformed restart count, --checkpoint-every alone and a missing directory are refused" {
+	need_train
+	run env DDP_RESTART_COUNT=two DDP_AUTH=none "$train" --synthetic 16 \
+		--checkpoint "$tmp"
+	[ "$status" -eq 1 ]
+	[[ $output == *"DDP_RESTART_COUNT='two' is not a restart count"* ]]
+	run "$train" --synthetic 16 --checkpoint-every 2
+	[ "$status" -eq 2 ]
+	[[ $output == *"--checkpoint-every needs --checkpoint DIR"* ]]
+	run env DDP_AUTH=none "$train" --synthetic 16 --checkpoint "$tmp/none"
+	[ "$status" -eq 1 ]
+	[[ $output == *"--checkpoint $tmp/none: No such file or directory"* ]]
+}
+
+py_opts=(--epochs 40 --device cpu)
+
+digest_of() {
+	cat "$tmp/$1".* | sed -n 's/^params_sha256 \([0-9a-f]*\) rank [0-9]*$/\1/p' | sort -u
+}
+
+@test "train.py killed after its first checkpoint resumes and ends bit-identical to an uninterrupted run" {
+	need_torch
+	run_ranks 2 plain "$python" "$repo/examples/train.py" "${py_opts[@]}"
+	want=$(digest_of plain)
+	[ "$(printf '%s\n' "$want" | wc -l)" -eq 1 ] && [ -n "$want" ]
+	[ "$(cat "$tmp"/plain.* | grep -c '^rank [01] local_rank 0 world 2 device cpu backend gloo checksum ')" -eq 2 ]
+
+	mkdir "$tmp/ck"
+	start_ranks 2 killed "$python" "$repo/examples/train.py" "${py_opts[@]}" \
+		--checkpoint "$tmp/ck" --checkpoint-every 1
+	kill_when "$tmp/ck/train.pt" test -s
+	[ -z "$(digest_of killed)" ]
+
+	run_ranks 2 resumed "$python" "$repo/examples/train.py" "${py_opts[@]}" \
+		--checkpoint "$tmp/ck" --checkpoint-every 1
+	done_at_kill=$(sed -n 's/^train.py: resuming from .* (restart 0): \([0-9]*\) of 40 epochs done$/\1/p' "$tmp/resumed.0")
+	echo "killed with $done_at_kill epochs done"
+	[ "$done_at_kill" -ge 1 ] && [ "$done_at_kill" -lt 40 ]
+	[ "$(digest_of resumed)" = "$want" ]
+	[ "$(grep -h ' checksum ' "$tmp"/resumed.* | awk '{print $NF}' | sort -u)" = \
+		"$(grep -h ' checksum ' "$tmp"/plain.* | awk '{print $NF}' | sort -u)" ]
+	[ "$(stat -c %a "$tmp/ck/train.pt")" = 600 ]
+}
+
+@test "train.py refuses a checkpoint of another world size, naming both, and a missing directory" {
+	need_torch
+	mkdir "$tmp/ck"
+	run_ranks 2 first "$python" "$repo/examples/train.py" --epochs 1 \
+		--device cpu --checkpoint "$tmp/ck"
+	run_ranks 1 one "$python" "$repo/examples/train.py" --epochs 2 \
+		--device cpu --checkpoint "$tmp/ck" || true
+	grep -q "train.pt was written by a world of 2 ranks, this run has 1" "$tmp/one.0"
+	run "$python" "$repo/examples/train.py" --checkpoint "$tmp/none"
+	[ "$status" -eq 2 ]
+	[[ $output == *"--checkpoint $tmp/none: no such directory"* ]]
+}
