@@ -41,14 +41,15 @@ ddp_step_key_wipe(struct ddp_step_key *key)
 }
 
 int
-ddp_step_key_dirname(unsigned long job_id, unsigned long step_id,
-		     unsigned long tag, char *buf, size_t len)
+ddp_step_key_name(unsigned long job_id, unsigned long step_id,
+		  unsigned long tag, char *buf, size_t len)
 {
 	return ddp_fmt(buf, len, "%lu.%lu.%lu", job_id, step_id, tag);
 }
 
 /* Empties and removes the directory name below kfd after taking it from
- * its owner. 0 (also when it does not exist), or -1 with errno set. */
+ * its owner: a step's key directory of an earlier slurm-ddp (the key file
+ * in a directory the user owned). 0, or -1 with errno set. */
 static int
 remove_keydir(int kfd, const char *name)
 {
@@ -58,12 +59,8 @@ remove_keydir(int kfd, const char *name)
 
 	dfd = openat(kfd, name,
 		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		/* Only root writes step-keys: not ours to guess at. */
-		return -1;
-	}
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -1;
 	if (ddp_jobdir_take(dfd) < 0)
 		goto out;
 	d = fdopendir(dfd);
@@ -74,10 +71,11 @@ remove_keydir(int kfd, const char *name)
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)
 			continue;
+		/* A directory the user made inside stays, named in err. */
 		if (unlinkat(dirfd(d), de->d_name, 0) < 0 && !e)
 			e = errno;
 	}
-	if (unlinkat(kfd, name, AT_REMOVEDIR) < 0)
+	if (unlinkat(kfd, name, AT_REMOVEDIR) < 0 && !e)
 		e = errno;
 	if (!e)
 		rc = 0;
@@ -91,18 +89,53 @@ out:
 	return rc;
 }
 
-/* Opens <state_dir>/step-keys (root's, 0755, made when missing). */
+/* Removes the entry name below kfd: a key file, emptied first so that a
+ * descriptor its owner still holds keeps no blocks of the file system
+ * (root's truncation, no symlink followed), or an old key directory.
+ * 0 (also when it does not exist), or -1 with errno set. */
+static int
+remove_key(int kfd, const char *name)
+{
+	struct stat st;
+	int fd;
+
+	if (fstatat(kfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISDIR(st.st_mode))
+		return remove_keydir(kfd, name);
+	if (S_ISREG(st.st_mode)) {
+		fd = openat(kfd, name,
+			    O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		/* Unlinking is what matters: a failed truncation leaves
+		 * the blocks until the owner's last close. */
+		if (fd >= 0 && ftruncate(fd, 0) < 0)
+			errno = 0;
+		ddp_close(&fd);
+	}
+	if (unlinkat(kfd, name, 0) < 0 && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
+/* Opens <state_dir>/step-keys: root's, made when missing, and made 0711
+ * (the job's user passes through to their file by name, but no one lists
+ * the node's steps). */
 static int
 open_keys(const char *state_dir, char *keys, size_t keyslen, char *err,
 	  size_t errlen)
 {
-	int squatted;
+	int squatted, kfd;
 
 	if (ddp_fmt(keys, keyslen, "%s/%s", state_dir, DDP_STEP_KEY_DIR) < 0)
 		return ddp_errf(err, errlen, "state_dir %.200s: path too long",
 				state_dir);
-	return ddp_jobdir_open_root(keys, "step key directory", &squatted, err,
-				    errlen);
+	kfd = ddp_jobdir_open_root(keys, "step key directory", &squatted, err,
+				   errlen);
+	if (kfd >= 0 && fchmod(kfd, DDP_STEP_KEY_DIR_MODE) < 0) {
+		ddp_errf(err, errlen, "%s: chmod: %s", keys, strerror(errno));
+		ddp_close(&kfd);
+	}
+	return kfd;
 }
 
 int
@@ -111,7 +144,7 @@ ddp_step_key_install(const char *state_dir, const char *name,
 		     char *path, size_t pathlen, char *err, size_t errlen)
 {
 	char keys[PATH_MAX];
-	int kfd = -1, dfd = -1, fd = -1, made = 0, rc = -1;
+	int kfd = -1, fd = -1, made = 0, rc = -1;
 
 	if (errlen)
 		err[0] = '\0';
@@ -120,44 +153,34 @@ ddp_step_key_install(const char *state_dir, const char *name,
 	kfd = open_keys(state_dir, keys, sizeof(keys), err, errlen);
 	if (kfd < 0)
 		goto out;
-	if (ddp_fmt(path, pathlen, "%s/%s/%s", keys, name, DDP_STEP_KEY_NAME) <
-	    0) {
+	if (ddp_fmt(path, pathlen, "%s/%s", keys, name) < 0) {
 		ddp_errf(err, errlen, "%s/%s: path too long", keys, name);
 		goto out;
 	}
-	if (remove_keydir(kfd, name) < 0) {
+	if (remove_key(kfd, name) < 0) {
 		ddp_errf(err, errlen,
-			 "%s/%s, left by an earlier step, cannot be removed: "
-			 "%s (remove it by hand)",
-			 keys, name, strerror(errno));
+			 "%s, left by an earlier step, cannot be removed: %s "
+			 "(remove it by hand)",
+			 path, strerror(errno));
 		goto out;
 	}
-	/* Root's until the key is in it: the user never sees it half made
-	 * and cannot put anything in its place. */
-	if (mkdirat(kfd, name, 0700) < 0) {
-		ddp_errf(err, errlen, "%s/%s: %s", keys, name, strerror(errno));
-		goto out;
-	}
-	made = 1;
-	dfd = openat(kfd, name,
-		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd >= 0)
-		fd = openat(dfd, DDP_STEP_KEY_NAME,
-			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-				    O_CLOEXEC,
-			    0400);
+	/* Root's until the key is in it: the user never sees it half
+	 * made, and step-keys stays root's, so the user can put nothing
+	 * next to it. */
+	fd = openat(kfd, name,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+	if (fd >= 0)
+		made = 1;
 	if (fd < 0 || ddp_write_all(fd, key->k, sizeof(key->k)) < 0 ||
-	    fchmod(fd, 0400) < 0 || fchown(fd, uid, gid) < 0 ||
-	    fchmod(dfd, 0700) < 0 || fchown(dfd, uid, gid) < 0) {
+	    fchmod(fd, 0400) < 0 || fchown(fd, uid, gid) < 0) {
 		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	rc = 0;
 out:
 	ddp_close(&fd);
-	ddp_close(&dfd);
 	if (rc < 0 && made)
-		remove_keydir(kfd, name);
+		unlinkat(kfd, name, 0);
 	if (rc < 0 && pathlen)
 		path[0] = '\0';
 	ddp_close(&kfd);
@@ -223,6 +246,26 @@ out:
 	return rc;
 }
 
+/* Opens <state_dir>/step-keys as it is, or -1 (errno ENOENT when there is
+ * none). */
+static int
+open_keys_existing(const char *state_dir, char *keys, size_t keyslen, char *err,
+		   size_t errlen)
+{
+	int kfd;
+
+	if (ddp_fmt(keys, keyslen, "%s/%s", state_dir, DDP_STEP_KEY_DIR) < 0) {
+		ddp_errf(err, errlen, "state_dir %.200s: path too long",
+			 state_dir);
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	kfd = ddp_jobdir_open_nofollow(keys, 0, 0);
+	if (kfd < 0 && errno != ENOENT)
+		ddp_errf(err, errlen, "%s: %s", keys, strerror(errno));
+	return kfd;
+}
+
 int
 ddp_step_key_remove(const char *state_dir, const char *name, char *err,
 		    size_t errlen)
@@ -232,18 +275,79 @@ ddp_step_key_remove(const char *state_dir, const char *name, char *err,
 
 	if (errlen)
 		err[0] = '\0';
-	if (ddp_fmt(keys, sizeof(keys), "%s/%s", state_dir, DDP_STEP_KEY_DIR) <
-	    0)
-		return ddp_errf(err, errlen, "state_dir %.200s: path too long",
-				state_dir);
-	kfd = ddp_jobdir_open_nofollow(keys, 0, 0);
+	kfd = open_keys_existing(state_dir, keys, sizeof(keys), err, errlen);
 	if (kfd < 0)
-		return errno == ENOENT ? 0
-				       : ddp_errf(err, errlen, "%s: %s", keys,
-						  strerror(errno));
-	if (remove_keydir(kfd, name) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (remove_key(kfd, name) < 0)
 		rc = ddp_errf(err, errlen, "%s/%s: cannot remove: %s", keys,
 			      name, strerror(errno));
 	close(kfd);
+	return rc;
+}
+
+/* The job id of a name "<job>.<step>.<tag>", or 0 when it is none. */
+static unsigned long
+name_job(const char *name)
+{
+	const char *end;
+	long v[3];
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		if (*name < '0' || *name > '9' ||
+		    ddp_parse_long_prefix(name, 0, LONG_MAX, &v[i], &end) < 0 ||
+		    *end != (i < 2 ? '.' : '\0'))
+			return 0;
+		name = end + (i < 2);
+	}
+	return (unsigned long)v[0];
+}
+
+int
+ddp_step_key_purge(const char *state_dir,
+		   int (*keep)(unsigned long job_id, void *arg), void *arg,
+		   unsigned *removed, char *err, size_t errlen)
+{
+	char keys[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	unsigned long job;
+	DIR *d = NULL;
+	int kfd, rc = 0;
+
+	if (errlen)
+		err[0] = '\0';
+	if (removed)
+		*removed = 0;
+	kfd = open_keys_existing(state_dir, keys, sizeof(keys), err, errlen);
+	if (kfd < 0)
+		return errno == ENOENT ? 0 : -1;
+	d = fdopendir(kfd);
+	if (!d) {
+		rc = ddp_errf(err, errlen, "%s: %s", keys, strerror(errno));
+		ddp_close(&kfd);
+		return rc;
+	}
+	while ((de = readdir(d)) != NULL) {
+		job = name_job(de->d_name);
+		if (!job ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		/* A key file its owner made larger than a key: removed
+		 * whoever runs, before it fills the node's /run. */
+		if (keep(job, arg) &&
+		    !(S_ISREG(st.st_mode) && st.st_size > DDP_STEP_KEY_LEN))
+			continue;
+		if (remove_key(dirfd(d), de->d_name) < 0) {
+			if (!rc)
+				ddp_errf(err, errlen,
+					 "%s/%s: cannot remove: %s", keys,
+					 de->d_name, strerror(errno));
+			rc = -1;
+		} else if (removed) {
+			(*removed)++;
+		}
+	}
+	closedir(d);
 	return rc;
 }

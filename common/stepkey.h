@@ -20,14 +20,22 @@
  * environment (which every child process inherits and `env` or a crash
  * report prints) nor as an inherited descriptor (closed by launchers such
  * as Python's subprocess, whose close_fds is on by default):
- *   <state_dir>/step-keys/<job>.<step>.<tag>/key
+ *   <state_dir>/step-keys/<job>.<step>.<tag>
  * tag tells apart two slurmstepd of one step on one host (slurmstepd's
- * pid). Root makes the directory 0700 and the file 0400 with O_EXCL and no
- * symlink followed, writes the key and only then gives both to the job's
- * user: no one else can read it, and the user never sees a half-made
- * one. The plugin exports its path as DDP_STEP_KEY_FILE and removes it in
- * slurm_spank_exit. <state_dir>/step-keys is root's, 0755. libddp reads
- * it with ddp_step_key_read, which checks what the installer promised.
+ * pid). <state_dir>/step-keys is root's, 0711: the job's user reaches
+ * their file by its name, lists nothing and can create nothing there, so
+ * /run (root's tmpfs, where the next job's Prolog writes) holds no
+ * directory of the user's to fill and nothing of theirs outlives the
+ * step. Root makes the file 0400 with O_EXCL and no symlink followed,
+ * writes the key and only then gives it to the job's user: no one else
+ * can read it, and the user never sees a half-made one. The plugin
+ * exports its path as DDP_STEP_KEY_FILE and removes it in
+ * slurm_spank_exit; the Epilog removes the job's keys a killed
+ * slurmstepd left, reconcile those of jobs no longer running. The user
+ * owns the file and so may make it writable and grow it: every purge
+ * (the Prolog's too) removes a key file larger than a key, emptying it
+ * first. libddp reads it with ddp_step_key_read, which checks what the
+ * installer promised.
  *
  * Errors: 0 or -1 with err naming the path, what is wrong and the fix;
  * never the key. Thread safety: touches only its arguments and the file
@@ -44,9 +52,9 @@
 #define DDP_STEP_KEY_LEN 32
 /* The variable that names the key file for libddp (and only the path). */
 #define DDP_STEP_KEY_VAR "DDP_STEP_KEY_FILE"
-/* The directory of the step keys below state_dir, and the file's name. */
+/* The directory of the step keys below state_dir, and its mode. */
 #define DDP_STEP_KEY_DIR "step-keys"
-#define DDP_STEP_KEY_NAME "key"
+#define DDP_STEP_KEY_DIR_MODE 0711
 
 struct ddp_step_key {
 	unsigned char k[DDP_STEP_KEY_LEN];
@@ -61,20 +69,20 @@ void ddp_step_key_derive(const struct ddp_site_key *site, unsigned long job_id,
 void ddp_step_key_wipe(struct ddp_step_key *key);
 
 /*
- * The name of a step's key directory below <state_dir>/step-keys,
+ * The name of a step's key file below <state_dir>/step-keys,
  * "<job>.<step>.<tag>", into buf. 0, or -1 when it does not fit.
  */
-int ddp_step_key_dirname(unsigned long job_id, unsigned long step_id,
-			 unsigned long tag, char *buf, size_t len);
+int ddp_step_key_name(unsigned long job_id, unsigned long step_id,
+		      unsigned long tag, char *buf, size_t len);
 
 /*
- * As root: writes key to <state_dir>/step-keys/<name>/key as described
- * above, owned by uid:gid, and its path into path. A directory of the
- * same name left by an earlier step (a reused job id after a crash) is
- * taken from its owner and removed first. <state_dir> and step-keys are
- * made root's, 0755, when missing, and refused when someone else owns
- * them or may write to them. Returns 0, or -1 with err (nothing is left
- * behind).
+ * As root: writes key to <state_dir>/step-keys/<name> as described
+ * above, owned by uid:gid, and its path into path. A file (or a key
+ * directory of an earlier slurm-ddp) of the same name left by an earlier
+ * step (a reused job id after a crash) is removed first. <state_dir> is
+ * made root's, 0755, and step-keys root's, 0711, when missing, and
+ * refused when someone else owns them or may write to them. Returns 0,
+ * or -1 with err (nothing is left behind).
  */
 int ddp_step_key_install(const char *state_dir, const char *name,
 			 const struct ddp_step_key *key, uid_t uid, gid_t gid,
@@ -93,12 +101,25 @@ int ddp_step_key_read(const char *path, struct ddp_step_key *out, char *err,
 		      size_t errlen);
 
 /*
- * As root: removes <state_dir>/step-keys/<name> and the files in it,
- * after taking it from the user (root, 0700) so that nothing new appears.
- * A missing directory is not an error. Returns 0, or -1 with err (a
- * directory the user made inside it is left, named in err).
+ * As root: removes the key <state_dir>/step-keys/<name> (emptied first;
+ * an old key directory after taking it from the user). A missing one is
+ * not an error. Returns 0, or -1 with err.
  */
 int ddp_step_key_remove(const char *state_dir, const char *name, char *err,
 			size_t errlen);
+
+/*
+ * As root: removes every key below <state_dir>/step-keys whose job
+ * keep(job_id, arg) rejects (returns 0), and every key file larger than
+ * a key whatever keep says. The Epilog keeps all jobs but its own, the
+ * Prolog all jobs, reconcile the jobs that run. Entries whose names are
+ * not <job>.<step>.<tag> are left alone. *removed (when not NULL) counts
+ * what went. A missing step-keys is not an error. Returns 0, or -1 with
+ * err naming the first entry that could not be removed (the others are
+ * still tried).
+ */
+int ddp_step_key_purge(const char *state_dir,
+		       int (*keep)(unsigned long job_id, void *arg), void *arg,
+		       unsigned *removed, char *err, size_t errlen);
 
 #endif

@@ -56,7 +56,7 @@ struct ddp_node {
 	struct ddp_site_key port_key;
 	char port_key_error[DDP_ERR_LEN];
 	/* The step's key file (stepkey.h), made as root in init_post_opt
-	 * and removed in exit: its directory's name below
+	 * and removed in exit: its name below
 	 * <state_dir>/step-keys and the path exported as DDP_STEP_KEY_FILE;
 	 * "" when the step has none. */
 	char step_key_name[64];

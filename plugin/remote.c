@@ -228,9 +228,8 @@ remote_step_key(struct ddp_plugin *p, spank_t sp)
 	    stepid >= SLURM_INTERACTIVE_STEP)
 		return;
 	/* slurmstepd's pid tells apart two nodes of one step on a host. */
-	if (ddp_step_key_dirname(jobid, stepid, (unsigned long)getpid(),
-				 n->step_key_name,
-				 sizeof(n->step_key_name)) < 0)
+	if (ddp_step_key_name(jobid, stepid, (unsigned long)getpid(),
+			      n->step_key_name, sizeof(n->step_key_name)) < 0)
 		return;
 	ddp_step_key_derive(&n->port_key, jobid, stepid, uid, &key);
 	if (ddp_step_key_install(p->conf.state_dir, n->step_key_name, &key, uid,

@@ -2,7 +2,8 @@
 /*
  * What several of ddp-nodectl's commands share (nodectl_cmd.h): the log
  * sink, running Slurm's commands, draining a node, the node's name and the
- * report of libddp's leftover shared memory.
+ * report of libddp's leftover shared memory and of the step keys a killed
+ * slurmstepd left.
  */
 #include "nodectl_cmd.h"
 
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
+#include "stepkey.h"
 
 #define SLURM_TIMEOUT_S 30
 
@@ -130,4 +132,47 @@ nc_cleanup_shm(unsigned long jobid, const unsigned long *live, size_t nlive,
 			 "killed while setting them up%s",
 			 removed, removed == 1 ? "" : "s",
 			 jobid ? "" : " (jobs not running)");
+}
+
+struct key_filter {
+	unsigned long jobid;
+	const unsigned long *live;
+	size_t nlive;
+};
+
+static int
+keep_key(unsigned long job, void *arg)
+{
+	const struct key_filter *f = arg;
+	size_t i;
+
+	if (f->jobid)
+		return job != f->jobid;
+	if (!f->live)
+		return 1;
+	for (i = 0; i < f->nlive; i++)
+		if (f->live[i] == job)
+			return 1;
+	return 0;
+}
+
+void
+nc_cleanup_step_keys(const struct ddp_conf *conf, unsigned long jobid,
+		     const unsigned long *live, size_t nlive)
+{
+	struct key_filter f = {jobid, live, nlive};
+	char err[DDP_ERR_LEN];
+	unsigned removed = 0;
+
+	if (!conf->state_dir[0])
+		return;
+	if (ddp_step_key_purge(conf->state_dir, keep_key, &f, &removed, err,
+			       sizeof(err)) < 0)
+		ddp_error("step keys: %s", err);
+	if (removed)
+		ddp_info("removed %u step key%s %s", removed,
+			 removed == 1 ? "" : "s",
+			 jobid	? "left by a killed slurmstepd"
+			 : live ? "of jobs not running, or grown past a key"
+				: "grown past a key by their owner");
 }

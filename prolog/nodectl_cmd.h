@@ -114,4 +114,14 @@ int nc_node_name(const char *given, char *node, size_t len);
 void nc_cleanup_shm(unsigned long jobid, const unsigned long *live,
 		    size_t nlive, long grace);
 
+/*
+ * Removes the step keys below state_dir (stepkey.h) that slurmstepd left:
+ * of job jobid (the Epilog), else of the jobs not in live (nlive ids;
+ * reconcile), and in any case a key file its owner grew past a key (all
+ * the Prolog asks for, with jobid 0 and live NULL). Logs what went and
+ * what could not; never fails.
+ */
+void nc_cleanup_step_keys(const struct ddp_conf *conf, unsigned long jobid,
+			  const unsigned long *live, size_t nlive);
+
 #endif

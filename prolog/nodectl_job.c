@@ -108,6 +108,9 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 		drain(conf, j.node, "bad prolog environment");
 		goto out;
 	}
+	/* Before anything is made on /run: a key file a running step's
+	 * user grew must not fail this job's Prolog. */
+	nc_cleanup_step_keys(conf, 0, NULL, 0);
 	if (nc_check_shared_root(conf, err, sizeof(err)) < 0) {
 		drain(conf, j.node, err);
 		goto out;
@@ -241,6 +244,7 @@ cmd_epilog(const struct ddp_conf *conf, int argc, char **argv)
 	nc_fw_lock_drop(&lockfd);
 scratch:
 	nc_cleanup_shm(j.id, NULL, 0, 0);
+	nc_cleanup_step_keys(conf, j.id, NULL, 0);
 	if (nc_remove_scratch_dir(conf, j.id, err, sizeof(err)) < 0)
 		ddp_error("scratch: %s", err);
 	nc_fw_lock_drop(&lockfd);

@@ -296,6 +296,7 @@ cmd_reconcile(const struct ddp_conf *conf, int argc, char **argv)
 	/* Scratch trees can be large: not under the lock. */
 	nc_fw_lock_drop(&lockfd);
 	nc_cleanup_shm(0, live, nlive, grace);
+	nc_cleanup_step_keys(conf, 0, live ? live : &none, nlive);
 	reconcile_scratch(conf, live, nlive, grace);
 	rv = NC_EX_OK;
 out:

@@ -148,6 +148,11 @@ $(BUILD)/tests/fuzz/fuzz-rdv.o: MOD_CFLAGS += -Iworker
 $(BUILD)/fuzz-rdv: $(BUILD)/tests/fuzz/fuzz-rdv.o $(BUILD)/worker/proto.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD)
 FUZZERS += $(BUILD)/fuzz-rdv
+# libFuzzer target for the data-port hello.
+$(BUILD)/tests/fuzz/fuzz-peer.o: MOD_CFLAGS += -Iworker
+$(BUILD)/fuzz-peer: $(BUILD)/tests/fuzz/fuzz-peer.o $(BUILD)/worker/proto.o $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD)
+FUZZERS += $(BUILD)/fuzz-peer
 
 .PHONY: install-worker
 install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN) $(if $(filter 1,$(HAVE_NVCC)),$(TRAIN_GPU))

@@ -8,6 +8,7 @@
 
 #include "ddp_util.h"
 #include "proto.h"
+#include "sha256.h"
 
 static void
 put16(uint8_t *p, uint16_t v)
@@ -273,14 +274,63 @@ proto_encode_relay(struct wk_buf *b, uint32_t n,
 	return msg_end(b, off);
 }
 
+static int
+encode_peer_as(struct wk_buf *b, enum rdv_type type,
+	       const struct rdv_peer_hello *p)
+{
+	size_t off = msg_begin(b, type);
+
+	buf_u32(b, p->rank);
+	buf_put(b, p->nonce, RDV_NONCE_LEN);
+	return msg_end(b, off);
+}
+
 int
 proto_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p)
 {
-	size_t off = msg_begin(b, RDV_PEER);
+	return encode_peer_as(b, RDV_PEER, p);
+}
 
-	buf_u32(b, p->rank);
-	buf_put(b, p->token, WK_TOKEN_LEN);
+int
+proto_encode_challenge(struct wk_buf *b, const struct rdv_peer_hello *p)
+{
+	return encode_peer_as(b, RDV_CHALLENGE, p);
+}
+
+int
+proto_encode_peer_mac(struct wk_buf *b, const uint8_t mac[RDV_MAC_LEN])
+{
+	size_t off = msg_begin(b, RDV_PEER_MAC);
+
+	buf_put(b, mac, RDV_MAC_LEN);
 	return msg_end(b, off);
+}
+
+/* Versioned: a new construction gets a new label, never a changed one. */
+#define PEER_MAC_LABEL "slurm-ddp peer hello 1"
+
+void
+proto_peer_mac(const uint8_t token[WK_TOKEN_LEN], int listener,
+	       uint32_t dialer_rank, uint32_t listener_rank,
+	       const uint8_t dialer_nonce[RDV_NONCE_LEN],
+	       const uint8_t listener_nonce[RDV_NONCE_LEN],
+	       uint8_t mac[RDV_MAC_LEN])
+{
+	uint8_t msg[sizeof(PEER_MAC_LABEL) + 1 + 8 + 2 * RDV_NONCE_LEN];
+	size_t n = sizeof(PEER_MAC_LABEL); /* its NUL included */
+	int k;
+
+	memcpy(msg, PEER_MAC_LABEL, n);
+	msg[n++] = listener ? 'L' : 'D';
+	for (k = 0; k < 4; k++)
+		msg[n++] = (uint8_t)(dialer_rank >> (8 * k));
+	for (k = 0; k < 4; k++)
+		msg[n++] = (uint8_t)(listener_rank >> (8 * k));
+	memcpy(msg + n, dialer_nonce, RDV_NONCE_LEN);
+	n += RDV_NONCE_LEN;
+	memcpy(msg + n, listener_nonce, RDV_NONCE_LEN);
+	n += RDV_NONCE_LEN;
+	ddp_hmac_sha256(token, WK_TOKEN_LEN, msg, n, mac);
 }
 
 int
@@ -551,10 +601,23 @@ proto_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 	const uint8_t *t;
 
 	p->rank = rd_u32(&r);
-	t = rd_take(&r, WK_TOKEN_LEN);
+	t = rd_take(&r, RDV_NONCE_LEN);
 	if (t)
-		memcpy(p->token, t, WK_TOKEN_LEN);
+		memcpy(p->nonce, t, RDV_NONCE_LEN);
 	return rd_done(&r, "peer hello", err, errlen);
+}
+
+int
+proto_parse_peer_mac(const uint8_t *body, size_t len, uint8_t mac[RDV_MAC_LEN],
+		     char *err, size_t errlen)
+{
+	struct rd r = {body, len, 0, 0};
+	const uint8_t *t;
+
+	t = rd_take(&r, RDV_MAC_LEN);
+	if (t)
+		memcpy(mac, t, RDV_MAC_LEN);
+	return rd_done(&r, "peer hello's MAC", err, errlen);
 }
 
 int

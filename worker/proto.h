@@ -25,12 +25,13 @@
 	(WK_MAX_WORLD * (2u + 1u + WK_ADDR_LEN + 1u + 255u) + 36u)
 #define RDV_HDR_LEN 12
 #define RDV_MAGIC 0x52504444u /* "DDPR" little endian */
-/* 3: both sides' nonces in every credential, the mesh token in the
- * welcome, the join connection closed after it, the roster handed down a
- * tree of ranks and the joins of a node's ranks relayed by its leader
- * (2: one nonce, the roster from rank 0 to every rank; 1: the rank's
- * credential first, unbound). */
-#define RDV_VERSION 3
+/* 4: the data-port hello is a challenge-response under the mesh token
+ * both ways, which never crosses the wire in it (3: both sides' nonces in
+ * every credential, the mesh token in the welcome, the join connection
+ * closed after it, the roster handed down a tree of ranks and the joins
+ * of a node's ranks relayed by its leader; 2: one nonce, the roster from
+ * rank 0 to every rank; 1: the rank's credential first, unbound). */
+#define RDV_VERSION 4
 /* Largest world the wire formats carry. */
 #define WK_MAX_WORLD 65536
 #define WK_MAX_CRED 8192
@@ -60,10 +61,18 @@
  * and get it there (ROSTER once every rank has joined, or REFUSE), so
  * that they need no connection coming in; every other rank closes its
  * join connection after the welcome and gets the roster from its parent,
- * which connects to its data listener and sends PEER (its rank + token)
- * then ROSTER. Then each
- * rank sends PEER to the data listener of each lower rank its
- * collectives use (peers.h); rank 0's is MASTER_PORT.
+ * which connects to its data listener, proves itself in a data-port hello
+ * (below), then sends ROSTER. Then each rank opens the same hello on the
+ * data listener of each lower rank its collectives use (peers.h); rank
+ * 0's is MASTER_PORT. The data-port hello, before the roster or any
+ * frame, never carries the token:
+ *   dialer -> listener  PEER       the dialer's rank and a fresh nonce
+ *   listener -> dialer  CHALLENGE  the listener's rank and a fresh nonce
+ *   dialer -> listener  PEER_MAC   proto_peer_mac(token, dialer, ...)
+ *   listener -> dialer  PEER_MAC   proto_peer_mac(token, listener, ...)
+ * Each side checks the other's MAC in constant time, so neither learns
+ * anything of the token from a side that does not hold it, and a MAC
+ * seen on one connection fits no other (both nonces are in it).
  *
  * With LOCAL_RANK and LOCAL_WORLD_SIZE known, a node's other ranks join
  * its leader (LOCAL_RANK 0) instead, over a Unix socket of the node, with
@@ -77,16 +86,20 @@
  * session of the leader.
  */
 enum rdv_type {
-	RDV_HELLO = 1,	 /* rank -> rank 0: who I am + munge credential */
-	RDV_WELCOME = 2, /* rank 0 -> rank: joined (empty text) */
-	RDV_REFUSE = 3,	 /* rank 0 -> anyone: reason, then close */
-	RDV_ROSTER = 4,	 /* rank 0 -> rank: every rank's address + token */
-	RDV_PEER = 5,	 /* rank -> lower rank's data listener: rank+token */
-	RDV_OPEN = 6,	 /* rank -> rank 0, first: the rank it claims */
-	RDV_PROOF = 7,	 /* rank 0 -> rank: nonce + rank 0's credential */
-	RDV_RELAY = 8,	 /* leader -> rank 0, after its hello: its members */
+	RDV_HELLO = 1,	   /* rank -> rank 0: who I am + munge credential */
+	RDV_WELCOME = 2,   /* rank 0 -> rank: joined (empty text) */
+	RDV_REFUSE = 3,	   /* rank 0 -> anyone: reason, then close */
+	RDV_ROSTER = 4,	   /* rank 0 -> rank: every rank's address + token */
+	RDV_PEER = 5,	   /* rank -> lower rank's data listener: rank+token */
+	RDV_OPEN = 6,	   /* rank -> rank 0, first: the rank it claims */
+	RDV_PROOF = 7,	   /* rank 0 -> rank: nonce + rank 0's credential */
+	RDV_RELAY = 8,	   /* leader -> rank 0, after its hello: its members */
+	RDV_CHALLENGE = 9, /* data listener -> dialer: rank + nonce */
+	RDV_PEER_MAC = 10, /* both ways: the MAC of the data-port hello */
 };
-#define RDV_TYPE_MAX RDV_RELAY
+#define RDV_TYPE_MAX RDV_PEER_MAC
+/* The MAC of the data-port hello: HMAC-SHA256. */
+#define RDV_MAC_LEN 32
 
 struct rdv_open {
 	uint32_t rank;
@@ -125,9 +138,10 @@ struct rdv_relay_entry {
 	uint16_t data_port;
 };
 
+/* PEER (the dialer's) and CHALLENGE (the listener's). */
 struct rdv_peer_hello {
 	uint32_t rank;
-	uint8_t token[WK_TOKEN_LEN];
+	uint8_t nonce[RDV_NONCE_LEN];
 };
 
 /* A growable output buffer; on allocation failure bad is set. */
@@ -155,6 +169,8 @@ int proto_encode_roster(struct wk_buf *b, uint32_t world,
 			const uint8_t token[WK_TOKEN_LEN],
 			const struct rdv_roster_entry *ents);
 int proto_encode_peer(struct wk_buf *b, const struct rdv_peer_hello *p);
+int proto_encode_challenge(struct wk_buf *b, const struct rdv_peer_hello *p);
+int proto_encode_peer_mac(struct wk_buf *b, const uint8_t mac[RDV_MAC_LEN]);
 int proto_encode_welcome(struct wk_buf *b, const uint8_t token[WK_TOKEN_LEN]);
 int proto_encode_relay(struct wk_buf *b, uint32_t n,
 		       const struct rdv_relay_entry *ents);
@@ -180,8 +196,22 @@ int proto_parse_text(const uint8_t *body, size_t len, char *text,
 int proto_parse_roster(const uint8_t *body, size_t len, uint32_t max_world,
 		       uint32_t *world, uint8_t token[WK_TOKEN_LEN],
 		       struct rdv_roster_entry *ents, char *err, size_t errlen);
+/* PEER and CHALLENGE. */
 int proto_parse_peer(const uint8_t *body, size_t len, struct rdv_peer_hello *p,
 		     char *err, size_t errlen);
+int proto_parse_peer_mac(const uint8_t *body, size_t len,
+			 uint8_t mac[RDV_MAC_LEN], char *err, size_t errlen);
+
+/*
+ * The MAC one side of a data-port hello sends: HMAC-SHA256 under the mesh
+ * token of a label naming the side (listener: 1 for the listener's, 0
+ * for the dialer's), the dialer's and the listener's ranks and nonces.
+ */
+void proto_peer_mac(const uint8_t token[WK_TOKEN_LEN], int listener,
+		    uint32_t dialer_rank, uint32_t listener_rank,
+		    const uint8_t dialer_nonce[RDV_NONCE_LEN],
+		    const uint8_t listener_nonce[RDV_NONCE_LEN],
+		    uint8_t mac[RDV_MAC_LEN]);
 int proto_parse_welcome(const uint8_t *body, size_t len,
 			uint8_t token[WK_TOKEN_LEN], char *err, size_t errlen);
 /* Exactly n entries, into ents (room for n). */

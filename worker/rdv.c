@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The rendezvous (protocol 3): rank 0 listens on MASTER_PORT and proves it
+ * The rendezvous (protocol 4): rank 0 listens on MASTER_PORT and proves it
  * is rank 0 of the job with munge before any rank says more than which
  * rank it claims; every rank then proves its uid, job and step the same
  * way, bound to both sides' nonces and to the connection, gets the mesh
@@ -14,9 +14,10 @@
  * does not answer, or is not its leader, joins rank 0 directly; one whose
  * leader dies holding its join fails at once, naming it. Once every rank
  * has joined, the roster goes down a tree of ranks (RDV_FANOUT children
- * each), each hop opened with the token; then each rank connects only the
- * peers its collectives use (peers.h), authenticated with the token and
- * accepted only from the address their rank joined from. No rank holds
+ * each), each hop opened with the data-port hello (a challenge-response
+ * under the token both ways, the token itself never sent); then each rank
+ * connects only the peers its collectives use (peers.h), with the same
+ * hello, accepted only from the address their rank joined from. No rank holds
  * more than its pending table, its tree hops and its peers at once.
  *
  * What an outsider on the node can still do is deny service (hold the port,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libddp's rendezvous (rdv.c, protocol 3; its files and states are in
+ * libddp's rendezvous (rdv.c, protocol 4; its files and states are in
  * rdv_internal.h): rank 0 (or a rank's node leader, which relays its
  * node's joins to rank 0) proves itself with munge before any rank says
  * more than which rank it claims, every rank proves itself bound to both

@@ -45,6 +45,8 @@ rdv_pend_drop(struct rdv *r, int i, const char *reason, int tell,
 			wk_log(3, "refusal not delivered: %s", strerror(errno));
 		wk_buf_free(&b);
 	}
+	if (r->pend[i].deferred)
+		r->ndeferred--;
 	ddp_close(&r->pend[i].fd);
 	free(r->pend[i].buf);
 	r->pend[i] = r->pend[--r->npend];
@@ -127,14 +129,16 @@ pend_header(struct rdv *r, int i)
 		return -1;
 	}
 	if (p->kind == PK_PEER)
-		want = p->stage ? RDV_ROSTER : RDV_PEER;
+		want = p->stage == 0   ? RDV_PEER
+		       : p->stage == 4 ? RDV_PEER_MAC
+				       : RDV_ROSTER;
 	else
 		want = p->stage == 0   ? RDV_OPEN
 		       : p->stage == 1 ? RDV_HELLO
 		       : p->stage == 3 ? RDV_RELAY
 				       : 0;
 	if (type != want &&
-	    !(p->kind == PK_PEER && p->stage && type == RDV_REFUSE)) {
+	    !(p->kind == PK_PEER && p->stage == 1 && type == RDV_REFUSE)) {
 		ddp_fmt(why, sizeof(why),
 			"unexpected message type %u (expected %u)", type, want);
 		rdv_pend_refuse(r, i, why);
@@ -166,6 +170,20 @@ pend_read(struct rdv *r, int i)
 	uint16_t type;
 	int fd = p->fd, stage;
 
+	if (p->deferred) {
+		/* Its open waits for rank 0's proof: a genuine rank sends
+		 * nothing more until then. */
+		n = recv(p->fd, why, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n < 0 &&
+		    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		rdv_pend_drop(r, i,
+			      n > 0 ? "sent more before rank 0's proof"
+				    : "closed while its open waited for "
+				      "rank 0's proof",
+			      0, 0);
+		return;
+	}
 	for (;;) {
 		n = recv(p->fd, p->buf + p->have, p->need - p->have,
 			 MSG_DONTWAIT);
@@ -221,6 +239,8 @@ pend_read(struct rdv *r, int i)
 		type = (uint16_t)(p->buf[6] | p->buf[7] << 8);
 		if (p->kind == PK_PEER && stage == 0)
 			rdv_pend_peer(r, i, body, blen);
+		else if (p->kind == PK_PEER && stage == 4)
+			rdv_pend_peer_mac(r, i, body, blen);
 		else if (p->kind == PK_PEER)
 			rdv_pend_roster(r, i, type, body, blen);
 		else if (stage == 0)
@@ -484,6 +504,9 @@ accept_poll(struct rdv *r, double now, double deadline)
 		wake = r->ref.next;
 	if (r->leader && r->batch_end > 0 && r->batch_end < wake)
 		wake = r->batch_end;
+	/* Opens held for their budget: answered as it comes back. */
+	if (r->ndeferred > 0 && now + 1 / PROOF_RATE < wake)
+		wake = now + 1 / PROOF_RATE;
 	pfd[0].fd = r->lfd;
 	pfd[1].fd = r->ufd; /* ignored by poll when -1 */
 	pfd[0].events = pfd[1].events = POLLIN;
@@ -507,6 +530,7 @@ accept_poll(struct rdv *r, double now, double deadline)
 		    r->pend[i - 2].fd == pfd[i].fd)
 			pend_read(r, i - 2);
 	}
+	rdv_pend_deferred(r);
 	if (pfd[0].revents & POLLIN)
 		st = accept_new(r, r->lfd,
 				r->what == WAIT_JOINS ? PK_JOIN : PK_PEER);

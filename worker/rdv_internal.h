@@ -22,8 +22,9 @@
  *       a child of rank 0, a leader's member: [2] held, WELCOME sent (by
  *           a leader once it relayed them), then the roster or dropped
  *       anyone else: WELCOME sent, dropped
- *   (a data listener's PK_PEER: [0] --PEER hello with the token-->
- *    adopted into the mesh; or ROSTER from the parent)
+ *   (a data listener's PK_PEER: [0] --PEER--> CHALLENGE sent [4]
+ *    --the dialer's PEER_MAC verified--> PEER_MAC sent, adopted into
+ *    the mesh; or, from the parent or rank 0, [1] --ROSTER-->)
  *
  * One rank, start to end (each step fails the rendezvous with wk_err):
  *
@@ -89,6 +90,16 @@ _Static_assert(MAX_PENDING <= DDP_GUARD_MAX,
  * LATE_BATCH_S after the first of them. */
 #define BATCH_WAIT_S 1.0
 #define LATE_BATCH_S 0.2
+/* Rank 0's proofs for one source address: PROOF_BURST at once, then
+ * PROOF_RATE a second. Each is a credential (with munge, a round trip to
+ * the munged that slurmd shares), made for anyone who reaches
+ * MASTER_PORT with the job's ids, which squeue shows; an open over the
+ * budget waits for it. The ranks of one node without a leader share an
+ * address: 64 of them join within 3 s. PROOF_SOURCES addresses are
+ * tracked; the least recently asking one makes room. */
+#define PROOF_BURST 16
+#define PROOF_RATE 20.0
+#define PROOF_SOURCES 32
 /* The name of a node's join socket: this, then a digest's hex. */
 #define NODE_SOCKET_PREFIX "slurm-ddp/"
 
@@ -119,7 +130,11 @@ struct pend {
 	uint32_t relay;	    /* the open's: members the leader relays */
 	uint16_t data_port; /* a held member's */
 	int pid;	    /* a member's process, as the kernel names it */
-	uint8_t nonce[RDV_NONCE_LEN];
+	/* Stage 0: its open, whole in buf, waits for its source's budget
+	 * of proofs (rdv_pend_deferred). */
+	int deferred;
+	uint8_t nonce[RDV_NONCE_LEN];	   /* this side's, of the connection */
+	uint8_t peer_nonce[RDV_NONCE_LEN]; /* PK_PEER: the dialer's */
 	char bind[WK_ADDR_LEN + 48]; /* proto_conn_binding of the connection */
 	uint8_t *buf;
 	size_t have;
@@ -127,6 +142,13 @@ struct pend {
 	double deadline;
 	char from[WK_ADDR_LEN + 48]; /* ADDR:PORT, or the member's process */
 	char addr[WK_ADDR_LEN];
+};
+
+/* Rank 0's budget of proofs for one source address. */
+struct proof_budget {
+	char addr[WK_ADDR_LEN]; /* "" when unused */
+	double tokens;
+	double at; /* when tokens was last brought up to date */
 };
 
 /* State of one rank's rendezvous. */
@@ -170,6 +192,8 @@ struct rdv {
 	double wait_end; /* the deadline of the current rdv_accept_ranks */
 	int lost;	 /* rank 0: a rank that died after it joined, or -1 */
 	struct ddp_guard_refusals ref;
+	struct proof_budget budget[PROOF_SOURCES];
+	int ndeferred; /* pending opens waiting for their budget */
 	const struct ddp_config *cfg;
 	/* After the roster: the peers this rank's collectives use
 	 * (peers.h), the only ones it connects; NULL before, when rank 0
@@ -226,6 +250,7 @@ enum ddp_status rdv_accept_ranks(struct rdv *r, int from, enum wait_for what,
 int rdv_member_binding(const struct rdv *r, int pid, int leader,
 		       const uint8_t *nonce, char *out, size_t outlen);
 void rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen);
+void rdv_pend_deferred(struct rdv *r);
 int rdv_send_welcome(struct rdv *r, int i);
 void rdv_pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen);
 void rdv_pend_relay(struct rdv *r, int i, const uint8_t *body, size_t blen);
@@ -256,10 +281,12 @@ enum ddp_status rdv_worker_side(struct rdv *r, double deadline);
 /* rdv_roster.c: the roster and the peer hellos */
 int rdv_tree_parent(int r);
 void rdv_pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen);
+void rdv_pend_peer_mac(struct rdv *r, int i, const uint8_t *body, size_t blen);
+int rdv_peer_hello(struct rdv *r, int fd, int to, double deadline, char *why,
+		   size_t whylen);
 void rdv_pend_roster(struct rdv *r, int i, uint16_t type, const uint8_t *body,
 		     size_t blen);
 int rdv_send_roster(struct rdv *r, int i);
-int rdv_encode_push(struct rdv *r, struct wk_buf *b);
 enum ddp_status rdv_push_roster(struct rdv *r, double deadline);
 enum ddp_status rdv_worker_connect_lower(struct rdv *r, double deadline);
 enum ddp_status rdv_join_roster(struct rdv *r, int fd, double deadline);

@@ -109,25 +109,33 @@ rdv_refuse_held(struct rdv *r, const char *why)
 }
 
 /* Connects to the node's join socket until until; fd, or -1 (nobody
- * listens there, or too many open files: then errno). */
+ * listens there, its backlog stayed full: errno EAGAIN, or too many open
+ * files: then errno). Never blocks past until: a process that binds the
+ * name first and never accepts fills its backlog, and a blocking
+ * connect() then sleeps for good. */
 static int
 dial_node(struct rdv *r, double until)
 {
 	double delay = 0.02;
-	int fd;
+	int fd, e;
 
 	for (;;) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    0);
 		if (fd < 0)
 			return -1;
+		/* A Unix socket connects at once or fails: EAGAIN when the
+		 * listener's backlog is full, never EINPROGRESS. */
 		if (connect(fd, (struct sockaddr *)&r->node_sa,
 			    r->node_salen) == 0)
 			return fd;
+		e = errno;
 		close(fd);
-		if ((errno != ECONNREFUSED && errno != ENOENT &&
-		     errno != EAGAIN) ||
-		    ddp_net_back_off(&delay, until) < 0)
+		if ((e != ECONNREFUSED && e != ENOENT && e != EAGAIN) ||
+		    ddp_net_back_off(&delay, until) < 0) {
+			errno = e;
 			return -1;
+		}
 	}
 }
 
@@ -163,6 +171,16 @@ rdv_join_leader(struct rdv *r, double deadline, int *joined)
 	if (fd < 0 && ddp_net_out_of_resources(errno))
 		return rdv_resource_error(r, errno,
 					  "connecting to its node leader");
+	if (fd < 0 && errno == EAGAIN) {
+		wk_log(0,
+		       "rank %d: the backlog of %s's join socket (@%s) stayed "
+		       "full for %g s: a process that never accepts holds it "
+		       "(another user's, or a stuck node leader); joining "
+		       "rank 0 directly",
+		       c->rank, c->myhost, r->node_sa.sun_path + 1,
+		       LEADER_WAIT_S);
+		return DDP_OK;
+	}
 	if (fd < 0) {
 		wk_log(0,
 		       "rank %d: no node leader (LOCAL_RANK 0) answered on "

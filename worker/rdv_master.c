@@ -95,10 +95,44 @@ rdv_member_binding(const struct rdv *r, int pid, int leader,
 	return proto_conn_binding(out, outlen, addr, nonce);
 }
 
+/* Takes one proof from the budget of source addr: 1, or 0 when it has
+ * none left now. */
+static int
+budget_take(struct rdv *r, const char *addr, double now)
+{
+	struct proof_budget *b = NULL;
+	int k;
+
+	for (k = 0; k < PROOF_SOURCES && !b; k++)
+		if (r->budget[k].addr[0] &&
+		    strcmp(r->budget[k].addr, addr) == 0)
+			b = &r->budget[k];
+	if (!b) {
+		b = &r->budget[0];
+		for (k = 1; k < PROOF_SOURCES; k++)
+			if (r->budget[k].at < b->at)
+				b = &r->budget[k];
+		ddp_fmt(b->addr, sizeof(b->addr), "%s", addr);
+		b->tokens = PROOF_BURST;
+		b->at = now;
+	}
+	b->tokens += (now - b->at) * PROOF_RATE;
+	if (b->tokens > PROOF_BURST)
+		b->tokens = PROOF_BURST;
+	b->at = now;
+	if (b->tokens < 1)
+		return 0;
+	b->tokens -= 1;
+	return 1;
+}
+
 /*
- * An open: the rank it claims. Checked against this job before rank 0
- * spends a munge credential on it; then rank 0's proof, bound to a fresh
- * nonce and to the address the connection comes from.
+ * An open: the rank it claims. Checked against this job (the cheap
+ * checks) before rank 0 spends a credential on it, and held while its
+ * source's budget of proofs is spent; then rank 0's proof, bound to a
+ * fresh nonce and to the address the connection comes from. A member on
+ * the node's join socket has no budget: the leader took only its own
+ * user's processes there.
  */
 void
 rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
@@ -113,6 +147,15 @@ rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto refuse;
 	if (open_claim_ok(r, p->kind, &o, why, sizeof(why)) < 0)
 		goto refuse;
+	if (p->kind == PK_JOIN && !budget_take(r, p->addr, ddp_now())) {
+		if (!p->deferred)
+			r->ndeferred++;
+		p->deferred = 1;
+		goto out;
+	}
+	if (p->deferred)
+		r->ndeferred--;
+	p->deferred = 0;
 	pr = calloc(1, sizeof(*pr));
 	if (!pr || getrandom(p->nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
 		ddp_fmt(why, sizeof(why), "rank 0: %s",
@@ -154,6 +197,29 @@ refuse:
 out:
 	free(pr);
 	wk_buf_free(&b);
+}
+
+/*
+ * The opens held for their source's budget, in table order, answered
+ * while it lasts (rdv_pend_open). Slot i may be dropped meanwhile, and
+ * the last one moved into it.
+ */
+void
+rdv_pend_deferred(struct rdv *r)
+{
+	struct pend *p;
+	int i, fd;
+
+	for (i = 0; i < r->npend && r->ndeferred > 0; i++) {
+		p = &r->pend[i];
+		if (!p->deferred)
+			continue;
+		fd = p->fd;
+		rdv_pend_open(r, i, p->buf + RDV_HDR_LEN,
+			      p->need - RDV_HDR_LEN);
+		if (i < r->npend && r->pend[i].fd != fd)
+			i--;
+	}
 }
 
 /* Records a rank that joined: its host, address and data port. */
@@ -404,8 +470,8 @@ listen_master(struct rdv *r, double deadline)
 
 /*
  * Tells every rank that joined why the job will not start (best effort,
- * at most 5 s in all): the thread's last error, in a REFUSE after a peer
- * hello on its data listener, where it waits for the roster.
+ * at most 5 s in all): the thread's last error, in a REFUSE after the
+ * data-port hello on its data listener, where it waits for the roster.
  */
 static void
 master_refuse_joined(struct rdv *r)
@@ -414,20 +480,17 @@ master_refuse_joined(struct rdv *r)
 	struct wk_buf b = {0};
 	double budget = ddp_now() + 5.0, until;
 	uint8_t told[RDV_FANOUT + 1] = {0};
-	size_t head;
-	char why[256];
+	char why[1024], said[DDP_ERR_LEN];
 	int i, fd;
 
-	if (rdv_encode_push(r, &b) < 0 ||
-	    proto_encode_text(&b, RDV_REFUSE, wk_errbuf()) < 0)
+	ddp_fmt(said, sizeof(said), "%s", wk_errbuf());
+	if (proto_encode_text(&b, RDV_REFUSE, said) < 0)
 		goto out;
 	/* Rank 0's children wait on their join connection: the REFUSE
-	 * alone, without the peer hello. */
-	head = b.len - (size_t)RDV_HDR_LEN - WK_TOKEN_LEN - 4;
+	 * alone, without the data-port hello. */
 	for (i = r->npend - 1; i >= 0; i--) {
 		if (r->pend[i].stage == 2) {
-			(void)ddp_net_send_all(r->pend[i].fd,
-					       b.p + b.len - head, head,
+			(void)ddp_net_send_all(r->pend[i].fd, b.p, b.len,
 					       ddp_now() + 0.5);
 			told[r->pend[i].rank] = 1;
 		}
@@ -441,10 +504,13 @@ master_refuse_joined(struct rdv *r)
 		until = ddp_now() + 0.5 < budget ? ddp_now() + 0.5 : budget;
 		fd = ddp_net_connect_once(c->peers[i].addr, c->peers[i].port,
 					  until, why, sizeof(why));
-		if (fd >= 0)
+		if (fd >= 0 &&
+		    rdv_peer_hello(r, fd, i, until, why, sizeof(why)) == 0)
 			(void)ddp_net_send_all(fd, b.p, b.len, until);
 		ddp_close(&fd);
 	}
+	/* The hellos' failures are not the error the rendezvous ends with. */
+	(void)wk_err(DDP_OK, "%s", said);
 out:
 	if (b.p)
 		explicit_bzero(b.p, b.cap);

@@ -26,56 +26,177 @@ rdv_tree_parent(int r)
 	return (r - 1) / RDV_FANOUT;
 }
 
+/* 1 when addr is an IPv4 loopback address (127/8). */
+static int
+loopback4(const char *addr)
+{
+	struct in_addr a;
+
+	return inet_pton(AF_INET, addr, &a) == 1 &&
+	       (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* 1 when addr is a loopback address (127/8 or ::1). */
+static int
+loopback(const char *addr)
+{
+	struct in6_addr a;
+
+	return loopback4(addr) ||
+	       (inet_pton(AF_INET6, addr, &a) == 1 && IN6_IS_ADDR_LOOPBACK(&a));
+}
+
 /*
- * A data listener's peer hello: the job token, then either the rank's
- * parent (or rank 0) with the roster (or rank 0's word that it gave up)
- * to come on this connection, or a higher rank this rank's collectives
- * use, from the address it joined from.
+ * 1 when a mesh connection from from fits a rank recorded at joined. A
+ * rank of this host that dials an address of this host in 127/8 (such as
+ * the loopback alias Debian gives the host's name, "127.0.1.1 host" in
+ * /etc/hosts) connects from 127.0.0.1; and rank 0's own node's members,
+ * which joined on the node's socket and are recorded at rank 0's own
+ * address (r->self_addr, perhaps learned from another node's join), dial
+ * MASTER_ADDR and so connect from loopback when it is such an alias.
+ * Only this host's processes connect from loopback. A rank that joined
+ * through another family (::1) must still come from that address.
+ */
+static int
+joined_from(const struct rdv *r, const char *from, const char *joined)
+{
+	if (strcmp(from, joined) == 0)
+		return 1;
+	if (loopback4(from) && loopback4(joined))
+		return 1;
+	return r->mesh->rank == 0 && loopback(from) &&
+	       strcmp(joined, r->self_addr) == 0;
+}
+
+/* 0 when rank from may open a data-port hello here now (a wanted higher
+ * rank not connected yet, from the address it joined from), or -1 and
+ * why. */
+static int
+mesh_claim_ok(struct rdv *r, const struct pend *p, int from, char *why,
+	      size_t whylen)
+{
+	struct wk_mesh *c = r->mesh;
+
+	if (from <= c->rank || from >= c->size || !rdv_wanted(r, from) ||
+	    c->peers[from].fd >= 0) {
+		ddp_fmt(why, whylen, "unexpected rank %d", from);
+		return -1;
+	}
+	if (r->roster == 1 && !joined_from(r, p->addr, c->peers[from].addr)) {
+		ddp_fmt(why, whylen,
+			"rank %d connects from %s, but joined from %s", from,
+			p->addr, c->peers[from].addr);
+		return -1;
+	}
+	return 0;
+}
+
+/* 1 when rank from's data-port hello brings the roster (or rank 0's
+ * word that it gave up): rank 0 connects to a data listener only for
+ * that, the parent only with the roster. */
+static int
+brings_roster(const struct rdv *r, int from)
+{
+	const struct wk_mesh *c = r->mesh;
+
+	return c->rank != 0 &&
+	       (from == 0 ||
+		(r->roster == 0 && from == rdv_tree_parent(c->rank)));
+}
+
+/*
+ * A data listener's PEER: the rank the dialer claims and its nonce. A
+ * claim that fits (the rank's parent or rank 0 with the roster to come,
+ * or a higher rank this rank's collectives use, from the address it
+ * joined from) gets this rank's CHALLENGE; nothing is admitted before
+ * the dialer's MAC (rdv_pend_peer_mac).
  */
 void
 rdv_pend_peer(struct rdv *r, int i, const uint8_t *body, size_t blen)
 {
-	struct wk_mesh *c = r->mesh;
 	struct pend *p = &r->pend[i];
 	struct rdv_peer_hello ph;
+	struct wk_buf b = {0};
 	char why[256];
-	uint8_t diff = 0;
-	int k, from;
+	int from;
 
 	if (proto_parse_peer(body, blen, &ph, why, sizeof(why)) < 0)
 		goto refuse;
-	for (k = 0; k < WK_TOKEN_LEN; k++)
-		diff |= (uint8_t)(ph.token[k] ^ r->token[k]);
-	if (diff) {
-		ddp_fmt(why, sizeof(why), "wrong job token");
-		goto refuse;
-	}
 	from = (int)ph.rank;
-	/* Rank 0 connects to a data listener only to hand down the roster
-	 * or to say it gave up; the parent only with the roster. */
-	if (c->rank != 0 && (from == 0 || (r->roster == 0 &&
-					   from == rdv_tree_parent(c->rank)))) {
-		p->stage = 1;
-		p->rank = ph.rank;
-		p->have = 0;
-		p->need = RDV_HDR_LEN;
-		return;
-	}
-	if (from <= c->rank || from >= c->size || !rdv_wanted(r, from) ||
-	    c->peers[from].fd >= 0) {
-		ddp_fmt(why, sizeof(why), "unexpected rank %u", ph.rank);
+	if (!brings_roster(r, from) &&
+	    mesh_claim_ok(r, p, from, why, sizeof(why)) < 0)
+		goto refuse;
+	if (getrandom(p->nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
+		ddp_fmt(why, sizeof(why), "getrandom failed");
 		goto refuse;
 	}
-	if (r->roster == 1 && strcmp(p->addr, c->peers[from].addr) != 0) {
-		ddp_fmt(why, sizeof(why),
-			"rank %d connects from %s, but joined from %s", from,
-			p->addr, c->peers[from].addr);
-		goto refuse;
-	}
-	rdv_pend_adopt(r, i, from);
-	return;
+	memcpy(p->peer_nonce, ph.nonce, RDV_NONCE_LEN);
+	ph.rank = (uint32_t)r->mesh->rank;
+	memcpy(ph.nonce, p->nonce, RDV_NONCE_LEN);
+	if (proto_encode_challenge(&b, &ph) < 0)
+		b.bad = 1;
+	if (rdv_pend_send(r, i, &b, "challenge") < 0)
+		goto out;
+	p->stage = 4;
+	p->rank = (uint32_t)from;
+	p->have = 0;
+	p->need = RDV_HDR_LEN;
+	goto out;
 refuse:
 	rdv_pend_refuse(r, i, why);
+out:
+	wk_buf_free(&b);
+}
+
+/*
+ * The dialer's PEER_MAC after this rank's challenge: it proves the
+ * dialer holds the job's token. This rank proves it back; then the
+ * roster comes on this connection, or it joins the mesh.
+ */
+void
+rdv_pend_peer_mac(struct rdv *r, int i, const uint8_t *body, size_t blen)
+{
+	struct pend *p = &r->pend[i];
+	uint8_t got[RDV_MAC_LEN], want[RDV_MAC_LEN], diff = 0;
+	struct wk_buf b = {0};
+	char why[256];
+	int k, from = (int)p->rank;
+
+	if (proto_parse_peer_mac(body, blen, got, why, sizeof(why)) < 0)
+		goto refuse;
+	proto_peer_mac(r->token, 0, p->rank, (uint32_t)r->mesh->rank,
+		       p->peer_nonce, p->nonce, want);
+	for (k = 0; k < RDV_MAC_LEN; k++)
+		diff |= (uint8_t)(got[k] ^ want[k]);
+	if (diff) {
+		ddp_fmt(why, sizeof(why),
+			"rank %d's proof of the job's token does not verify "
+			"(another job, or not a rank of this one)",
+			from);
+		goto refuse;
+	}
+	if (!brings_roster(r, from) &&
+	    mesh_claim_ok(r, p, from, why, sizeof(why)) < 0)
+		goto refuse;
+	proto_peer_mac(r->token, 1, p->rank, (uint32_t)r->mesh->rank,
+		       p->peer_nonce, p->nonce, want);
+	if (proto_encode_peer_mac(&b, want) < 0)
+		b.bad = 1;
+	if (rdv_pend_send(r, i, &b, "proof of the token") < 0)
+		goto out;
+	if (brings_roster(r, from)) {
+		p->stage = 1;
+		p->have = 0;
+		p->need = RDV_HDR_LEN;
+	} else {
+		rdv_pend_adopt(r, i, from);
+	}
+	goto out;
+refuse:
+	rdv_pend_refuse(r, i, why);
+out:
+	explicit_bzero(want, sizeof(want));
+	wk_buf_free(&b);
 }
 
 /*
@@ -105,7 +226,7 @@ take_roster(struct rdv *r, const uint8_t *body, size_t blen, char *why,
 		if (s == c->rank)
 			continue;
 		if (c->peers[s].fd >= 0 &&
-		    strcmp(c->peers[s].addr, r->ents[s].addr) != 0) {
+		    !joined_from(r, c->peers[s].addr, r->ents[s].addr)) {
 			char said[160];
 
 			ddp_fmt(said, sizeof(said),
@@ -165,48 +286,141 @@ rdv_send_roster(struct rdv *r, int i)
 }
 
 /*
- * A connection to rank `to`'s data listener at addr:port carrying b (a
- * peer hello and what follows it); the fd goes to *out. DDP_OK, or an
- * error naming the rank, its host, what this rank was doing (`doing`
- * rank `to`) and what failed.
+ * The dialer's side of the data-port hello on fd, to rank `to`: this
+ * rank's PEER, `to`'s CHALLENGE, this rank's MAC, then `to`'s MAC,
+ * checked. Until that MAC verified, whatever listens there may be anyone
+ * (a process that took the port of a rank that died): it learns nothing
+ * of the token. 0, or -1 with why (a REFUSE's text quoted).
+ */
+int
+rdv_peer_hello(struct rdv *r, int fd, int to, double deadline, char *why,
+	       size_t whylen)
+{
+	struct rdv_peer_hello mine, theirs;
+	uint8_t mac[RDV_MAC_LEN], got[RDV_MAC_LEN], diff = 0, *body = NULL;
+	struct wk_buf b = {0};
+	uint16_t type;
+	uint32_t blen = 0;
+	char text[512];
+	int k, other, rc = -1;
+
+	mine.rank = (uint32_t)r->mesh->rank;
+	if (getrandom(mine.nonce, RDV_NONCE_LEN, 0) != RDV_NONCE_LEN) {
+		ddp_fmt(why, whylen, "getrandom failed");
+		goto out;
+	}
+	if (proto_encode_peer(&b, &mine) < 0 ||
+	    ddp_net_send_all(fd, b.p, b.len, deadline) < 0) {
+		ddp_fmt(why, whylen, "sending the hello: %s",
+			b.bad ? "out of memory" : strerror(errno));
+		goto out;
+	}
+	if (rdv_recv_msg(fd, deadline, "waiting for the challenge", &type,
+			 &body, &blen, &other) != DDP_OK)
+		goto recv_failed;
+	if (type != RDV_CHALLENGE ||
+	    proto_parse_peer(body, blen, &theirs, text, sizeof(text)) < 0 ||
+	    (int)theirs.rank != to)
+		goto unexpected;
+	proto_peer_mac(r->token, 0, mine.rank, theirs.rank, mine.nonce,
+		       theirs.nonce, mac);
+	b.len = 0;
+	if (proto_encode_peer_mac(&b, mac) < 0 ||
+	    ddp_net_send_all(fd, b.p, b.len, deadline) < 0) {
+		ddp_fmt(why, whylen, "sending the proof: %s",
+			b.bad ? "out of memory" : strerror(errno));
+		goto out;
+	}
+	free(body);
+	body = NULL;
+	if (rdv_recv_msg(fd, deadline, "waiting for the proof", &type, &body,
+			 &blen, &other) != DDP_OK)
+		goto recv_failed;
+	if (type != RDV_PEER_MAC ||
+	    proto_parse_peer_mac(body, blen, got, text, sizeof(text)) < 0)
+		goto unexpected;
+	proto_peer_mac(r->token, 1, mine.rank, theirs.rank, mine.nonce,
+		       theirs.nonce, mac);
+	for (k = 0; k < RDV_MAC_LEN; k++)
+		diff |= (uint8_t)(got[k] ^ mac[k]);
+	if (diff) {
+		ddp_fmt(why, whylen,
+			"what listens there does not hold the job's token: "
+			"not rank %d of this job",
+			to);
+		goto out;
+	}
+	rc = 0;
+	goto out;
+recv_failed:
+	ddp_fmt(why, whylen, "%s", wk_errbuf());
+	goto out;
+unexpected:
+	if (type == RDV_REFUSE) {
+		rdv_refuse_text(body, blen, text, sizeof(text));
+		ddp_fmt(why, whylen, "refused: %s", text);
+	} else {
+		ddp_fmt(why, whylen,
+			"what listens there did not answer as rank %d of "
+			"this job (message type %u)",
+			to, type);
+	}
+out:
+	explicit_bzero(mac, sizeof(mac));
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+	free(body);
+	return rc;
+}
+
+/*
+ * A connection to rank `to`'s data listener at addr:port: the data-port
+ * hello, then b (what follows it: the roster, or nothing); the fd goes
+ * to *out. DDP_OK, or an error naming the rank, its host, what this rank
+ * was doing (`doing` rank `to`) and what failed; a rank whose listener
+ * answers but does not prove itself is named as gone.
  */
 static enum ddp_status
 dial_peer(struct rdv *r, int to, const char *addr, int port,
 	  const struct wk_buf *b, double deadline, const char *doing, int *out)
 {
 	struct wk_mesh *c = r->mesh;
-	char why[512];
+	char why[1024];
 	int fd;
 
 	fd = ddp_net_connect_retry(addr, port, deadline, why, sizeof(why));
 	if (fd < 0 && ddp_net_out_of_resources(errno))
 		return rdv_resource_error(r, errno, "connecting to a peer");
-	if (fd >= 0 && ddp_net_send_all(fd, b->p, b->len, deadline) == 0) {
-		*out = fd;
-		return DDP_OK;
+	if (fd < 0)
+		return wk_err(DDP_ERR_RENDEZVOUS,
+			      "rank %d could not %s rank %d at %s:%d (%s): "
+			      "%s; the firewall between the job's nodes must "
+			      "allow TCP between them (the slurm-ddp prolog "
+			      "opens it per job)",
+			      c->rank, doing, to, addr, port, c->peers[to].host,
+			      why);
+	if (rdv_peer_hello(r, fd, to, deadline, why, sizeof(why)) < 0) {
+		ddp_close(&fd);
+		return wk_err(DDP_ERR_PEER,
+			      "rank %d could not %s rank %d at %s:%d (%s): "
+			      "the process on rank %d's data port did not "
+			      "prove it is rank %d (%s): rank %d died, or "
+			      "another process took its port",
+			      c->rank, doing, to, addr, port, c->peers[to].host,
+			      to, to, why, to);
 	}
-	if (fd >= 0)
-		ddp_fmt(why, sizeof(why), "%s", strerror(errno));
-	ddp_close(&fd);
-	return wk_err(DDP_ERR_RENDEZVOUS,
-		      "rank %d could not %s rank %d at %s:%d (%s): %s; the "
-		      "firewall between the job's nodes must allow TCP between "
-		      "them (the slurm-ddp prolog opens it per job)",
-		      c->rank, doing, to, addr, port, c->peers[to].host, why);
-}
-
-/* A peer hello from this rank followed by msg, into b. */
-int
-rdv_encode_push(struct rdv *r, struct wk_buf *b)
-{
-	struct rdv_peer_hello ph;
-	int rc;
-
-	ph.rank = (uint32_t)r->mesh->rank;
-	memcpy(ph.token, r->token, WK_TOKEN_LEN);
-	rc = proto_encode_peer(b, &ph);
-	explicit_bzero(ph.token, sizeof(ph.token));
-	return rc;
+	if (b->len && ddp_net_send_all(fd, b->p, b->len, deadline) < 0) {
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+		ddp_close(&fd);
+		return wk_err(DDP_ERR_PEER,
+			      "rank %d could not %s rank %d at %s:%d (%s): "
+			      "%s",
+			      c->rank, doing, to, addr, port, c->peers[to].host,
+			      why);
+	}
+	*out = fd;
+	return DDP_OK;
 }
 
 /*
@@ -223,8 +437,7 @@ rdv_push_roster(struct rdv *r, double deadline)
 	long child;
 	int k, fd = -1;
 
-	if (rdv_encode_push(r, &b) < 0 ||
-	    proto_encode_roster(&b, (uint32_t)c->size, r->token, r->ents) < 0) {
+	if (proto_encode_roster(&b, (uint32_t)c->size, r->token, r->ents) < 0) {
 		st = wk_err(DDP_ERR_NOMEM, "rank %d: roster too large",
 			    c->rank);
 		goto out;
@@ -252,7 +465,7 @@ out:
 /*
  * Worker, phase 3: a connection to each lower rank this rank's
  * collectives use, on its data listener (rank 0's: MASTER_PORT), opened
- * with a peer hello carrying the token.
+ * with the data-port hello.
  */
 enum ddp_status
 rdv_worker_connect_lower(struct rdv *r, double deadline)
@@ -263,10 +476,6 @@ rdv_worker_connect_lower(struct rdv *r, double deadline)
 	enum ddp_status st = DDP_OK;
 	int s, port;
 
-	if (rdv_encode_push(r, &b) < 0) {
-		st = wk_err(DDP_ERR_NOMEM, "out of memory");
-		goto out;
-	}
 	for (s = 0; s < c->rank; s++) {
 		if (!rdv_wanted(r, s))
 			continue;

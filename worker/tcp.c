@@ -18,6 +18,7 @@
 #include "ddp_host.h"
 #include "ddp_util.h"
 #include "ddp_net.h"
+#include "proto.h"
 #include "reduce.h"
 #include "status.h"
 #include "tcp.h"
@@ -185,6 +186,34 @@ queued_abort(struct wk_mesh *c, int p)
 	return peer_aborted(c, p, &f);
 }
 
+/*
+ * The error for a frame header from peer p that does not decode. A
+ * rendezvous REFUSE there is p's data listener refusing this rank's mesh
+ * connection after the rendezvous (p's log names the reason); anything
+ * else is a protocol error.
+ */
+static enum ddp_status
+bad_frame(struct wk_mesh *c, int p, const uint8_t *hdr)
+{
+	uint16_t type;
+	uint32_t blen;
+	char why[128];
+
+	if (proto_parse_header(hdr, RDV_HDR_LEN, &type, &blen, why,
+			       sizeof(why)) == 0 &&
+	    type == RDV_REFUSE)
+		return wk_err(DDP_ERR_PEER,
+			      "rank %d (%s) refused the mesh connection of "
+			      "rank %d: rank %d's log names the reason (the "
+			      "address this rank connects from, or another "
+			      "job's token)",
+			      p, c->peers[p].host, c->rank, p);
+	return wk_err(DDP_ERR_PEER,
+		      "protocol error: rank %d (%s) sent a malformed frame "
+		      "header to rank %d",
+		      p, c->peers[p].host, c->rank);
+}
+
 /* Compares a received frame header with what this rank expects. */
 static enum ddp_status
 check_frame(struct wk_mesh *c, int p, const struct wk_frame *want,
@@ -193,10 +222,7 @@ check_frame(struct wk_mesh *c, int p, const struct wk_frame *want,
 	char dw[160], dg[160];
 
 	if (wk_frame_decode(hdr, got) < 0)
-		return wk_err(DDP_ERR_PEER,
-			      "protocol error: rank %d (%s) sent a malformed "
-			      "frame header to rank %d",
-			      p, c->peers[p].host, c->rank);
+		return bad_frame(c, p, hdr);
 	if (got->type == WK_F_ABORT)
 		return peer_aborted(c, p, got);
 	if (got->type == WK_F_BYE) {
@@ -530,10 +556,7 @@ idle_event(struct wk_mesh *c, int p, const struct wk_frame *cur)
 		return DDP_OK;
 	}
 	if (wk_frame_decode(hdr, &f) < 0)
-		return wk_err(DDP_ERR_PEER,
-			      "protocol error: rank %d (%s) sent a malformed "
-			      "frame header to rank %d",
-			      p, c->peers[p].host, c->rank);
+		return bad_frame(c, p, hdr);
 	if (f.type == WK_F_DATA) {
 		/* Same sequence number but another call: a mismatch, even
 		 * though this peer is not one we wait for right now. */

@@ -369,6 +369,47 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	[ -e "$tmp/victim/keep" ]
 }
 
+# keys JOB.STEP.TAG...: step keys as slurmstepd leaves them when killed
+# before slurm_spank_exit: files of the job's user in root's step-keys.
+keys() {
+	local k
+	mkdir -p "$tmp/state/step-keys"
+	chmod 0711 "$tmp/state" "$tmp/state/step-keys"
+	for k in "$@"; do
+		head -c 32 /dev/zero >"$tmp/state/step-keys/$k"
+		chmod 0400 "$tmp/state/step-keys/$k"
+		chown 65534:65534 "$tmp/state/step-keys/$k"
+	done
+}
+
+@test "the epilog removes the step keys a killed slurmstepd left for its job, and no other job's" {
+	keys 12.0.4711 12.3.4712 13.0.4713
+	run on node "$repo/prolog/ddp-epilog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/state/step-keys/12.0.4711" ]
+	[ ! -e "$tmp/state/step-keys/12.3.4712" ]
+	[ -e "$tmp/state/step-keys/13.0.4713" ]
+	[[ $output == *"removed 2 step keys left by a killed slurmstepd"* ]]
+}
+
+@test "reconcile removes the step keys of jobs not running; the prolog those grown past a key" {
+	keys 12.0.1 13.0.2 14.0.3
+	# Its owner made job 14's key writable and grew it while it runs.
+	chmod 0600 "$tmp/state/step-keys/14.0.3"
+	head -c 65536 /dev/zero >>"$tmp/state/step-keys/14.0.3"
+	run on node "$repo/prolog/ddp-prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e "$tmp/state/step-keys/14.0.3" ]
+	[ -e "$tmp/state/step-keys/13.0.2" ]
+	run on node "$helper" reconcile --grace 0 12
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -e "$tmp/state/step-keys/12.0.1" ]
+	[ ! -e "$tmp/state/step-keys/13.0.2" ]
+}
+
 @test "reconcile removes elements of jobs not running, keeps live ones" {
 	on node "$repo/prolog/ddp-prolog"
 	on node nft add element inet ddp peers4 \

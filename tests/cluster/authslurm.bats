@@ -62,7 +62,7 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 		bash -c 'echo "rank $RANK key=${DDP_STEP_KEY_FILE:-none}"; exec "$0" --synthetic 512 --epochs 2' "$train"
 	show
 	[ "$status" -eq 0 ]
-	[ "$(grep -cE "^rank [0-3] key=$(mc_state)/ddp-state/step-keys/[0-9]+\.0\.[0-9]+/key$" <<<"$output")" -eq 4 ]
+	[ "$(grep -cE "^rank [0-3] key=$(mc_state)/ddp-state/step-keys/[0-9]+\.0\.[0-9]+$" <<<"$output")" -eq 4 ]
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
 }

@@ -166,7 +166,7 @@ intruder() {
 	# The key directories are named after the step (state_dir is shared
 	# by the nodes of the minicluster): the intruder takes one.
 	if [ "$mode" != munge ]; then
-		keyfile=$(find "$(mc_state)/ddp-state/step-keys" -maxdepth 1 -name "$job.$step.*" | head -n 1)/key
+		keyfile=$(find "$(mc_state)/ddp-state/step-keys" -maxdepth 1 -name "$job.$step.*" | head -n 1)
 	fi
 	run mc_exec node2 --user ddptest -- env RANK=1 WORLD_SIZE=4 MASTER_ADDR=node1 \
 		MASTER_PORT=$port SLURM_JOB_ID="$job" SLURM_STEP_ID="$step" DDP_TIMEOUT=3 \
@@ -196,23 +196,23 @@ intruder() {
 	intruder auto
 	local keyfile
 	keyfile=$(sed -nE 's/^KEYFILE 1 (.*)$/\1/p' <<<"$output" | head -n 1)
-	[[ $keyfile == "$(mc_state)/ddp-state/step-keys/"*"/key" ]]
+	[[ $keyfile == "$(mc_state)/ddp-state/step-keys/"+([0-9]).+([0-9]).+([0-9]) ]]
 	[ "$intruder_status" -ne 0 ]
 	[[ $intruder == *"step key DDP_STEP_KEY_FILE=$(mc_state)/ddp-state/step-keys/"*": Permission denied"* ]]
 	[ "$status" -eq 0 ]
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
-	# slurmstepd removed every node's key directory of the step.
-	[ ! -e "${keyfile%/key}" ]
+	# slurmstepd removed every node's key of the step.
+	[ ! -e "$keyfile" ]
 	[ -z "$(find "$(mc_state)/ddp-state/step-keys" -mindepth 1 -maxdepth 1)" ]
-	# As the user of the job: 0400 in a 0700 directory, both the user's.
+	# As the user of the job: 0400, the user's, in root's 0711 step-keys.
 	run mc_run --user ddptest -- srun --nodes=2 --ntasks-per-node=1 --ddp \
-		bash -c 'k=$DDP_STEP_KEY_FILE; echo "KEY $(id -u) $(stat -c "%u %a %s" "$k") $(stat -c "%u %a" "${k%/key}")"'
+		bash -c 'k=$DDP_STEP_KEY_FILE; echo "KEY $(id -u) $(stat -c "%u %a %s" "$k") $(stat -c "%u %a" "${k%/*}")"'
 	show
 	[ "$status" -eq 0 ]
 	local uid
 	uid=$(id -u ddptest)
-	[ "$(grep -c "^KEY $uid $uid 400 32 $uid 700$" <<<"$output")" -eq 2 ]
+	[ "$(grep -c "^KEY $uid $uid 400 32 0 711$" <<<"$output")" -eq 2 ]
 }
 
 # The squatter of issue 10 (F1), as user ddptest on rank 0's node: binds

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libFuzzer target for libddp's wire formats: rendezvous messages (header,
- * open, proof, hello, text, roster, peer hello), the credential payloads
+ * open, proof, hello, text, roster, the data-port hello's messages), the
+ * credential payloads
  * built from what they carry, and collective frame headers.
  */
 #include <stdint.h>
@@ -163,7 +164,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					relay, err, sizeof(err));
 		break;
 	case RDV_PEER:
+	case RDV_CHALLENGE:
 		(void)proto_parse_peer(body, blen, &ph, err, sizeof(err));
+		break;
+	case RDV_PEER_MAC:
+		(void)proto_parse_peer_mac(body, blen, token, err, sizeof(err));
 		break;
 	}
 	free(pr);

@@ -2,9 +2,11 @@
 /* Unit tests of the per-step key (common/stepkey.h): the derivation (a
  * known answer, and a different key for every other job, step, uid or
  * site key), and the file root hands to the step's user: its owner and
- * modes, that another uid cannot read it, a leftover of an earlier step
- * replaced, its removal, and a state_dir that a user made refused; and
- * the reader, which takes what the installer makes and nothing else. */
+ * modes, that another uid cannot read it, that the user can create
+ * nothing next to it, a leftover of an earlier step replaced, its
+ * removal and the purge of what killed steps left, and a state_dir that
+ * a user made refused; and the reader, which takes what the installer
+ * makes and nothing else. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -91,38 +93,58 @@ open_as(uid_t uid, const char *path)
 	return WEXITSTATUS(status);
 }
 
+/* As uid, in a child: 0 when a file or a directory can be made in dir,
+ * else errno. */
+static int
+create_as(uid_t uid, const char *dir)
+{
+	char path[4200];
+	pid_t pid = fork();
+	int status, fd;
+
+	if (pid == 0) {
+		if (setgid(uid) < 0 || setuid(uid) < 0)
+			_exit(200);
+		snprintf(path, sizeof(path), "%s/filler", dir);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		if (fd >= 0)
+			_exit(0);
+		snprintf(path, sizeof(path), "%s/filler.d", dir);
+		_exit(mkdir(path, 0700) == 0 ? 0 : errno);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
 static void
 test_install(const char *tmp)
 {
 	char state[300], path[4096], path2[4096], err[1024], name[64];
-	char leftover[400];
+	char leftover[4200];
 	struct ddp_step_key key, got;
 	struct stat st, dst;
 	int fd, rc;
 
 	snprintf(state, sizeof(state), "%s/run/slurm-ddp", tmp);
 	ddp_step_key_derive(&site, 4242, 7, NOBODY, &key);
-	tap_ok(ddp_step_key_dirname(4242, 7, 99, name, sizeof(name)) == 0 &&
+	tap_ok(ddp_step_key_name(4242, 7, 99, name, sizeof(name)) == 0 &&
 		       strcmp(name, "4242.7.99") == 0,
-	       "the key directory is named job.step.tag");
+	       "the key file is named job.step.tag");
 	rc = ddp_step_key_install(state, name, &key, NOBODY, NOBODY, path,
 				  sizeof(path), err, sizeof(err));
 	if (!tap_ok(rc == 0, "root installs the key for uid %d", NOBODY))
 		tap_diag("%s", err);
-	snprintf(path2, sizeof(path2), "%s/step-keys/4242.7.99/key", state);
-	TAP_STREQ(path, path2, "its path is <state_dir>/step-keys/NAME/key");
+	snprintf(path2, sizeof(path2), "%s/step-keys/4242.7.99", state);
+	TAP_STREQ(path, path2, "its path is <state_dir>/step-keys/NAME");
 	tap_ok(stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
 		       st.st_uid == NOBODY && st.st_gid == NOBODY &&
 		       (st.st_mode & 07777) == 0400 && st.st_size == 32,
 	       "the key file is 32 bytes, 0400, owned by the job's user");
 	*strrchr(path2, '/') = '\0';
-	tap_ok(stat(path2, &dst) == 0 && S_ISDIR(dst.st_mode) &&
-		       dst.st_uid == NOBODY && (dst.st_mode & 07777) == 0700,
-	       "its directory is 0700, owned by the job's user");
-	*strrchr(path2, '/') = '\0';
 	tap_ok(stat(path2, &dst) == 0 && dst.st_uid == 0 &&
-		       (dst.st_mode & 07777) == 0755,
-	       "step-keys is root's, 0755");
+		       (dst.st_mode & 07777) == 0711,
+	       "step-keys is root's, 0711");
 	fd = open(path, O_RDONLY);
 	tap_ok(fd >= 0 && read(fd, got.k, sizeof(got.k)) == 32 &&
 		       memcmp(got.k, key.k, sizeof(key.k)) == 0,
@@ -132,23 +154,46 @@ test_install(const char *tmp)
 	tap_ok(open_as(NOBODY, path) == 0, "the job's user reads it");
 	tap_ok(open_as(OTHER_UID, path) == EACCES,
 	       "another uid cannot open it (EACCES)");
+	/* Nothing of the user's on /run to fill, or to outlive the step. */
+	snprintf(path2, sizeof(path2), "%s", path);
+	*strrchr(path2, '/') = '\0';
+	rc = create_as(NOBODY, path2);
+	tap_ok(rc == EACCES,
+	       "the job's user can create nothing in the key's directory "
+	       "(%s)",
+	       rc > 0 ? strerror(rc) : "created");
+	*strrchr(path2, '/') = '\0';
+	rc = create_as(NOBODY, path2);
+	tap_ok(rc == EACCES, "nor in step-keys' directory (%s)",
+	       rc > 0 ? strerror(rc) : "created");
 
-	/* A leftover of the same name, with an extra file the user put in
-	 * it, is replaced by a fresh one. */
-	snprintf(leftover, sizeof(leftover), "%s/step-keys/4242.7.99/junk",
-		 state);
+	/* A leftover of the same name is replaced by a fresh one: a file
+	 * its owner grew, and a key directory of an earlier slurm-ddp with
+	 * an extra file the user put in it. */
+	if (chmod(path, 0600) < 0)
+		tap_diag("chmod %s: %s", path, strerror(errno));
+	fd = open(path, O_WRONLY | O_APPEND);
+	if (fd < 0 || write(fd, "grown", 5) != 5)
+		tap_diag("grow %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	rc = ddp_step_key_install(state, name, &key, NOBODY, NOBODY, path,
+				  sizeof(path), err, sizeof(err));
+	tap_ok(rc == 0 && stat(path, &st) == 0 && st.st_size == 32 &&
+		       (st.st_mode & 07777) == 0400,
+	       "a leftover key file of the same name is replaced: %s", err);
+	if (unlink(path) < 0 || mkdir(path, 0700) < 0)
+		tap_diag("mkdir %s: %s", path, strerror(errno));
+	snprintf(leftover, sizeof(leftover), "%s/junk", path);
 	fd = open(leftover, O_WRONLY | O_CREAT, 0644);
 	if (fd >= 0)
 		close(fd);
 	rc = ddp_step_key_install(state, name, &key, NOBODY, NOBODY, path,
 				  sizeof(path), err, sizeof(err));
-	tap_ok(rc == 0 && access(leftover, F_OK) < 0 && access(path, F_OK) == 0,
-	       "a leftover directory of the same name is replaced");
-	if (rc)
-		tap_diag("%s", err);
+	tap_ok(rc == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode),
+	       "an old key directory of the same name is replaced: %s", err);
 
 	rc = ddp_step_key_remove(state, name, err, sizeof(err));
-	*strrchr(path, '/') = '\0';
 	tap_ok(rc == 0 && access(path, F_OK) < 0, "remove deletes it");
 	tap_ok(ddp_step_key_remove(state, name, err, sizeof(err)) == 0,
 	       "removing a missing key directory is not an error");
@@ -264,7 +309,7 @@ test_install_read(const char *tmp)
 
 	snprintf(state, sizeof(state), "%s/run/slurm-ddp", tmp);
 	ddp_step_key_derive(&site, 4242, 8, 0, &key);
-	ddp_step_key_dirname(4242, 8, 1, name, sizeof(name));
+	ddp_step_key_name(4242, 8, 1, name, sizeof(name));
 	rc = ddp_step_key_install(state, name, &key, 0, 0, path, sizeof(path),
 				  err, sizeof(err));
 	if (rc == 0)
@@ -275,6 +320,60 @@ test_install_read(const char *tmp)
 	ddp_step_key_remove(state, name, err, sizeof(err));
 	ddp_step_key_wipe(&key);
 	ddp_step_key_wipe(&got);
+}
+
+static int
+keep_all_but_42(unsigned long job, void *arg)
+{
+	(*(int *)arg)++;
+	return job != 42;
+}
+
+/* As root: the purge removes the keys of the jobs keep rejects, and a
+ * key file grown past a key whatever keep says; other names stay. */
+static void
+test_purge(const char *tmp)
+{
+	static const char *const names[] = {"42.0.1", "42.1.2",	 "43.0.3",
+					    "44.0.4", "notakey", "45.0"};
+	char state[300], path[4096], err[1024];
+	struct ddp_step_key key;
+	unsigned removed = 0;
+	size_t i;
+	int asked = 0, fd, rc;
+
+	snprintf(state, sizeof(state), "%s/purge", tmp);
+	memset(&key, 0x11, sizeof(key));
+	tap_ok(ddp_step_key_purge(state, keep_all_but_42, &asked, &removed, err,
+				  sizeof(err)) == 0 &&
+		       removed == 0,
+	       "purging a missing step-keys is not an error");
+	for (i = 0; i < 4; i++)
+		if (ddp_step_key_install(state, names[i], &key, NOBODY, NOBODY,
+					 path, sizeof(path), err,
+					 sizeof(err)) < 0)
+			tap_diag("install %s: %s", names[i], err);
+	for (i = 4; i < 6; i++) {
+		snprintf(path, sizeof(path), "%s/step-keys/%s", state,
+			 names[i]);
+		fd = open(path, O_WRONLY | O_CREAT, 0600);
+		if (fd >= 0)
+			close(fd);
+	}
+	/* 44's owner grew its key. */
+	snprintf(path, sizeof(path), "%s/step-keys/44.0.4", state);
+	if (chmod(path, 0600) < 0 || truncate(path, 1 << 20) < 0)
+		tap_diag("grow %s: %s", path, strerror(errno));
+	rc = ddp_step_key_purge(state, keep_all_but_42, &asked, &removed, err,
+				sizeof(err));
+	tap_ok(rc == 0 && removed == 3 && asked >= 3,
+	       "purge removes 3 (rc %d, %u removed): %s", rc, removed, err);
+	for (i = 0; i < 6; i++) {
+		snprintf(path, sizeof(path), "%s/step-keys/%s", state,
+			 names[i]);
+		tap_ok((access(path, F_OK) == 0) == (i == 2 || i >= 4), "%s %s",
+		       names[i], i == 2 || i >= 4 ? "stays" : "is removed");
+	}
 }
 
 int
@@ -295,6 +394,7 @@ main(void)
 	}
 	test_install(tmp);
 	test_install_read(tmp);
+	test_purge(tmp);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		tap_diag("could not remove %s", tmp);

@@ -3,11 +3,14 @@
  * libddp failure handling: mismatched collectives name both sides, a
  * killed or hung rank is named within the timeout, rendezvous errors say
  * what to check, the environment is parsed strictly, and a rank that ends
- * normally is told apart from one that dies.
+ * normally is told apart from one that dies; a peer's data listener that
+ * refused this rank's mesh connection is named as a refusal.
  */
 #include <errno.h>
 
+#include "proto.h"
 #include "tap.h"
+#include "tcp.h"
 #include "test-worker-util.h"
 
 struct scen {
@@ -311,6 +314,51 @@ test_env(void)
 		 "auto, tcp or nccl");
 }
 
+/* Rank 0 of 2 whose connection to rank 1 carries what rank 1's data
+ * listener sends when it refuses it: a rendezvous REFUSE, not a frame. */
+static void
+test_refused_mesh(void)
+{
+	struct wk_peer *peers = calloc(2, sizeof(*peers));
+	struct wk_mesh c;
+	struct wk_buf b = {0};
+	enum ddp_status st;
+	int sv[2];
+
+	memset(&c, 0, sizeof(c));
+	if (!peers ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    proto_encode_text(&b, RDV_REFUSE,
+			      "refused by the rendezvous on this port; the "
+			      "job's rank 0 log names the reason") < 0 ||
+	    write(sv[1], b.p, b.len) != (ssize_t)b.len) {
+		tap_ok(0, "socketpair");
+		return;
+	}
+	c.size = 2;
+	c.timeout_s = 5;
+	c.peers = peers; /* tcp_mesh_fini frees it, closing sv[0] */
+	c.waiting = -1;
+	peers[0].fd = -1;
+	peers[1].fd = sv[0];
+	peers[0].waits_for = peers[1].waits_for = -1;
+	snprintf(peers[1].host, sizeof(peers[1].host), "nB");
+	st = tcp_mesh_link(&c);
+	if (!st)
+		st = tcp_barrier(&c);
+	tap_ok(st == DDP_ERR_PEER &&
+		       strstr(ddp_last_error(),
+			      "rank 1 (nB) refused the mesh connection of "
+			      "rank 0") &&
+		       !strstr(ddp_last_error(), "malformed"),
+	       "a refusal on a mesh connection is told as rank 1's refusal, "
+	       "not a malformed frame: %s",
+	       ddp_last_error());
+	tcp_mesh_fini(&c);
+	wk_buf_free(&b);
+	close(sv[1]);
+}
+
 int
 main(void)
 {
@@ -325,6 +373,7 @@ main(void)
 	test_dead(KILLED, 3, 10, 2);
 	test_dead(HUNG, 3, 2, 2);
 	test_clean_exit();
+	test_refused_mesh();
 	tap_ok(strcmp(ddp_strerror(DDP_ERR_PEER), "peer died or aborted") == 0,
 	       "ddp_strerror describes statuses");
 	return tap_done();

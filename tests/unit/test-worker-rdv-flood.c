@@ -4,10 +4,15 @@
  * while the job's ranks join (issue 10, F4): thousands of connections that
  * say nothing, say garbage or hang up, from one source address, held up
  * to a few hundred at a time. The genuine ranks join during the flood,
- * the job completes, and rank 0's stderr stays a few lines long.
+ * the job completes, and rank 0's stderr stays a few lines long. Then a
+ * flood of well-formed opens: rank 0 makes no credential for one that
+ * claims another job, and at most a bounded rate of them for one source
+ * whose claims fit (each proof it sends is one credential made).
  */
+#include <sys/random.h>
 #include <sys/stat.h>
 
+#include "proto.h"
 #include "test-worker-rdv.h"
 
 #define FLOOD_S 6.0
@@ -186,6 +191,168 @@ flood_case(const char *src, const char *dir)
 	tw_free_job(RANKS + FLOODERS, rk);
 }
 
+/* ---- a flood of opens ---- */
+
+#define OPEN_FLOOD_S 3.0
+#define OPEN_CONNS 32
+/* The most proofs rank 0 may make for one source in OPEN_FLOOD_S: its
+ * burst and rate (rdv_internal.h, PROOF_BURST and PROOF_RATE), with a
+ * second of slack. */
+#define OPEN_PROOF_BOUND (16 + 20 * (OPEN_FLOOD_S + 1))
+
+/* An open claiming the job's missing last rank (job 777) or another job
+ * (778), with a fresh nonce, on a new connection from src; fd or -1. */
+static int
+open_send(int port, const char *src, int right)
+{
+	struct sockaddr_in from, to;
+	struct linger lg = {1, 0};
+	struct rdv_open o;
+	struct wk_buf b = {0};
+	int fd, ok;
+
+	memset(&from, 0, sizeof(from));
+	from.sin_family = AF_INET;
+	inet_pton(AF_INET, src, &from.sin_addr);
+	memset(&to, 0, sizeof(to));
+	to.sin_family = AF_INET;
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons((uint16_t)port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	memset(&o, 0, sizeof(o));
+	o.rank = RANKS - 1;
+	o.world = RANKS;
+	snprintf(o.job, sizeof(o.job), "%s", right ? "777" : "778");
+	snprintf(o.step, sizeof(o.step), "0");
+	ok = bind(fd, (struct sockaddr *)&from, sizeof(from)) == 0 &&
+	     connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0 &&
+	     getrandom(o.nonce, sizeof(o.nonce), 0) == sizeof(o.nonce) &&
+	     proto_encode_open(&b, &o) == 0 &&
+	     write(fd, b.p, b.len) == (ssize_t)b.len;
+	wk_buf_free(&b);
+	if (!ok) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * As nobody, from src: OPEN_CONNS connections at a time, each one open
+ * then its reply (a connection with none after 0.3 s is dropped for a
+ * new one), for OPEN_FLOOD_S; counts the proofs and refusals.
+ */
+static int
+open_flooder(int port, const char *src, int right, FILE *out)
+{
+	struct pollfd pfd[OPEN_CONNS];
+	double since[OPEN_CONNS], end;
+	long opens = 0, proofs = 0, refused = 0;
+	uint8_t hdr[TR_HDR];
+	int i;
+
+	if (tr_become_nobody(out) < 0)
+		return 1;
+	for (i = 0; i < OPEN_CONNS; i++)
+		pfd[i].fd = -1;
+	usleep(300000);
+	end = tw_now() + OPEN_FLOOD_S;
+	while (tw_now() < end) {
+		for (i = 0; i < OPEN_CONNS; i++) {
+			if (pfd[i].fd >= 0 && tw_now() - since[i] > 0.3) {
+				close(pfd[i].fd);
+				pfd[i].fd = -1;
+			}
+			if (pfd[i].fd < 0) {
+				pfd[i].fd = open_send(port, src, right);
+				pfd[i].events = POLLIN;
+				since[i] = tw_now();
+				opens += pfd[i].fd >= 0;
+			}
+		}
+		if (poll(pfd, OPEN_CONNS, 50) < 0)
+			break;
+		for (i = 0; i < OPEN_CONNS; i++) {
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			if (recv(pfd[i].fd, hdr, sizeof(hdr), MSG_WAITALL) ==
+			    (ssize_t)sizeof(hdr)) {
+				proofs += hdr[6] == RDV_PROOF;
+				refused += hdr[6] == RDV_REFUSE;
+			}
+			close(pfd[i].fd);
+			pfd[i].fd = -1;
+		}
+	}
+	for (i = 0; i < OPEN_CONNS; i++)
+		if (pfd[i].fd >= 0)
+			close(pfd[i].fd);
+	fprintf(out, "OPENS %ld PROOFS %ld REFUSED %ld\n", opens, proofs,
+		refused);
+	return 0;
+}
+
+struct open_arg {
+	const char *src;
+	int right;
+};
+
+static int
+open_role(int i, int size, int port, FILE *out, void *arg)
+{
+	const struct open_arg *a = arg;
+	struct ddp_config cfg;
+
+	(void)size;
+	if (i >= RANKS)
+		return open_flooder(port, a->src, a->right, out);
+	/* The last rank is missing while the flood claims it. */
+	if (i == RANKS - 1)
+		usleep((useconds_t)((OPEN_FLOOD_S + 0.5) * 1e6));
+	ddp_set_log_fn(tr_log_to_file, out);
+	tr_cfg(&cfg, i, RANKS, port, 30, "777", munge_sock);
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+open_flood_case(const char *src, int right)
+{
+	struct open_arg a = {src, right};
+	struct tw_rank rk[RANKS + 1];
+	long opens, proofs;
+	int i, failed = tap_failed, done = 1;
+
+	if (tw_run_job(RANKS + 1, open_role, &a, 60, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	opens = (long)value_after(&rk[RANKS], "OPENS ");
+	proofs = (long)value_after(&rk[RANKS], "PROOFS ");
+	for (i = 0; i < RANKS; i++)
+		done &= completed(&rk[i]);
+	if (right)
+		tap_ok(done && opens >= 200 && proofs >= 1 &&
+			       proofs <= (long)OPEN_PROOF_BOUND,
+		       "%ld opens from %s in %g s whose claims fit (job, "
+		       "step, world, a missing rank): rank 0 makes %ld "
+		       "credentials, at most %ld, and the job completes",
+		       opens, src, OPEN_FLOOD_S, proofs,
+		       (long)OPEN_PROOF_BOUND);
+	else
+		tap_ok(done && opens >= 200 && proofs == 0,
+		       "%ld opens from %s in %g s claiming another job: rank "
+		       "0 makes no credential for them (%ld proofs), and the "
+		       "job completes",
+		       opens, src, OPEN_FLOOD_S, proofs);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		for (i = 0; i < RANKS + 1; i++)
+			tw_diag_output(i, &rk[i]);
+	tw_free_job(RANKS + 1, rk);
+}
+
 int
 main(void)
 {
@@ -203,6 +370,8 @@ main(void)
 	/* Another address than the ranks', then the ranks' own. */
 	flood_case("127.0.0.2", dir);
 	flood_case("127.0.0.1", dir);
+	open_flood_case("127.0.0.2", 0);
+	open_flood_case("127.0.0.2", 1);
 	tr_munged_stop(cmd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)

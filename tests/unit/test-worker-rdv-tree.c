@@ -5,10 +5,14 @@
  * LOCAL_WORLD_SIZE). Each node's ranks join their leader (LOCAL_RANK 0)
  * on the node's join socket and the leader relays them to rank 0 in its
  * own authenticated session. Another user (nobody) squatting a node's
- * join socket, knocking on a leader's or forging a leader's relay to
+ * join socket (listening, or with its backlog full and never accepting),
+ * knocking on a leader's or forging a leader's relay to
  * rank 0 gets nothing, and the job completes; a leader that dies holding
  * its members' joins is named by each of them at once. The same
- * leaders serve jobs on the step key (DDP_AUTH=key) and on none.
+ * leaders serve jobs on the step key (DDP_AUTH=key) and on none. A
+ * MASTER_ADDR on a loopback alias (Debian's "127.0.1.1 host" line) still
+ * lets rank 0's node's members into the mesh, whose connections come from
+ * 127.0.0.1.
  */
 #include <sys/un.h>
 
@@ -160,6 +164,84 @@ test_squatter(void)
 	       "a squatter in the middle of the tree: nB's leader says it "
 	       "cannot take the socket; nB's members find it held by uid "
 	       "65534, say so and join rank 0 directly");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(JOB_RANKS + 1, rk);
+	tw_free_job(JOB_RANKS + 1, rk);
+}
+
+/* ---- a squatter on nB's join socket that never accepts ---- */
+
+#define FULL_HOLD_S 12.0
+
+static int
+full_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct sockaddr_un sa;
+	socklen_t sl;
+	int fd, c, queued = 0;
+
+	(void)size;
+	(void)arg;
+	if (i < JOB_RANKS) {
+		/* nB's ranks start once the squatter's backlog is full. */
+		if (node_of(i)[1] == 'B' &&
+		    !tr_gate_wait(&gate_a, GATE_WAIT_S)) {
+			fprintf(out,
+				"E the squatter never filled its backlog\n");
+			return 1;
+		}
+		return rank_role(i, port, 10, out);
+	}
+	sl = node_addr(port, "nB", &sa);
+	if (tr_become_nobody(out) < 0)
+		return 1;
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (!sl || fd < 0 || bind(fd, (struct sockaddr *)&sa, sl) < 0 ||
+	    listen(fd, 0) < 0) {
+		fprintf(out, "E squat: %s\n", strerror(errno));
+		return 1;
+	}
+	/* Its own connections fill the backlog; it never accepts one. */
+	for (;;) {
+		c = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (c < 0 || connect(c, (struct sockaddr *)&sa, sl) < 0)
+			break;
+		queued++;
+	}
+	fprintf(out, "FULL after %d (%s)\n", queued, strerror(errno));
+	tr_gate_open(&gate_a);
+	usleep((useconds_t)(FULL_HOLD_S * 1e6));
+	return 0;
+}
+
+static void
+test_full_backlog(void)
+{
+	static struct tw_rank rk[JOB_RANKS + 1];
+	int failed = tap_failed, i, ok = 1, fell = 1;
+	double t0 = tw_now();
+
+	setenv("DDP_DEBUG", "1", 1);
+	if (run_gated(JOB_RANKS + 1, full_role, NULL, FULL_HOLD_S + 15, rk) <
+	    0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	unsetenv("DDP_DEBUG");
+	for (i = 0; i < JOB_RANKS; i++)
+		ok = ok && completed(&rk[i]);
+	for (i = 5; i < 8; i++)
+		fell = fell && tr_has(&rk[i], "join socket") &&
+		       tr_has(&rk[i], "stayed full for") &&
+		       tr_has(&rk[i], "joining rank 0 directly");
+	tap_ok(ok && tr_has(&rk[JOB_RANKS], "FULL after"),
+	       "12 ranks on 3 nodes of 4 complete within their timeout (10 "
+	       "s) while another user (nobody) holds node nB's join socket "
+	       "with its backlog full, never accepting (%.1f s)",
+	       tw_now() - t0);
+	tap_ok(fell,
+	       "nB's members find the join socket's backlog full, say so and "
+	       "join rank 0 directly");
 	if (tap_failed > failed || getenv("TEST_VERBOSE"))
 		diag_job(JOB_RANKS + 1, rk);
 	tw_free_job(JOB_RANKS + 1, rk);
@@ -446,6 +528,50 @@ test_leaders_without_munge(void)
 	leaders_job(NULL, "DDP_AUTH=none");
 }
 
+/* ---- MASTER_ADDR on a loopback alias ---- */
+
+static int
+alias_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+
+	(void)size;
+	(void)arg;
+	ddp_set_log_fn(tr_log_to_file, out);
+	node_env(i);
+	tr_cfg(&cfg, i, JOB_RANKS, port, 15, JOB_ID, munge_sock);
+	/* The master's name resolves to 127.0.1.1; a connection to it
+	 * comes from 127.0.0.1. */
+	snprintf(cfg.master_addr, sizeof(cfg.master_addr), "127.0.1.1");
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_loopback_alias(void)
+{
+	static struct tw_rank rk[JOB_RANKS];
+	int failed = tap_failed, i, ok = 1, refused = 0;
+
+	setenv("DDP_DEBUG", "1", 1);
+	if (run_gated(JOB_RANKS, alias_role, NULL, 40, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	unsetenv("DDP_DEBUG");
+	for (i = 0; i < JOB_RANKS; i++) {
+		ok = ok && completed(&rk[i]);
+		refused += tr_has(&rk[i], "malformed frame header") ||
+			   tr_has(&rk[i], "connects from");
+	}
+	tap_ok(ok && !refused,
+	       "MASTER_ADDR 127.0.1.1 (a loopback alias of the master's "
+	       "name): 12 ranks on 3 nodes complete; rank 0 takes its own "
+	       "node's members' mesh connections from 127.0.0.1");
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(JOB_RANKS, rk);
+	tw_free_job(JOB_RANKS, rk);
+}
+
 int
 main(void)
 {
@@ -460,6 +586,8 @@ main(void)
 	if (!tr_munged_begin(dir, dir, munge_sock, sizeof(munge_sock), &rc))
 		return rc;
 	test_squatter();
+	test_full_backlog();
+	test_loopback_alias();
 	test_intruder();
 	test_leader_dies();
 	test_leaders_without_munge();

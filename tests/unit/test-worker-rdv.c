@@ -6,7 +6,9 @@
  * a squatted MASTER_PORT only delays rank 0 (F4); credentials are made per
  * connection, so a rank that waits longer than munge's time to live still
  * joins (F10); DDP_AUTH=none says so on every rank and keeps to one host
- * unless told otherwise (F12). Every job still completes.
+ * unless told otherwise (F12). Every job still completes. A process on
+ * the data port of a rank that died learns neither the job's token nor
+ * the roster.
  */
 #include <dirent.h>
 #include <ifaddrs.h>
@@ -15,6 +17,8 @@
 #include "test-worker-rdv.h"
 
 static char munge_sock[200];
+static char test_dir[64]; /* this file's temporary folder */
+
 /* Adds one line per rendezvous message type in stream (what rank 0 sent
  * the attacker), stopping at the first byte that is not one. */
 static int
@@ -574,19 +578,22 @@ test_tree_parent_dies(void)
 	tw_free_job(TREE_RANKS, rk);
 }
 
-/* Sends a raw peer hello claiming rank `rank` with a wrong token,
- * followed by a roster, to 127.0.0.1:port; 1 when it was delivered. */
+/* Opens a data-port hello claiming rank `rank` on 127.0.0.1:port, then
+ * sends a MAC made without the job's token and a roster, without waiting
+ * for the challenge; 1 when it was delivered. */
 static int
 fake_push(int port, uint32_t rank)
 {
-	uint8_t msg[TR_HDR + 36 + TR_HDR + 36];
+	uint8_t msg[TR_HDR + 20 + TR_HDR + 32 + TR_HDR + 36];
+	uint8_t *mac = msg + TR_HDR + 20, *roster = mac + TR_HDR + 32;
 	int fd = tr_dial("127.0.0.1", port, 1), ok;
 
 	memset(msg, 0x5a, sizeof(msg));
-	tr_put_hdr(msg, 5, 36); /* PEER: rank, token */
+	tr_put_hdr(msg, 5, 20); /* PEER: rank, nonce */
 	memcpy(msg + TR_HDR, &rank, 4);
-	tr_put_hdr(msg + TR_HDR + 36, TR_ROSTER, 36); /* world 0, token */
-	memset(msg + 2 * TR_HDR + 36, 0, 4);
+	tr_put_hdr(mac, 10, 32);	   /* PEER_MAC */
+	tr_put_hdr(roster, TR_ROSTER, 36); /* world 0, token */
+	memset(roster + TR_HDR, 0, 4);
 	if (fd < 0)
 		return 0;
 	ok = write(fd, msg, sizeof(msg)) == (ssize_t)sizeof(msg);
@@ -594,9 +601,10 @@ fake_push(int port, uint32_t rank)
 	return ok;
 }
 
-/* The TCP ports the sibling processes (the job's ranks) listen on. */
+/* The TCP ports the sibling processes (the job's ranks) listen on; only
+ * process only's when it is not 0. */
 static int
-sibling_ports(int *ports, int max)
+sibling_ports(int *ports, int max, int only)
 {
 	char path[300], link[64], line[512];
 	unsigned long inodes[512], ino;
@@ -609,7 +617,7 @@ sibling_ports(int *ports, int max)
 	while (proc && (d = readdir(proc)) && nino < 512) {
 		int pid = (int)strtol(d->d_name, NULL, 10), ppid = 0;
 
-		if (pid <= 0 || pid == getpid())
+		if (pid <= 0 || pid == getpid() || (only && pid != only))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 		f = fopen(path, "r");
@@ -673,7 +681,7 @@ tree_intruder_role(int i, int size, int port, FILE *out, void *arg)
 	if (i == TREE_RANKS) {
 		end = tw_now() + 3;
 		while (tw_now() < end) {
-			n = sibling_ports(ports, 64);
+			n = sibling_ports(ports, 64, 0);
 			for (k = 0; k < n; k++)
 				sent += fake_push(ports[k], k % 2 ? 0 : 1);
 			usleep(100000);
@@ -706,11 +714,13 @@ test_tree_intruder(void)
 	for (i = 0; i < TREE_RANKS; i++) {
 		ok = ok && tw_exit(&rk[i]) == 0 &&
 		     tr_has(&rk[i], "ALLREDUCE 0 12 ");
-		refused += tr_has(&rk[i], "wrong job token");
+		refused += tr_has(&rk[i], "proof of the job's token does not "
+					  "verify");
 	}
 	tap_ok(ok && refused > 0 && !tr_has(&rk[TREE_RANKS], "PUSHED 0"),
-	       "fake rosters (rank 0's or a parent's peer hello with a wrong "
-	       "token) pushed to every listening port of the job are refused "
+	       "fake rosters (rank 0's or a parent's data-port hello without "
+	       "the token) pushed to every listening port of the job are "
+	       "refused "
 	       "(%d ranks logged it) and the job completes",
 	       refused);
 	if (tap_failed > failed || getenv("TEST_VERBOSE"))
@@ -773,6 +783,147 @@ test_port_collision(void)
 	if (tap_failed > failed || getenv("TEST_VERBOSE"))
 		diag_job(4, rk);
 	tw_free_job(4, rk);
+}
+
+/* ---- a process on the data port of a rank that died ---- */
+
+#define VICTIM 9 /* a child of rank 1 in the roster's tree */
+
+/*
+ * Takes the data port of rank VICTIM once it died (as nobody: found as
+ * root, bound as nobody) and answers what connects there as a listener
+ * would, without the token: a challenge as rank VICTIM, then a MAC of
+ * zeros. Notes the types of what comes in.
+ */
+static int
+impostor(FILE *out)
+{
+	static uint8_t raw[70000];
+	uint8_t challenge[TR_HDR + 20], mac[TR_HDR + 32];
+	uint32_t victim = VICTIM;
+	char path[128];
+	struct sockaddr_in sa;
+	int pid = 0, port = 0, lfd = -1, fd, one = 1, type;
+	size_t len;
+	double end = tw_now() + 5;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/victim.pid", test_dir);
+	while (!port && tw_now() < end) {
+		usleep(50000);
+		f = fopen(path, "r");
+		if (f && fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		if (f)
+			fclose(f);
+		if (pid > 0)
+			sibling_ports(&port, 1, pid);
+	}
+	if (!port || tr_become_nobody(out) < 0) {
+		fprintf(out, "E no port of rank %d\n", VICTIM);
+		return 1;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	end = tw_now() + 10;
+	while (lfd < 0 && tw_now() < end) {
+		lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		    listen(lfd, 16) < 0) {
+			close(lfd);
+			lfd = -1;
+			usleep(20000);
+		}
+	}
+	if (lfd < 0) {
+		fprintf(out, "E bind %d: %s\n", port, strerror(errno));
+		return 1;
+	}
+	fprintf(out, "HOLDING %d\n", port);
+	memset(challenge, 0x11, sizeof(challenge));
+	tr_put_hdr(challenge, 9, 20); /* CHALLENGE: rank, nonce */
+	memcpy(challenge + TR_HDR, &victim, 4);
+	memset(mac, 0, sizeof(mac));
+	tr_put_hdr(mac, 10, 32); /* PEER_MAC */
+	end = tw_now() + 8;
+	while (tw_now() < end) {
+		if (tr_wait_in(lfd, end - tw_now()) <= 0 ||
+		    (fd = accept(lfd, NULL, NULL)) < 0)
+			continue;
+		/* Answer as a listener would, then note all that comes. */
+		while ((type = tr_read_msg(fd, 2, raw, sizeof(raw), &len)) >
+		       0) {
+			fprintf(out, "GOT type %d (%zu bytes)\n", type, len);
+			if (type == 5 &&
+			    write(fd, challenge, sizeof(challenge)) < 0)
+				break;
+			if (type == 10 && write(fd, mac, sizeof(mac)) < 0)
+				break;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+/* Rank VICTIM joins, then dies (SIGALRM) before the roster, which
+ * comes late with rank 11; index 12 takes its data port. */
+static int
+impostor_role(int i, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_config cfg;
+	char path[128];
+	FILE *f;
+
+	(void)size;
+	(void)arg;
+	if (i == TREE_RANKS)
+		return impostor(out);
+	ddp_set_log_fn(tr_log_to_file, out);
+	if (i == VICTIM) {
+		snprintf(path, sizeof(path), "%s/victim.pid", test_dir);
+		f = fopen(path, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+		alarm(1);
+	}
+	if (i == TREE_RANKS - 1)
+		usleep(3000000);
+	tr_cfg(&cfg, i, TREE_RANKS, port, 20, "777", munge_sock);
+	return tr_rank_job(&cfg, out);
+}
+
+static void
+test_impostor_listener(void)
+{
+	static struct tw_rank rk[TREE_RANKS + 1];
+	int failed = tap_failed;
+
+	if (tw_run_job(TREE_RANKS + 1, impostor_role, NULL, 50, rk) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	tap_ok(tr_has(&rk[TREE_RANKS], "HOLDING") &&
+		       tr_has(&rk[TREE_RANKS], "GOT type 5 (32 bytes)") &&
+		       !tr_has(&rk[TREE_RANKS], "GOT type 4") &&
+		       !tr_has(&rk[TREE_RANKS], "GOT type 5 (48 bytes)"),
+	       "another user (nobody) on the data port of a rank that died "
+	       "(rank %d) gets a hello with a nonce, never the job's token "
+	       "nor the roster",
+	       VICTIM);
+	tap_ok(tw_exit(&rk[1]) == 3 &&
+		       tr_has(&rk[1], "did not prove it is rank 9") &&
+		       tr_has(&rk[1], "rank 9 died") &&
+		       !tr_has(&rk[1], "timed out"),
+	       "its parent in the tree (rank 1) names rank %d as gone at "
+	       "once, not at the timeout",
+	       VICTIM);
+	if (tap_failed > failed || getenv("TEST_VERBOSE"))
+		diag_job(TREE_RANKS + 1, rk);
+	tw_free_job(TREE_RANKS + 1, rk);
 }
 
 /* Rank 2 joins rank 0 over IPv6 (::1); its mesh connection to rank 1
@@ -927,6 +1078,7 @@ main(void)
 		tap_ok(0, "mkdtemp");
 		return tap_done();
 	}
+	snprintf(test_dir, sizeof(test_dir), "%s", dir);
 	if (!tr_munged_begin(dir, dir, munge_sock, sizeof(munge_sock), &rc))
 		return rc;
 	test_squat_replay();
@@ -937,6 +1089,7 @@ main(void)
 	test_port_collision();
 	test_tree_parent_dies();
 	test_tree_intruder();
+	test_impostor_listener();
 	test_mesh_from_join_addr();
 	test_roster_addr();
 	tr_munged_stop(dir);
