@@ -394,6 +394,7 @@ started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' |
 	[ "$status" -eq 0 ]
 	[[ $output != *"ddp-check"* ]]
 
+	wait_no_jobs 60
 	printf '%s\n' "check = maybe" >>"$conf"
 	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp \
 		bash -c 'echo "rank $RANK: program started"'

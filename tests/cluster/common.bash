@@ -115,3 +115,18 @@ wait_listening() {
 GATE_WAIT='for _ in $(seq 1200); do [ -e "$GATE" ] && break; sleep 0.1; done; '
 new_gate() { GATE=$(mc_state)/gate.$BATS_TEST_NUMBER.$$; rm -f "$GATE"; }
 open_gate() { touch "$GATE"; }
+
+# wait_no_jobs SECONDS: waits until squeue lists no job (every job's
+# epilog has ended: a job stays listed, COMPLETING, until it has), at
+# most SECONDS. A test that breaks ddp.conf waits so first: an epilog
+# that reads the broken file leaves its job's firewall elements behind.
+wait_no_jobs() {
+	local deadline=$((SECONDS + $1))
+	while [ -n "$(mc_run -- squeue -h -o %i)" ]; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "jobs still listed after $1 s: $(mc_run -- squeue -h -o '%i %T')" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}
