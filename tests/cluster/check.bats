@@ -76,6 +76,39 @@ free_port() {
 # elapsed START: seconds since START (date +%s.%N), two decimals.
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'; }
 
+# ar_kib: the allreduce size in KiB that ddp-check's rule
+# (allreduce_elems in check/ddp-check.c) gives for the report in $output:
+# 4 MiB, cut to what the slowest timed link of the table carries in 50 ms,
+# shared out over the fullest node's ranks and the doublings of the
+# ranks, halved down to a power of two (at least 1 KiB).
+ar_kib() {
+	printf '%s\n' "$output" | awk '
+		BEGIN { slowest = -1; most = 1 }
+		/^node +ranks +gpus +next +out GB\/s +back GB\/s +status$/ { table = 1; next }
+		table && $1 ~ /^node[0-9]+$/ && NF >= 7 {
+			n = 0
+			k = split($2, part, ",")
+			for (i = 1; i <= k; i++)
+				n += split(part[i], ab, "-") == 2 ? ab[2] - ab[1] + 1 : 1
+			if (n > most) most = n
+			for (c = 5; c <= 6; c++)
+				if ($c != "-" && (slowest < 0 || $c + 0 < slowest)) slowest = $c + 0
+			next
+		}
+		{ table = 0 }
+		/^allreduce: [0-9]+ ranks, / { world = $2 + 0 }
+		END {
+			if (!world) exit 1
+			bytes = 4194304
+			if (slowest >= 0 && slowest * 1e9 * 0.05 < bytes) bytes = slowest * 1e9 * 0.05
+			d = 0
+			for (i = 1; i < world; i *= 2) d++
+			bytes /= most * (d > 1 ? d : 1)
+			for (n = 1048576; n > 256 && n * 4 > bytes; n /= 2) ;
+			print n * 4 / 1024
+		}'
+}
+
 @test "a healthy 3-node step passes and prints one row per node with both directions of its link" {
 	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction"
 	show
@@ -93,8 +126,12 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 	EOF
 	[[ $output == *"links: 6 timed for 0.20 s each; typical "* ]]
 	# 4 MiB shared out over a node's 2 ranks and the 3 doublings of 6
-	# ranks, halved to a power of two (less where a link is slow).
-	printf '%s\n' "$output" | grep -qE '^allreduce: 6 ranks, (1|2|4|8|16|32|64|128|256|512) KiB: '
+	# ranks, halved to a power of two: 512 KiB, less where a link of the
+	# table is below 63 MB/s.
+	local kib
+	kib=$(ar_kib)
+	echo "# allreduce of $kib KiB by the rule" >&3
+	printf '%s\n' "$output" | grep -qE "^allreduce: 6 ranks, $kib KiB: "
 	[[ $output == *"ddp-check: ok (network "* ]]
 	[[ $output != *"problems:"* ]]
 }
@@ -129,10 +166,13 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 }
 
 @test "256 ranks, node2's link throttled: node2 and only node2 is named, with no rank taken for hung" {
-	local start
+	local start kib
 	throttle node2
 	start=$(date +%s.%N)
-	run mc_run -- srun --nodes=3 --ntasks=256 --overcommit --ddp "$check" --min-fraction "$fraction" --time-limit 20
+	# The time limit leaves 256 ranks on two loaded cores room for the
+	# check's work; libddp's waits for a peer are planned from the timed
+	# links, not from it.
+	run mc_run -- srun --nodes=3 --ntasks=256 --overcommit --ddp "$check" --min-fraction "$fraction" --time-limit 60
 	echo "# srun -n 256 --ddp ddp-check, node2 throttled: $(elapsed "$start") s" >&3
 	show
 	[ "$status" -eq 1 ]
@@ -141,8 +181,10 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 	printf '%s\n' "$output" | grep -qE '^node3 +[0-9]+-255 +- +node1 .* ok$'
 	# The verdict names node2 alone; every rank got through the
 	# collectives after the link test.
-	printf '%s\n' "$output" | grep -qE '^ddp-check: FAIL: node2 \([a-z,-]+\)$'
-	[[ $output == *"allreduce: 256 ranks, "* ]]
+	printf '%s\n' "$output" | grep -qE '^ddp-check: FAIL: node2 \(slow-send[a-z,-]*\)$'
+	kib=$(ar_kib)
+	echo "# allreduce of $kib KiB by the rule" >&3
+	printf '%s\n' "$output" | grep -qE "^allreduce: 256 ranks, $kib KiB: "
 	[[ $output != *"hang: "* ]]
 	[[ $output != *"timed out after"* ]]
 	[[ $output != *" limit of "*" reached"* ]]
@@ -167,13 +209,17 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 	start=$(date +%s.%N)
 	# The join waits up to its limit for ranks still starting: that bounds
 	# how soon an unreachable node is named.
-	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction" --join-limit 6 --time-limit 10
-	echo "# failed after $(elapsed "$start") s (join limit 6 s)" >&3
+	run mc_run -- srun --nodes=3 --ntasks-per-node=2 --ddp "$check" --min-fraction "$fraction" --join-limit 6 --time-limit 30
+	local took
+	took=$(elapsed "$start")
+	echo "# failed after $took s (join limit 6 s)" >&3
 	show
 	[ "$status" -eq 1 ]
 	# Rank 0 hands the roster to node2's ranks and times out.
 	printf '%s\n' "$output" | grep -qE '^ddp-check: FAIL: .*cannot reach node2:[0-9]+ \(timed out\)$'
-	awk -v t="$(elapsed "$start")" 'BEGIN { exit !(t < 10) }'
+	# The join limit ended it, not the time limit, which no rank reached.
+	[[ $output != *"time limit of 30 s reached"* ]]
+	awk -v t="$took" 'BEGIN { exit !(t < 30) }'
 }
 
 @test "--mode warn: the problem is printed, every rank exits 0 and the program starts" {
@@ -245,9 +291,9 @@ while True: c.append(s.accept()[0])' "$sock" &
 	[ "$status" -eq 0 ]
 	[[ $output == *"join limit of 1 s reached while joining the rendezvous"* ]]
 	echo "# rank 0 ended after $took s (join limit 2 s)" >&3
-	# At the limit, not before; the margin after it is for starting and
-	# ending the process on a busy machine.
-	awk -v t="$took" 'BEGIN { exit !(t >= 1.9 && t < 4) }'
+	# At the join limit, not before (the process's start rounds a little),
+	# and ended by it: the time limit (30 s) never came.
+	awk -v t="$took" 'BEGIN { exit !(t >= 1.9 && t < 30) }'
 }
 
 # started: how many ranks printed "rank N: program started".
@@ -348,6 +394,7 @@ started() { printf '%s\n' "$output" | grep -c '^rank [0-9]*: program started$' |
 	[ "$status" -eq 0 ]
 	[[ $output != *"ddp-check"* ]]
 
+	wait_no_jobs 60
 	printf '%s\n' "check = maybe" >>"$conf"
 	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp \
 		bash -c 'echo "rank $RANK: program started"'

@@ -79,3 +79,54 @@ check_conf_file() {
 check_conf_file_restore() {
 	put_conf "$(mc_state)/etc/ddp.conf" <"$BATS_FILE_TMPDIR/ddp.conf.orig"
 }
+
+# wait_line FILE REGEX SECONDS: waits until a line of FILE matches REGEX
+# (grep -E), at most SECONDS; fails after that, printing the file.
+wait_line() {
+	local deadline=$((SECONDS + $3))
+	until grep -qE -- "$2" "$1" 2>/dev/null; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "no line matching '$2' in $1 within $3 s:" >&2
+			cat "$1" >&2 2>/dev/null || true
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# wait_listening NODE PORT SECONDS: waits until a process listens on TCP
+# PORT inside NODE, at most SECONDS.
+wait_listening() {
+	local deadline=$((SECONDS + $3))
+	until [ -n "$(mc_exec "$1" -- ss -Htln "sport = :$2")" ]; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "nothing listens on $1:$2 within $3 s" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# Ranks that must wait for the test start with "$GATE_WAIT" (a shell
+# snippet, for bash -c): it waits until the file $GATE exists, which
+# open_gate makes, at most 120 s. GATE is in the cluster's state folder,
+# which every node sees.
+# shellcheck disable=SC2016,SC2034 # expanded by the ranks' shell; used by the .bats files
+GATE_WAIT='for _ in $(seq 1200); do [ -e "$GATE" ] && break; sleep 0.1; done; '
+new_gate() { GATE=$(mc_state)/gate.$BATS_TEST_NUMBER.$$; rm -f "$GATE"; }
+open_gate() { touch "$GATE"; }
+
+# wait_no_jobs SECONDS: waits until squeue lists no job (every job's
+# epilog has ended: a job stays listed, COMPLETING, until it has), at
+# most SECONDS. A test that breaks ddp.conf waits so first: an epilog
+# that reads the broken file leaves its job's firewall elements behind.
+wait_no_jobs() {
+	local deadline=$((SECONDS + $1))
+	while [ -n "$(mc_run -- squeue -h -o %i)" ]; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "jobs still listed after $1 s: $(mc_run -- squeue -h -o '%i %T')" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}

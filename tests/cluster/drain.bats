@@ -4,7 +4,9 @@
 # (ddp-healthcheck, HealthCheckProgram) and NHC check read the node's
 # verdict record, written by ddp_verdict_append for real jobs of real
 # users, and drain the node through the real slurmctld only when jobs of
-# enough distinct users named it.
+# enough distinct users named it. One test has slurmd run the health
+# check as HealthCheckProgram; the others run it by hand, as slurmd does,
+# where the point is the rule.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 
@@ -42,6 +44,12 @@ setup() {
 
 teardown() {
 	local state
+	if [ -n "${slurm_conf_saved:-}" ]; then
+		put_conf "$st/etc/slurm.conf" <"$slurm_conf_saved"
+		mc_run -- scontrol reconfigure || true
+		slurm_conf_saved=
+	fi
+	rm -f "$st/etc/drain-healthcheck"
 	state=$(mc_run -- scontrol show node -o node2 2>/dev/null | sed -n 's/.* State=\([^ ]*\).*/\1/p')
 	if [[ $state == *DRAIN* ]]; then
 		mc_run -- scontrol update NodeName=node2 State=RESUME || true
@@ -66,6 +74,39 @@ verdict() {
 health() {
 	mc_exec node2 -- env DDP_CONF="$conf" SLURM_CONF="$st/etc/slurm.conf" \
 		SLURMD_NODENAME=node2 "$healthcheck"
+}
+
+# health_check_by_slurmd INTERVAL: slurm.conf's HealthCheckProgram is the
+# installed health check under this test's ddp.conf, run every INTERVAL
+# seconds; slurmd gives it no environment but SLURMD_NODENAME, so a
+# wrapper names the configuration, as a site's would. teardown puts
+# slurm.conf back.
+health_check_by_slurmd() {
+	local wrapper=$st/etc/drain-healthcheck
+	cat >"$wrapper" <<-EOF
+		#!/bin/sh
+		export DDP_CONF='$conf' SLURM_CONF='$st/etc/slurm.conf'
+		exec '$healthcheck' "\$@"
+	EOF
+	chmod 0755 "$wrapper"
+	slurm_conf_saved=$BATS_TEST_TMPDIR/slurm.conf
+	cp "$st/etc/slurm.conf" "$slurm_conf_saved"
+	{
+		cat "$slurm_conf_saved"
+		echo "HealthCheckProgram=$wrapper"
+		echo "HealthCheckInterval=$1"
+	} | put_conf "$st/etc/slurm.conf"
+	mc_run -- scontrol reconfigure
+}
+
+# wait_node2_drained SECONDS: polls until slurmctld shows node2 drained, at
+# most SECONDS.
+wait_node2_drained() {
+	local deadline=$((SECONDS + $1))
+	while [[ $(node2_state) != *DRAIN* ]]; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.5
+	done
 }
 
 node2_state() {
@@ -116,6 +157,25 @@ node2_reason() {
 	[ "$status" -eq 0 ]
 	[[ $output == "node2: already drained ("*"DRAIN"*"), not drained again: $want" ]]
 	[ "$(node2_reason)" = "admin: cable swap" ]
+}
+
+@test "slurmd runs the health check (HealthCheckProgram): two jobs each of two users drain node2 with the measurement as the reason" {
+	local want="ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 4 jobs of 2 users in 24h" start=$SECONDS
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of ddptest)" "$ddptest_uid"
+	verdict "$(job_of root)" 0
+	verdict "$(job_of root)" 0
+	[[ $(node2_state) != *DRAIN* ]]
+	health_check_by_slurmd 2
+	wait_node2_drained 60
+	echo "# slurmd drained node2 $((SECONDS - start)) s after the verdicts" >&3
+	run node2_reason
+	show
+	[ "$output" = "$want" ]
+	# No node the verdicts do not name.
+	run mc_run -- sinfo -h -N -t drain -o %N
+	show
+	[ "$output" = node2 ]
 }
 
 @test "one user's forged verdicts of many jobs leave node2 up" {

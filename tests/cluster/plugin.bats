@@ -129,12 +129,22 @@ field() { printf '%s\n' "$output" | grep -oE "(^| )$1=[^ ]*" | sed "s/^ *$1=//";
 }
 
 @test "two concurrent steps on one master node get different ports" {
-	run mc_run -- salloc -N2 bash -c '
-		srun -N2 --ntasks-per-node=1 --overlap --ddp bash -c "sleep 2; echo A=\$MASTER_PORT" &
-		srun -N2 --ntasks-per-node=1 --overlap --ddp bash -c "sleep 2; echo B=\$MASTER_PORT" &
+	# Every task of both steps marks itself, then waits (at most 60 s) for
+	# the four marks: the steps run at the same time.
+	local marks task
+	marks=$(mc_state)/steps.$BATS_TEST_NUMBER.$$
+	# shellcheck disable=SC2016 # expanded by the tasks
+	task='touch "$MARKS.$SLURM_STEP_ID.$SLURM_PROCID"
+		for _ in $(seq 600); do [ "$(ls "$MARKS".* | wc -l)" -ge 4 ] && break; sleep 0.1; done
+		echo "$NAME=$MASTER_PORT MARKS=$(ls "$MARKS".* | wc -l)"'
+	run mc_run -- env MARKS="$marks" TASK="$task" salloc -N2 bash -c '
+		NAME=A srun -N2 --ntasks-per-node=1 --overlap --ddp bash -c "$TASK" &
+		NAME=B srun -N2 --ntasks-per-node=1 --overlap --ddp bash -c "$TASK" &
 		wait'
+	rm -f "$marks".*
 	show
 	[ "$status" -eq 0 ]
+	[ "$(field MARKS | tr '\n' ' ')" = "4 4 4 4 " ]
 	[ "$(field A | sort -u | wc -l)" -eq 1 ]
 	[ "$(field B | sort -u | wc -l)" -eq 1 ]
 	[ "$(field A | sort -u)" != "$(field B | sort -u)" ]
@@ -492,6 +502,6 @@ nodectl() {
 	run mc_run -- env USE_LIBUV=0 srun --nodes=2 --ntasks-per-node=2 --ddp /usr/bin/python3 "$repo_root/examples/train.py"
 	show
 	[ "$status" -eq 0 ]
-	[ "$(printf '%s\n' "$output" | grep -c '^rank [0-3] .* world 4 checksum ')" -eq 4 ]
+	[ "$(printf '%s\n' "$output" | grep -cE '^rank [0-3] local_rank [01] world 4 device [^ ]+ backend [a-z]+ checksum ')" -eq 4 ]
 	[ "$(printf '%s\n' "$output" | grep '^rank ' | awk '{print $NF}' | sort -u | wc -l)" -eq 1 ]
 }

@@ -128,6 +128,11 @@ wait_no_scratch() {
 	return 1
 }
 
+# wait_epilog NODE JOBID: waits up to 30 s for the job's epilog on NODE
+# to end: it removes the job's scratch directory last, once the job's
+# firewall elements are gone.
+wait_epilog() { wait_no_scratch "$@"; }
+
 # listen_node1: a listener on node1:29500 that accepts (so its queue never
 # fills) for at most 40 s, started before it returns; SO_REUSEADDR, since
 # an earlier test's connections may hold the port in TIME_WAIT. teardown
@@ -175,7 +180,8 @@ submit() { # submit SBATCH-ARGS...: prints the job id, tracked for teardown
 	[ "$output" = refused ]
 	mc_run -- scancel "$id"
 	wait_gone "$id"
-	sleep 1
+	wait_epilog node1 "$id"
+	wait_epilog node2 "$id"
 	[ "$(elements node1 "$id")" -eq 0 ]
 	[ "$(elements node2 "$id")" -eq 0 ]
 	run connect node2 node1 29500
@@ -210,7 +216,7 @@ has_state() {
 	[ "$(elements node1 "$a")" -eq 0 ]
 	mc_run -- scancel "$a"
 	wait_gone "$a"
-	sleep 1
+	wait_epilog node1 "$a"
 	# The first job's epilog leaves them with the second.
 	[ "$(elements node1 "$b")" -eq "$n" ]
 	[ "$(elements node1 "$a")" -eq 0 ]
@@ -234,7 +240,7 @@ has_state() {
 	listen_node1
 	mc_run -- scancel "$a"
 	wait_gone "$a"
-	sleep 1
+	wait_epilog node1 "$a"
 	[ "$(elements node1 "$a")" -eq 0 ]
 	[ "$(elements node1 "$b")" -ge 1 ]
 	run connect node2 node1 29500
@@ -242,7 +248,8 @@ has_state() {
 	[ "$output" = open ]
 	mc_run -- scancel "$b"
 	wait_gone "$b"
-	sleep 1
+	wait_epilog node1 "$b"
+	wait_epilog node2 "$b"
 	[ "$(elements node1)" -eq 0 ]
 	run connect node2 node1 29500
 	show
@@ -273,10 +280,9 @@ has_state() {
 		mc_run --user ddptest -- srun -N3 true & pids+=($!)
 	done
 	for i in "${pids[@]}"; do wait "$i"; done
-	sleep 1
 	for n in node1 node2 node3; do
-		[ "$(elements "$n")" -eq 0 ]
-		# Scratch goes last in each epilog: give the last ones time.
+		# Scratch goes last in each epilog: once none is left, every
+		# epilog is done.
 		for i in $(seq 150); do
 			[ -z "$(mc_exec "$n" -- ls -A "$st/scratch")" ] && break
 			sleep 0.2
@@ -284,6 +290,7 @@ has_state() {
 		run mc_exec "$n" -- ls -A "$st/scratch"
 		show
 		[ -z "$output" ]
+		[ "$(elements "$n")" -eq 0 ]
 		run mc_exec "$n" -- sh -c \
 			'flock -n "$1/ddp-state/net-$(stat -L -c %i /proc/self/ns/net)/lock" true' sh "$st"
 		show
@@ -399,7 +406,8 @@ reconcile_on() {
 	mc_run -- scancel "$batch" "$alloc"
 	wait_gone "$batch"
 	wait_gone "$alloc"
-	sleep 1
+	wait_epilog node2 "$batch"
+	wait_epilog node2 "$alloc"
 	[ "$(elements node2 "$batch")" -eq 0 ]
 	[ "$(elements node2 "$alloc")" -eq 0 ]
 }

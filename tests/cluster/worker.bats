@@ -148,21 +148,22 @@ job_step() {
 	return 1
 }
 
-# intruder MODE: a root job (DDP_AUTH=MODE) whose ranks 1-3 join late, so
-# rank 0 is waiting when the intruder (user ddptest, on one of the job's
-# nodes) knocks, naming the job and step it read from squeue and, with the
-# key, the job's key file. Leaves the intruder's output in $intruder and
-# the job's in $output.
+# intruder MODE: a root job (DDP_AUTH=MODE) whose ranks 1-3 join only
+# after the intruder (user ddptest, on one of the job's nodes) knocked at
+# rank 0, which listens by then, naming the job and step it read from
+# squeue and, with the key, the job's key file. Leaves the intruder's
+# output in $intruder and the job's in $output.
 intruder() {
 	local mode=$1 port=29577 out job step keyfile=""
 	out=$(mktemp)
-	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 DDP_AUTH="$mode" srun --nodes=2 --gpus-per-node=2 --ddp \
-		bash -c 'echo "KEYFILE $RANK ${DDP_STEP_KEY_FILE:-none}"; [ "$RANK" = 0 ] || sleep 6; exec "$0" --synthetic 512 --epochs 2' "$train" \
+	new_gate
+	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 DDP_AUTH="$mode" GATE="$GATE" srun --nodes=2 --gpus-per-node=2 --ddp \
+		bash -c 'echo "KEYFILE $RANK ${DDP_STEP_KEY_FILE:-none}"; [ "$RANK" = 0 ] || { '"$GATE_WAIT"'}; exec "$0" --synthetic 512 --epochs 2' "$train" \
 		>"$out" 2>&1 &
 	local pid=$!
 	read -r job step < <(job_step)
 	[ -n "$job" ]
-	sleep 1
+	wait_listening node1 "$port" 60
 	# The key directories are named after the step (state_dir is shared
 	# by the nodes of the minicluster): the intruder takes one.
 	if [ "$mode" != munge ]; then
@@ -173,8 +174,10 @@ intruder() {
 		DDP_AUTH="$mode" DDP_STEP_KEY_FILE="$keyfile" "$train" --synthetic 64 --epochs 1
 	show
 	intruder_status=$status intruder=$output
+	open_gate
 	local rc=0
 	wait "$pid" || rc=$?
+	rm -f "$GATE"
 	output=$(cat "$out")
 	rm -f "$out"
 	status=$rc
@@ -198,7 +201,7 @@ intruder() {
 	keyfile=$(sed -nE 's/^KEYFILE 1 (.*)$/\1/p' <<<"$output" | head -n 1)
 	[[ $keyfile == "$(mc_state)/ddp-state/step-keys/"+([0-9]).+([0-9]).+([0-9]) ]]
 	[ "$intruder_status" -ne 0 ]
-	[[ $intruder == *"step key DDP_STEP_KEY_FILE=$(mc_state)/ddp-state/step-keys/"*": Permission denied"* ]]
+	[[ $intruder == *"step key $(mc_state)/ddp-state/step-keys/"*"/key: Permission denied (DDP_STEP_KEY_FILE names the key srun --ddp makes"* ]]
 	[ "$status" -eq 0 ]
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
@@ -285,7 +288,7 @@ print("SECRET", int(2 in types or 4 in types), flush=True)
 	sq=$(mktemp)
 	mc_exec node1 --user ddptest -- python3 -c "$squatter_py" "$port" >"$sq" 2>&1 &
 	local spid=$!
-	sleep 1
+	wait_line "$sq" '^SQUATTING$' 30
 	run mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun --nodes=2 --gpus-per-node=2 --ddp \
 		"$train" --synthetic 512 --epochs 2
 	show
@@ -335,6 +338,8 @@ while time.time() < end:
     ring.append(s)
     if len(ring) > 256:
         ring.pop(0).close()
+    if made == 256:
+        print("FLOODING", flush=True)
 print("FLOOD", made, flush=True)
 '
 
@@ -342,14 +347,21 @@ print("FLOOD", made, flush=True)
 	local port=29579 out fl
 	out=$(mktemp)
 	fl=$(mktemp)
-	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun --nodes=2 --gpus-per-node=2 --ddp \
-		bash -c '[ "$RANK" = 0 ] || sleep 4; exec "$0" --synthetic 512 --epochs 2' "$train" \
+	new_gate
+	# Ranks 1-3 join once rank 0 listens and the flood is under way.
+	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 GATE="$GATE" srun --nodes=2 --gpus-per-node=2 --ddp \
+		bash -c '[ "$RANK" = 0 ] || { '"$GATE_WAIT"'}; exec "$0" --synthetic 512 --epochs 2' "$train" \
 		>"$out" 2>&1 &
 	local pid=$!
-	sleep 1
-	mc_exec node1 --user ddptest -- python3 -c "$flood_py" "$port" 8 >"$fl" 2>&1
+	wait_listening node1 "$port" 60
+	mc_exec node1 --user ddptest -- python3 -c "$flood_py" "$port" 8 >"$fl" 2>&1 &
+	local fpid=$!
+	wait_line "$fl" '^FLOODING$' 30 || true
+	open_gate
+	wait "$fpid" || true
 	local rc=0
 	wait "$pid" || rc=$?
+	rm -f "$GATE"
 	output=$(cat "$fl")
 	status=0
 	show
@@ -463,17 +475,28 @@ sys.stdin.read()
 }
 
 @test "two jobs whose MASTER_PORTs collide both complete: the later job's ranks take the other rank 0 for a stranger and connect again" {
-	local port=29613 a rc=0
+	local port=29613 a b rc=0 brc=0
 	a=$(mktemp)
-	# Job A's rank 0 holds the port on node1 while its rank 1 comes 5 s
-	# late; job B starts meanwhile on the same nodes and port.
-	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun -w node1,node2 --nodes=2 --ntasks-per-node=1 --ddp \
-		bash -c '[ "$RANK" = 0 ] || sleep 5; exec "$0" --synthetic 256 --epochs 1' "$train" \
+	b=$(mktemp)
+	new_gate
+	# Job A's rank 0 holds the port on node1, and its rank 1 joins only
+	# once job B, on the same nodes and port, found the port held and
+	# its rank 1 was refused by A's rank 0.
+	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 GATE="$GATE" srun -w node1,node2 --nodes=2 --ntasks-per-node=1 --ddp \
+		bash -c '[ "$RANK" = 0 ] || { '"$GATE_WAIT"'}; exec "$0" --synthetic 256 --epochs 1' "$train" \
 		>"$a" 2>&1 &
 	local pid=$!
-	sleep 2
-	run mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun -w node1,node2 --nodes=2 --ntasks-per-node=1 --ddp \
-		"$train" --synthetic 256 --epochs 1
+	wait_listening node1 "$port" 60
+	mc_run -- env MASTER_PORT=$port DDP_TIMEOUT=60 srun -w node1,node2 --nodes=2 --ntasks-per-node=1 --ddp \
+		"$train" --synthetic 256 --epochs 1 >"$b" 2>&1 &
+	local bpid=$!
+	wait_line "$b" 'is held by another process' 60 || true
+	wait_line "$b" 'refused before proving it is rank 0 of this job' 60 || true
+	open_gate
+	wait "$bpid" || brc=$?
+	output=$(cat "$b")
+	status=$brc
+	rm -f "$b" "$GATE"
 	show
 	[ "$status" -eq 0 ]
 	[ "$(crcs | wc -l)" -eq 2 ]
