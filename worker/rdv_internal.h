@@ -68,9 +68,14 @@
 #define MAX_PENDING 256
 _Static_assert(MAX_PENDING <= DDP_GUARD_MAX,
 	       "the guard tracks every pending connection");
-/* One address may hold at most this many pending connections: the ranks
- * of one node connect from one address, so it is generous. */
-#define PER_SOURCE_MAX 64
+/* One address may hold at most this many pending connections. The ranks
+ * of one node connect from one address: a rank of a node's full local
+ * mesh (up to WK_HIER_LOCAL_MAX ranks) is dialled by every other rank of
+ * the node at once, and each of them stays pending for the mesh hello's
+ * round trip, so the cap holds the whole node and its stripe's peers. */
+#define PER_SOURCE_MAX (WK_HIER_LOCAL_MAX + 32)
+_Static_assert(PER_SOURCE_MAX < MAX_PENDING,
+	       "one address never holds the whole pending table");
 /* Connections accepted per wake-up, so that a flood of connects does not
  * starve the reads of those already pending. */
 #define ACCEPT_BATCH 32
