@@ -56,7 +56,7 @@ setup() {
 }
 
 @test "configless: the Prolog ran with the site's ddp.conf: the job's shared dir is the user's, mode 0700" {
-	run mc_run --user ddptest -- srun -N2 --ddp bash -c \
+	run mc_run --user ddptest -- srun -N2 --ntasks-per-node=1 --ddp bash -c \
 		'stat -c "%U %a" "'"$st"'/shared/ddptest/$SLURM_JOB_ID"'
 	show
 	[ "$status" -eq 0 ]

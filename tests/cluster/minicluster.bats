@@ -109,6 +109,6 @@ setup_file() {
 	show
 	[ "$status" -eq 0 ]
 	[[ $output == *"ddp-check: ok"* ]]
-	[ "$(grep -cE '^rank [0-9]+ .* world 6 checksum ' <<<"$output")" -eq 6 ]
+	[ "$(grep -cE '^rank [0-9]+ .* world 6 device cpu backend gloo checksum ' <<<"$output")" -eq 6 ]
 	[ "$(grep -oE ' checksum [^ ]+' <<<"$output" | sort -u | wc -l)" -eq 1 ]
 }

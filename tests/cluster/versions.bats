@@ -155,7 +155,7 @@ train_py() {
 	run mc_run -- env "$@" srun --nodes=2 --ntasks-per-node=2 --ddp python3 "$repo_root/examples/train.py"
 	show
 	[ "$status" -eq 0 ]
-	[ "$(printf '%s\n' "$output" | grep -c '^rank [0-3] .* world 4 checksum ')" -eq 4 ]
+	[ "$(printf '%s\n' "$output" | grep -c '^rank [0-3] .* world 4 device cpu backend gloo checksum ')" -eq 4 ]
 	[ "$(printf '%s\n' "$output" | grep '^rank ' | awk '{print $NF}' | sort -u | wc -l)" -eq 1 ]
 }
 
