@@ -95,9 +95,10 @@ endif
 # examples/train: static libddp so it runs on any node of the job without
 # a library path. Its GPU compute is a module of its own (train-gpu.so,
 # beside it), loaded at run time: the program itself never needs CUDA.
-$(TRAIN): $(BUILD)/examples/train.o $(LIBDDP_A)
+TRAIN_OBJ := $(BUILD)/examples/train.o $(BUILD)/examples/train_ckpt.o
+$(TRAIN): $(TRAIN_OBJ) $(LIBDDP_A)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIBDDP_A) $(LDFLAGS_ALL) $(WORKER_LIBS)
+	$(CC) $(CFLAGS_ALL) -o $@ $(TRAIN_OBJ) $(LIBDDP_A) $(LDFLAGS_ALL) $(WORKER_LIBS)
 
 # examples/train (libddp built in) finds the NCCL backend beside itself,
 # as an installed program finds it in libddp's directory: so that
@@ -162,8 +163,8 @@ install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN) $(if $(filter 1,$
 	$(call install-man,doc/libddp.3,$(DESTDIR)$(MANDIR)/man3/libddp.3)
 	install -m 0755 $(TRAIN) $(DESTDIR)$(LIBEXECDIR)/examples/train
 	install -d $(DESTDIR)$(DATADIR)/examples
-	install -m 0644 examples/train.c examples/train_compute.h \
-	    examples/train_gpu.cu $(DESTDIR)$(DATADIR)/examples/
+	install -m 0644 examples/train.c examples/train_ckpt.c examples/train.h \
+	    examples/train_compute.h examples/train_gpu.cu $(DESTDIR)$(DATADIR)/examples/
 	install -m 0755 examples/train.py $(DESTDIR)$(DATADIR)/examples/train.py
 	$(if $(filter 1,$(HAVE_NVCC)),install -m 0755 $(TRAIN_GPU) $(DESTDIR)$(LIBEXECDIR)/examples/train-gpu.so)
 	$(if $(filter 1,$(HAVE_NCCL)),install -d $(DESTDIR)$(NCCL_PLUGINDIR))
