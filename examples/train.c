@@ -42,7 +42,7 @@
 
 #include <ddp.h>
 
-#include "train.h"
+#include "train_ckpt.h"
 #include "train_compute.h"
 
 #define IMG TRAIN_IMG

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * examples/train's checkpoint (train.h): written by rank 0 every E epochs,
+ * examples/train's checkpoint (train_ckpt.h): written by rank 0 every E epochs,
  * read by every rank at the start, so that a run killed at any moment
  * and started again ends with the parameters of an uninterrupted one.
  */
@@ -13,7 +13,7 @@
 
 #include <ddp.h>
 
-#include "train.h"
+#include "train_ckpt.h"
 #include "train_compute.h"
 
 /*

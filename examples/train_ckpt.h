@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What examples/train.c shares with its checkpoint (train_ckpt.c): the
- * model and the checkpoint's reading, writing and agreement. Built against
+ * examples/train's checkpoint (train_ckpt.c): its reading, writing and
+ * agreement, and the model (train.c's) it saves. Built against
  * the installed ddp.h only, like the rest of the example.
  *
  * Ownership: the model's arrays are allocated and freed by train.c (with
@@ -9,8 +9,8 @@
  * copy through them. Errors: each function returns -1 after saying what
  * went wrong on stderr, 0 on success. Not thread-safe: one thread trains.
  */
-#ifndef DDP_EXAMPLE_TRAIN_H
-#define DDP_EXAMPLE_TRAIN_H
+#ifndef DDP_EXAMPLE_TRAIN_CKPT_H
+#define DDP_EXAMPLE_TRAIN_CKPT_H
 
 #include <stddef.h>
 #include <stdint.h>

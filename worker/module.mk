@@ -163,7 +163,7 @@ install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN) $(if $(filter 1,$
 	$(call install-man,doc/libddp.3,$(DESTDIR)$(MANDIR)/man3/libddp.3)
 	install -m 0755 $(TRAIN) $(DESTDIR)$(LIBEXECDIR)/examples/train
 	install -d $(DESTDIR)$(DATADIR)/examples
-	install -m 0644 examples/train.c examples/train_ckpt.c examples/train.h \
+	install -m 0644 examples/train.c examples/train_ckpt.c examples/train_ckpt.h \
 	    examples/train_compute.h examples/train_gpu.cu $(DESTDIR)$(DATADIR)/examples/
 	install -m 0755 examples/train.py $(DESTDIR)$(DATADIR)/examples/train.py
 	$(if $(filter 1,$(HAVE_NVCC)),install -m 0755 $(TRAIN_GPU) $(DESTDIR)$(LIBEXECDIR)/examples/train-gpu.so)

@@ -106,7 +106,7 @@ teardown_file() {
 	local pcdir ex out
 	pcdir=$(dirname "$(find "$dest/opt/slurm-ddp" -name ddp.pc | head -n 1)")
 	ex=$dest/opt/slurm-ddp/share/slurm-ddp/examples
-	[ -f "$ex/train.c" ] && [ -f "$ex/train_ckpt.c" ] && [ -f "$ex/train.h" ]
+	[ -f "$ex/train.c" ] && [ -f "$ex/train_ckpt.c" ] && [ -f "$ex/train_ckpt.h" ]
 	out=$(mktemp -d)
 	# shellcheck disable=SC2046 # pkg-config prints several words
 	cc -std=gnu11 -Wall -Wextra -Werror -o "$out/train" "$ex/train.c" "$ex/train_ckpt.c" \
