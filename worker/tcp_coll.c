@@ -155,15 +155,34 @@ unit_of(const struct stream *s, size_t u, int sending, size_t *off, size_t *n,
 	*n = len - j * s->seg < s->seg ? len - j * s->seg : s->seg;
 }
 
+/* Neither side can move: wait for the left peer's data (receiving) or
+ * room towards the right one (sending). */
+static enum ddp_status
+stream_wait(const struct stream *s, int receiving, int sending,
+	    const struct wk_frame *t, double deadline)
+{
+	struct tcp_want w[2];
+	int nw = 0;
+
+	if (receiving) {
+		w[nw].peer = s->left;
+		w[nw++].events = POLLIN;
+	}
+	if (sending) {
+		w[nw].peer = s->right;
+		w[nw++].events = POLLOUT;
+	}
+	return tcp_poll_wait(s->c, w, nw, deadline, t);
+}
+
 static enum ddp_status
 run_stream(struct stream *s, const struct wk_frame *t, double deadline)
 {
 	struct wk_mesh *c = s->c;
 	size_t su = 0, ru = 0, off, n, lag = s->ring ? s->nseg : 0;
 	struct tcp_xop sx, rx;
-	int have_s = 0, have_r = 0, red_r = 0, red, rc, progress, nw;
+	int have_s = 0, have_r = 0, red_r = 0, red, rc, progress;
 	size_t roff = 0, rn = 0;
-	struct tcp_want w[2];
 	enum ddp_status st = DDP_OK;
 
 	if (s->left < 0)
@@ -226,16 +245,7 @@ run_stream(struct stream *s, const struct wk_frame *t, double deadline)
 		}
 		if (progress)
 			continue;
-		nw = 0;
-		if (ru < s->units) {
-			w[nw].peer = s->left;
-			w[nw++].events = POLLIN;
-		}
-		if (have_s) {
-			w[nw].peer = s->right;
-			w[nw++].events = POLLOUT;
-		}
-		st = tcp_poll_wait(c, w, nw, deadline, t);
+		st = stream_wait(s, ru < s->units, have_s, t, deadline);
 		if (st)
 			return st;
 	}
