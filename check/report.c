@@ -334,22 +334,14 @@ reference(const struct chk_net *net, double *best)
 	return k % 2 ? best[k / 2] : (best[k / 2 - 1] + best[k / 2]) / 2;
 }
 
+/* Names the links that broke during the test, and counts the measured
+ * ones (net->nlinks). Returns the number of problems. */
 static int
-judge_speeds(struct chk_net *net, struct ddp_buf *pb)
+judge_broken(struct chk_net *net, struct ddp_buf *pb)
 {
 	struct chk_node *nd = net->node;
-	double *best = NULL, thr;
-	unsigned char *snd = NULL, *rcv = NULL;
-	int i, d, t, problems = 0, p, q;
+	int i, d, t, problems = 0;
 
-	best = calloc((size_t)net->n, sizeof(*best));
-	snd = calloc((size_t)net->n, 1);
-	rcv = calloc((size_t)net->n, 1);
-	if (!best || !snd || !rcv) {
-		ddp_buf_printf(pb, "out of memory judging the links\n");
-		problems = 1;
-		goto out;
-	}
 	for (i = 0; i < net->n; i++) {
 		for (d = 0; d < net->ndir; d++) {
 			t = target(net, i, d);
@@ -367,6 +359,26 @@ judge_speeds(struct chk_net *net, struct ddp_buf *pb)
 				net->nlinks++;
 		}
 	}
+	return problems;
+}
+
+static int
+judge_speeds(struct chk_net *net, struct ddp_buf *pb)
+{
+	struct chk_node *nd = net->node;
+	double *best = NULL, thr;
+	unsigned char *snd = NULL, *rcv = NULL;
+	int i, d, t, problems = 0, p, q;
+
+	best = calloc((size_t)net->n, sizeof(*best));
+	snd = calloc((size_t)net->n, 1);
+	rcv = calloc((size_t)net->n, 1);
+	if (!best || !snd || !rcv) {
+		ddp_buf_printf(pb, "out of memory judging the links\n");
+		problems = 1;
+		goto out;
+	}
+	problems = judge_broken(net, pb);
 	net->median = reference(net, best);
 	if (!net->nlinks)
 		goto out;
