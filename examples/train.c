@@ -559,12 +559,9 @@ out:
 	return rc;
 }
 
-static int
-parse_args(int argc, char **argv, struct opts *o)
+static void
+opts_default(struct opts *o)
 {
-	char *end = NULL;
-	int i;
-
 	o->data = NULL;
 	o->synthetic = 0;
 	o->epochs = 3;
@@ -574,6 +571,15 @@ parse_args(int argc, char **argv, struct opts *o)
 	o->no_overlap = 0;
 	o->ckpt_dir = NULL;
 	o->ckpt_every = 0;
+}
+
+static int
+parse_args(int argc, char **argv, struct opts *o)
+{
+	char *end = NULL;
+	int i;
+
+	opts_default(o);
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
