@@ -680,6 +680,30 @@ gpu_summary(struct check *ck, int ok, double ms, double sec)
 			ms, (unsigned)(GPU_ELEMS * 4 >> 20), sec * 1000);
 }
 
+/* Whether the GPU test is skipped (--gpu off, or no rank is ready; with
+ * --gpu on that is a problem): the report's line says why. */
+static int
+gpu_skipped(struct check *ck)
+{
+	int count[GPU_FAILED + 1] = {0}, r;
+
+	for (r = 0; r < ck->world; r++)
+		count[(int)ck->rec[(size_t)r * REC_LEN + REC_GPU]]++;
+	if (ck->o.gpu == CHK_GPU_OFF) {
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: skipped: --gpu off");
+		return 1;
+	}
+	if (count[GPU_READY])
+		return 0;
+	if (ck->o.gpu == CHK_GPU_ON && ck->rank == 0)
+		problem(ck, "gpu: --gpu on, but %s",
+			chk_gpu_skip_reason(count));
+	ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line), "gpu: skipped: %s",
+		chk_gpu_skip_reason(count));
+	return 1;
+}
+
 /*
  * Every rank decides the same from the gathered records: skip, or each
  * device on its own, then all together.
@@ -689,23 +713,10 @@ gpus(struct check *ck)
 {
 	char why[CHK_TEXT_LEN] = "";
 	double *state = NULL, ms = 0, sec = 0;
-	int count[GPU_FAILED + 1] = {0}, r, st, rc = -1;
+	int r, st, rc = -1;
 
-	for (r = 0; r < ck->world; r++)
-		count[(int)ck->rec[(size_t)r * REC_LEN + REC_GPU]]++;
-	if (ck->o.gpu == CHK_GPU_OFF) {
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: skipped: --gpu off");
+	if (gpu_skipped(ck))
 		return 0;
-	}
-	if (!count[GPU_READY]) {
-		if (ck->o.gpu == CHK_GPU_ON && ck->rank == 0)
-			problem(ck, "gpu: --gpu on, but %s",
-				chk_gpu_skip_reason(count));
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line), "gpu: skipped: %s",
-			chk_gpu_skip_reason(count));
-		return 0;
-	}
 	/* [0, world): each rank's state; [world, 2 world): its init ms. */
 	state = calloc((size_t)ck->world * 2, sizeof(*state));
 	if (!state) {
