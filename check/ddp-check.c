@@ -292,6 +292,126 @@ sum(struct check *ck, double *v, size_t n, const char *what)
 	return 0;
 }
 
+/* Rank 0's random token, which every rank's hello carries, on every
+ * rank. */
+static int
+share_token(struct check *ck, uint8_t token[CHK_TOKEN_LEN])
+{
+	memset(token, 0, CHK_TOKEN_LEN);
+	if (ck->rank == 0 &&
+	    getrandom(token, CHK_TOKEN_LEN, 0) != (ssize_t)CHK_TOKEN_LEN) {
+		fprintf(stderr, "ddp-check: getrandom: %s\n", strerror(errno));
+		return -1;
+	}
+	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN, DDP_UINT8, 0) !=
+	    DDP_OK)
+		return comm_failed(ck, "sending the link-test token");
+	return 0;
+}
+
+/*
+ * A node's leader listens for its ring neighbours (its port into v) and
+ * opens the node's hold, which the node's other ranks wait on; returns
+ * the hold, or -1.
+ */
+static int
+leader_listen(struct check *ck, struct chk_ring *ring,
+	      const uint8_t token[CHK_TOKEN_LEN], double *v)
+{
+	char err[256];
+	int hold;
+
+	if (chk_ring_listen(ring, err, sizeof(err)) < 0)
+		fprintf(stderr, "ddp-check: rank %d on %s: %s\n", ck->rank,
+			ck->host, err);
+	v[ck->me] = ring->lport;
+	hold = chk_hold_open(token, ck->me, err, sizeof(err));
+	if (hold < 0 && ck->o.verbose)
+		fprintf(stderr, "ddp-check: rank %d on %s: %s\n", ck->rank,
+			ck->host, err);
+	return hold;
+}
+
+/*
+ * A node's leader connects to its neighbours on the ring and notes in v
+ * (n x 2 outcomes, then n x 2 "adopted" flags) how its connections went.
+ */
+static void
+leader_connect(struct check *ck, struct chk_ring *ring,
+	       const uint8_t token[CHK_TOKEN_LEN], double *v)
+{
+	struct chk_node *nd = ck->net.node;
+	struct chk_target to[2], from[2];
+	int n = ck->net.n, i = ck->me, d;
+	double wait;
+
+	to[CHK_FWD] =
+		(struct chk_target){nd[chk_next(n, i)].host,
+				    nd[chk_next(n, i)].port, chk_next(n, i)};
+	to[CHK_REV] =
+		(struct chk_target){nd[chk_prev(n, i)].host,
+				    nd[chk_prev(n, i)].port, chk_prev(n, i)};
+	from[CHK_FWD] = to[CHK_REV];
+	from[CHK_REV] = to[CHK_FWD];
+	wait = (double)ck->o.time_limit_s / 8;
+	wait = wait < 0.5 ? 0.5 : wait > 5 ? 5 : wait;
+	chk_ring_connect(ring, i, ck->net.ndir, to, from, token,
+			 ddp_now() + wait);
+	for (d = 0; d < ck->net.ndir; d++) {
+		v[i * 2 + d] = ring->conn[d];
+		v[2 * n + i * 2 + d] = ring->in[d] >= 0;
+	}
+	/* The warm-up pair takes the forward path: its failure is the
+	 * forward link's. */
+	if (ring->conn[CHK_FWD] == CHK_CONN_OK)
+		v[i * 2 + CHK_FWD] = ring->conn[CHK_WARM];
+	if (ring->in[CHK_WARM] < 0)
+		v[2 * n + i * 2 + CHK_FWD] = 0;
+}
+
+/* Every node's connections from the gathered v: 1 when all are up. */
+static int
+note_connections(struct chk_net *net, const double *v)
+{
+	struct chk_node *nd = net->node;
+	int n = net->n, i, d, s, ok = 1;
+
+	/* A connection its receiver never adopted failed, too. */
+	for (i = 0; i < n; i++) {
+		for (d = 0; d < net->ndir; d++) {
+			nd[i].conn[d] = (int)v[i * 2 + d];
+			s = d == CHK_FWD ? chk_next(n, i) : chk_prev(n, i);
+			if (nd[i].conn[d] == CHK_CONN_OK &&
+			    !v[2 * n + s * 2 + d])
+				nd[i].conn[d] = CHK_CONN_ERROR;
+			ok &= nd[i].conn[d] == CHK_CONN_OK;
+		}
+	}
+	return ok;
+}
+
+/* A node's leader times the streams that arrive at it (after the
+ * warm-up), into v: n x 2 speeds, then n x 2 errors. */
+static void
+leader_streams(struct check *ck, struct chk_ring *ring, double until, double *v)
+{
+	int n = ck->net.n, d, s, e;
+	double g;
+
+	set_phase("warming up the links");
+	chk_ring_stream(ring, CHK_WARM, WARM_S, until, &g, &e);
+	for (d = 0; d < ck->net.ndir; d++) {
+		set_phase(d == CHK_FWD ? "timing the links to the next node"
+				       : "timing the links to the previous "
+					 "node");
+		/* What arrives here was sent by from[d], in direction d. */
+		s = d == CHK_FWD ? chk_prev(n, ck->me) : chk_next(n, ck->me);
+		chk_ring_stream(ring, d, ck->net.window_s, until, &g, &e);
+		v[s * 2 + d] = g;
+		v[2 * n + s * 2 + d] = e;
+	}
+}
+
 /*
  * Connects the ring and times its links. Every rank takes part in the
  * same collectives; only the leaders touch sockets.
@@ -301,12 +421,10 @@ links(struct check *ck)
 {
 	struct chk_net *net = &ck->net;
 	struct chk_node *nd = net->node;
-	struct chk_target to[2], from[2];
 	struct chk_ring ring;
 	uint8_t token[CHK_TOKEN_LEN];
-	double *v = NULL, wait, g, until;
-	char err[256];
-	int n = net->n, i, d, s, ok, e, hold = -1, rc = -1;
+	double *v = NULL, until;
+	int n = net->n, i, d, hold = -1, rc = -1;
 
 	chk_ring_init(&ring);
 	ring.refused = refused;
@@ -319,27 +437,10 @@ links(struct check *ck)
 		fprintf(stderr, "ddp-check: out of memory\n");
 		goto out;
 	}
-	memset(token, 0, sizeof(token));
-	if (ck->rank == 0 &&
-	    getrandom(token, sizeof(token), 0) != (ssize_t)sizeof(token)) {
-		fprintf(stderr, "ddp-check: getrandom: %s\n", strerror(errno));
+	if (share_token(ck, token) < 0)
 		goto out;
-	}
-	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN, DDP_UINT8, 0) !=
-	    DDP_OK) {
-		comm_failed(ck, "sending the link-test token");
-		goto out;
-	}
-	if (ck->leader) {
-		if (chk_ring_listen(&ring, err, sizeof(err)) < 0)
-			fprintf(stderr, "ddp-check: rank %d on %s: %s\n",
-				ck->rank, ck->host, err);
-		v[ck->me] = ring.lport;
-		hold = chk_hold_open(token, ck->me, err, sizeof(err));
-		if (hold < 0 && ck->o.verbose)
-			fprintf(stderr, "ddp-check: rank %d on %s: %s\n",
-				ck->rank, ck->host, err);
-	}
+	if (ck->leader)
+		hold = leader_listen(ck, &ring, token, v);
 	if (sum(ck, v, (size_t)n, "exchanging the link-test ports") < 0)
 		goto out;
 	/* The leader's hold is there once it gave its port. */
@@ -349,47 +450,12 @@ links(struct check *ck)
 		nd[i].port = (int)v[i];
 	memset(v, 0, (size_t)n * 4 * sizeof(*v));
 	set_phase("connecting the link test");
-	if (ck->leader) {
-		i = ck->me;
-		to[CHK_FWD] = (struct chk_target){nd[chk_next(n, i)].host,
-						  nd[chk_next(n, i)].port,
-						  chk_next(n, i)};
-		to[CHK_REV] = (struct chk_target){nd[chk_prev(n, i)].host,
-						  nd[chk_prev(n, i)].port,
-						  chk_prev(n, i)};
-		from[CHK_FWD] = to[CHK_REV];
-		from[CHK_REV] = to[CHK_FWD];
-		wait = (double)ck->o.time_limit_s / 8;
-		wait = wait < 0.5 ? 0.5 : wait > 5 ? 5 : wait;
-		chk_ring_connect(&ring, i, net->ndir, to, from, token,
-				 ddp_now() + wait);
-		for (d = 0; d < net->ndir; d++) {
-			v[i * 2 + d] = ring.conn[d];
-			v[2 * n + i * 2 + d] = ring.in[d] >= 0;
-		}
-		/* The warm-up pair takes the forward path: its failure is the
-		 * forward link's. */
-		if (ring.conn[CHK_FWD] == CHK_CONN_OK)
-			v[i * 2 + CHK_FWD] = ring.conn[CHK_WARM];
-		if (ring.in[CHK_WARM] < 0)
-			v[2 * n + i * 2 + CHK_FWD] = 0;
-	}
+	if (ck->leader)
+		leader_connect(ck, &ring, token, v);
 	if (sum(ck, v, (size_t)n * 4, "gathering the link-test connections") <
 	    0)
 		goto out;
-	/* A connection its receiver never adopted failed, too. */
-	ok = 1;
-	for (i = 0; i < n; i++) {
-		for (d = 0; d < net->ndir; d++) {
-			nd[i].conn[d] = (int)v[i * 2 + d];
-			s = d == CHK_FWD ? chk_next(n, i) : chk_prev(n, i);
-			if (nd[i].conn[d] == CHK_CONN_OK &&
-			    !v[2 * n + s * 2 + d])
-				nd[i].conn[d] = CHK_CONN_ERROR;
-			ok &= nd[i].conn[d] == CHK_CONN_OK;
-		}
-	}
-	if (!ok) {
+	if (!note_connections(net, v)) {
 		rc = 0;
 		goto out;
 	}
@@ -407,21 +473,7 @@ links(struct check *ck)
 		if (hold >= 0)
 			chk_hold_wait(hold, until + 1);
 	} else {
-		set_phase("warming up the links");
-		chk_ring_stream(&ring, CHK_WARM, WARM_S, until, &g, &e);
-		for (d = 0; d < net->ndir; d++) {
-			set_phase(d == CHK_FWD
-					  ? "timing the links to the next node"
-					  : "timing the links to the previous "
-					    "node");
-			/* What arrives here was sent by from[d], in
-			 * direction d. */
-			s = d == CHK_FWD ? chk_prev(n, ck->me)
-					 : chk_next(n, ck->me);
-			chk_ring_stream(&ring, d, net->window_s, until, &g, &e);
-			v[s * 2 + d] = g;
-			v[2 * n + s * 2 + d] = e;
-		}
+		leader_streams(ck, &ring, until, v);
 	}
 	ddp_close(&hold);
 	set_phase("gathering the link speeds");
