@@ -23,7 +23,6 @@
  * plugin on every node learns what was found about its node.
  * The whole check ends within --time-limit, whatever happens.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -41,12 +40,11 @@
 
 #include "check.h"
 #include "ddp_util.h"
+#include "gpu.h"
 
 #define AR_MAX_ELEMS (1u << 20) /* 4 MiB of float32 */
 #define AR_MIN_ELEMS 256u
 #define AR_ITERS 3
-#define GPU_ELEMS (8u << 20) /* 32 MiB of float32 */
-#define GPU_ITERS 5
 #define BUSID_LEN 16
 /* The most verdict text rank 0 hands the others (the plugin reads at
  * most 64 KiB). */
@@ -59,15 +57,6 @@
 #define REC_GPU BUSID_LEN	 /* enum gpu_state */
 #define REC_AR_BAD (REC_GPU + 1) /* its allreduce result was wrong */
 #define REC_LEN (REC_GPU + 2)
-
-enum gpu_state {
-	GPU_NONE = 0,	   /* no GPU visible to the rank */
-	GPU_NODRIVER = 1,  /* libcuda.so.1 does not load */
-	GPU_NOBACKEND = 2, /* libddp-nccl.so does not load */
-	GPU_READY = 3,
-	GPU_OK = 4,
-	GPU_FAILED = 5,
-};
 
 struct check {
 	struct chk_opts o;
@@ -303,6 +292,126 @@ sum(struct check *ck, double *v, size_t n, const char *what)
 	return 0;
 }
 
+/* Rank 0's random token, which every rank's hello carries, on every
+ * rank. */
+static int
+share_token(struct check *ck, uint8_t token[CHK_TOKEN_LEN])
+{
+	memset(token, 0, CHK_TOKEN_LEN);
+	if (ck->rank == 0 &&
+	    getrandom(token, CHK_TOKEN_LEN, 0) != (ssize_t)CHK_TOKEN_LEN) {
+		fprintf(stderr, "ddp-check: getrandom: %s\n", strerror(errno));
+		return -1;
+	}
+	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN, DDP_UINT8, 0) !=
+	    DDP_OK)
+		return comm_failed(ck, "sending the link-test token");
+	return 0;
+}
+
+/*
+ * A node's leader listens for its ring neighbours (its port into v) and
+ * opens the node's hold, which the node's other ranks wait on; returns
+ * the hold, or -1.
+ */
+static int
+leader_listen(struct check *ck, struct chk_ring *ring,
+	      const uint8_t token[CHK_TOKEN_LEN], double *v)
+{
+	char err[256];
+	int hold;
+
+	if (chk_ring_listen(ring, err, sizeof(err)) < 0)
+		fprintf(stderr, "ddp-check: rank %d on %s: %s\n", ck->rank,
+			ck->host, err);
+	v[ck->me] = ring->lport;
+	hold = chk_hold_open(token, ck->me, err, sizeof(err));
+	if (hold < 0 && ck->o.verbose)
+		fprintf(stderr, "ddp-check: rank %d on %s: %s\n", ck->rank,
+			ck->host, err);
+	return hold;
+}
+
+/*
+ * A node's leader connects to its neighbours on the ring and notes in v
+ * (n x 2 outcomes, then n x 2 "adopted" flags) how its connections went.
+ */
+static void
+leader_connect(struct check *ck, struct chk_ring *ring,
+	       const uint8_t token[CHK_TOKEN_LEN], double *v)
+{
+	struct chk_node *nd = ck->net.node;
+	struct chk_target to[2], from[2];
+	int n = ck->net.n, i = ck->me, d;
+	double wait;
+
+	to[CHK_FWD] =
+		(struct chk_target){nd[chk_next(n, i)].host,
+				    nd[chk_next(n, i)].port, chk_next(n, i)};
+	to[CHK_REV] =
+		(struct chk_target){nd[chk_prev(n, i)].host,
+				    nd[chk_prev(n, i)].port, chk_prev(n, i)};
+	from[CHK_FWD] = to[CHK_REV];
+	from[CHK_REV] = to[CHK_FWD];
+	wait = (double)ck->o.time_limit_s / 8;
+	wait = wait < 0.5 ? 0.5 : wait > 5 ? 5 : wait;
+	chk_ring_connect(ring, i, ck->net.ndir, to, from, token,
+			 ddp_now() + wait);
+	for (d = 0; d < ck->net.ndir; d++) {
+		v[i * 2 + d] = ring->conn[d];
+		v[2 * n + i * 2 + d] = ring->in[d] >= 0;
+	}
+	/* The warm-up pair takes the forward path: its failure is the
+	 * forward link's. */
+	if (ring->conn[CHK_FWD] == CHK_CONN_OK)
+		v[i * 2 + CHK_FWD] = ring->conn[CHK_WARM];
+	if (ring->in[CHK_WARM] < 0)
+		v[2 * n + i * 2 + CHK_FWD] = 0;
+}
+
+/* Every node's connections from the gathered v: 1 when all are up. */
+static int
+note_connections(struct chk_net *net, const double *v)
+{
+	struct chk_node *nd = net->node;
+	int n = net->n, i, d, s, ok = 1;
+
+	/* A connection its receiver never adopted failed, too. */
+	for (i = 0; i < n; i++) {
+		for (d = 0; d < net->ndir; d++) {
+			nd[i].conn[d] = (int)v[i * 2 + d];
+			s = d == CHK_FWD ? chk_next(n, i) : chk_prev(n, i);
+			if (nd[i].conn[d] == CHK_CONN_OK &&
+			    !v[2 * n + s * 2 + d])
+				nd[i].conn[d] = CHK_CONN_ERROR;
+			ok &= nd[i].conn[d] == CHK_CONN_OK;
+		}
+	}
+	return ok;
+}
+
+/* A node's leader times the streams that arrive at it (after the
+ * warm-up), into v: n x 2 speeds, then n x 2 errors. */
+static void
+leader_streams(struct check *ck, struct chk_ring *ring, double until, double *v)
+{
+	int n = ck->net.n, d, s, e;
+	double g;
+
+	set_phase("warming up the links");
+	chk_ring_stream(ring, CHK_WARM, WARM_S, until, &g, &e);
+	for (d = 0; d < ck->net.ndir; d++) {
+		set_phase(d == CHK_FWD ? "timing the links to the next node"
+				       : "timing the links to the previous "
+					 "node");
+		/* What arrives here was sent by from[d], in direction d. */
+		s = d == CHK_FWD ? chk_prev(n, ck->me) : chk_next(n, ck->me);
+		chk_ring_stream(ring, d, ck->net.window_s, until, &g, &e);
+		v[s * 2 + d] = g;
+		v[2 * n + s * 2 + d] = e;
+	}
+}
+
 /*
  * Connects the ring and times its links. Every rank takes part in the
  * same collectives; only the leaders touch sockets.
@@ -312,12 +421,10 @@ links(struct check *ck)
 {
 	struct chk_net *net = &ck->net;
 	struct chk_node *nd = net->node;
-	struct chk_target to[2], from[2];
 	struct chk_ring ring;
 	uint8_t token[CHK_TOKEN_LEN];
-	double *v = NULL, wait, g, until;
-	char err[256];
-	int n = net->n, i, d, s, ok, e, hold = -1, rc = -1;
+	double *v = NULL, until;
+	int n = net->n, i, d, hold = -1, rc = -1;
 
 	chk_ring_init(&ring);
 	ring.refused = refused;
@@ -330,27 +437,10 @@ links(struct check *ck)
 		fprintf(stderr, "ddp-check: out of memory\n");
 		goto out;
 	}
-	memset(token, 0, sizeof(token));
-	if (ck->rank == 0 &&
-	    getrandom(token, sizeof(token), 0) != (ssize_t)sizeof(token)) {
-		fprintf(stderr, "ddp-check: getrandom: %s\n", strerror(errno));
+	if (share_token(ck, token) < 0)
 		goto out;
-	}
-	if (ddp_broadcast(ck->comm, token, CHK_TOKEN_LEN, DDP_UINT8, 0) !=
-	    DDP_OK) {
-		comm_failed(ck, "sending the link-test token");
-		goto out;
-	}
-	if (ck->leader) {
-		if (chk_ring_listen(&ring, err, sizeof(err)) < 0)
-			fprintf(stderr, "ddp-check: rank %d on %s: %s\n",
-				ck->rank, ck->host, err);
-		v[ck->me] = ring.lport;
-		hold = chk_hold_open(token, ck->me, err, sizeof(err));
-		if (hold < 0 && ck->o.verbose)
-			fprintf(stderr, "ddp-check: rank %d on %s: %s\n",
-				ck->rank, ck->host, err);
-	}
+	if (ck->leader)
+		hold = leader_listen(ck, &ring, token, v);
 	if (sum(ck, v, (size_t)n, "exchanging the link-test ports") < 0)
 		goto out;
 	/* The leader's hold is there once it gave its port. */
@@ -360,47 +450,12 @@ links(struct check *ck)
 		nd[i].port = (int)v[i];
 	memset(v, 0, (size_t)n * 4 * sizeof(*v));
 	set_phase("connecting the link test");
-	if (ck->leader) {
-		i = ck->me;
-		to[CHK_FWD] = (struct chk_target){nd[chk_next(n, i)].host,
-						  nd[chk_next(n, i)].port,
-						  chk_next(n, i)};
-		to[CHK_REV] = (struct chk_target){nd[chk_prev(n, i)].host,
-						  nd[chk_prev(n, i)].port,
-						  chk_prev(n, i)};
-		from[CHK_FWD] = to[CHK_REV];
-		from[CHK_REV] = to[CHK_FWD];
-		wait = (double)ck->o.time_limit_s / 8;
-		wait = wait < 0.5 ? 0.5 : wait > 5 ? 5 : wait;
-		chk_ring_connect(&ring, i, net->ndir, to, from, token,
-				 ddp_now() + wait);
-		for (d = 0; d < net->ndir; d++) {
-			v[i * 2 + d] = ring.conn[d];
-			v[2 * n + i * 2 + d] = ring.in[d] >= 0;
-		}
-		/* The warm-up pair takes the forward path: its failure is the
-		 * forward link's. */
-		if (ring.conn[CHK_FWD] == CHK_CONN_OK)
-			v[i * 2 + CHK_FWD] = ring.conn[CHK_WARM];
-		if (ring.in[CHK_WARM] < 0)
-			v[2 * n + i * 2 + CHK_FWD] = 0;
-	}
+	if (ck->leader)
+		leader_connect(ck, &ring, token, v);
 	if (sum(ck, v, (size_t)n * 4, "gathering the link-test connections") <
 	    0)
 		goto out;
-	/* A connection its receiver never adopted failed, too. */
-	ok = 1;
-	for (i = 0; i < n; i++) {
-		for (d = 0; d < net->ndir; d++) {
-			nd[i].conn[d] = (int)v[i * 2 + d];
-			s = d == CHK_FWD ? chk_next(n, i) : chk_prev(n, i);
-			if (nd[i].conn[d] == CHK_CONN_OK &&
-			    !v[2 * n + s * 2 + d])
-				nd[i].conn[d] = CHK_CONN_ERROR;
-			ok &= nd[i].conn[d] == CHK_CONN_OK;
-		}
-	}
-	if (!ok) {
+	if (!note_connections(net, v)) {
 		rc = 0;
 		goto out;
 	}
@@ -418,21 +473,7 @@ links(struct check *ck)
 		if (hold >= 0)
 			chk_hold_wait(hold, until + 1);
 	} else {
-		set_phase("warming up the links");
-		chk_ring_stream(&ring, CHK_WARM, WARM_S, until, &g, &e);
-		for (d = 0; d < net->ndir; d++) {
-			set_phase(d == CHK_FWD
-					  ? "timing the links to the next node"
-					  : "timing the links to the previous "
-					    "node");
-			/* What arrives here was sent by from[d], in
-			 * direction d. */
-			s = d == CHK_FWD ? chk_prev(n, ck->me)
-					 : chk_next(n, ck->me);
-			chk_ring_stream(&ring, d, net->window_s, until, &g, &e);
-			v[s * 2 + d] = g;
-			v[2 * n + s * 2 + d] = e;
-		}
+		leader_streams(ck, &ring, until, v);
 	}
 	ddp_close(&hold);
 	set_phase("gathering the link speeds");
@@ -548,37 +589,6 @@ out:
 
 /* ---- GPUs ---- */
 
-static int
-gpu_visible(void)
-{
-	const char *v = getenv("CUDA_VISIBLE_DEVICES");
-	const char *b = getenv("DDP_GPU_BUSID");
-
-	return (v && *v && strcmp(v, "NoDevFiles") != 0) ||
-	       (b && *b && strcmp(b, "-") != 0);
-}
-
-/* The backend is looked for where libddp looks for it (ddp_tools.h), so
- * that what the probe finds is what ddp_comm_init loads. */
-static enum gpu_state
-gpu_probe(void)
-{
-	char why[256];
-	void *h;
-
-	if (!gpu_visible())
-		return GPU_NONE;
-	h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		return GPU_NODRIVER;
-	dlclose(h);
-	h = ddp_nccl_plugin_open(why, sizeof(why));
-	if (!h)
-		return GPU_NOBACKEND;
-	dlclose(h);
-	return GPU_READY;
-}
-
 static void
 rank_gpu(const struct check *ck, int r, char *buf, size_t len)
 {
@@ -625,7 +635,7 @@ gather_records(struct check *ck, int ar_wrong)
 		b = NULL;
 	for (k = 0; b && b[k] && k < BUSID_LEN - 1; k++)
 		mine[REC_BUSID + k] = (unsigned char)b[k];
-	mine[REC_GPU] = ck->o.gpu == CHK_GPU_OFF ? GPU_NONE : gpu_probe();
+	mine[REC_GPU] = ck->o.gpu == CHK_GPU_OFF ? GPU_NONE : chk_gpu_probe();
 	mine[REC_AR_BAD] = ar_wrong;
 	used[0] = chk_row_used(mine, REC_LEN);
 	if (plan_wait(ck, sizeof(used), "the records' summary") < 0 ||
@@ -666,150 +676,84 @@ gather_texts(struct check *ck, const double *state, double bad,
 	return 0;
 }
 
-/* This rank's device alone: a one-rank NCCL communicator, memory, a
- * reduction. */
 static int
-gpu_local(struct check *ck, char *why, size_t len, double *ms)
+all_ok(const double *state, int n)
 {
-	struct ddp_config cfg = ck->cfg;
-	struct ddp_comm *g = NULL;
-	const char *msg, *p;
-	float h[256];
-	void *buf = NULL;
-	double t = ddp_now();
-	int i, rc = -1;
+	int r;
 
-	cfg.rank = 0;
-	cfg.world_size = 1;
-	cfg.backend = DDP_BACKEND_NCCL;
-	cfg.timeout_s = comm_timeout(ck);
-	if (ddp_comm_init(&cfg, &g) != DDP_OK) {
-		/* "rank 0" there is the one-rank communicator's: drop it. */
-		msg = ddp_last_error();
-		p = strstr(msg, "DDP_BACKEND=nccl on rank 0 (");
-		p = p ? strstr(p, "): ") : NULL;
-		ddp_fmt(why, len, "%s", p ? p + 3 : msg);
-		goto out;
-	}
-	for (i = 0; i < 256; i++)
-		h[i] = (float)i;
-	buf = ddp_mem_alloc(g, sizeof(h));
-	if (!buf ||
-	    ddp_mem_copy(g, buf, h, sizeof(h), DDP_COPY_TO_BUFFER) != DDP_OK ||
-	    ddp_allreduce(g, buf, buf, 256, DDP_FLOAT32, DDP_SUM) != DDP_OK ||
-	    ddp_mem_copy(g, h, buf, sizeof(h), DDP_COPY_TO_HOST) != DDP_OK) {
-		ddp_fmt(why, len, "%s",
-			buf ? ddp_last_error()
-			    : "cannot allocate device memory");
-		goto out;
-	}
-	for (i = 0; i < 256; i++) {
-		if (h[i] != (float)i) {
-			ddp_fmt(why, len,
-				"a one-rank allreduce changed element %d: %g, "
-				"want %d",
-				i, (double)h[i], i);
-			goto out;
-		}
-	}
-	*ms = (ddp_now() - t) * 1000;
-	rc = 0;
-out:
-	ddp_mem_free(g, buf);
-	ddp_comm_destroy(g);
-	return rc;
+	for (r = 0; r < n; r++)
+		if (state[r] != GPU_OK)
+			return 0;
+	return 1;
 }
 
-/* All ranks' devices together, on the rendezvous's port again. */
+/* Rank 0: a problem for each rank whose GPU is not ready to test. */
+static void
+name_unready(struct check *ck)
+{
+	char gpu[64];
+	int r, st;
+
+	for (r = 0; r < ck->world; r++) {
+		st = (int)ck->rec[(size_t)r * REC_LEN + REC_GPU];
+		if (st == GPU_READY)
+			continue;
+		rank_gpu(ck, r, gpu, sizeof(gpu));
+		problem(ck, "rank %d on %s (GPU %s): %s", r,
+			ck->net.node[ck->node_of[r]].host, gpu,
+			chk_gpu_state_why(st));
+		ck->net.node[ck->node_of[r]].flags |= CHK_F_GPU;
+	}
+}
+
+/* The report's gpu line: the slowest initialisation (ms) and the device
+ * allreduce's time (sec), or that it failed (!ok). */
+static void
+gpu_summary(struct check *ck, int ok, double ms, double sec)
+{
+	double busbw = ck->world > 1 && sec > 0
+			       ? 2.0 * (ck->world - 1) / ck->world * GPU_ELEMS *
+					 4 / sec / 1e9
+			       : 0;
+
+	if (!ok)
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: the device allreduce failed");
+	else if (ck->world > 1)
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: %d ranks' devices initialised (slowest %.0f "
+			"ms); allreduce %u MiB: %.2f ms, busbw %.3g GB/s",
+			ck->world, ms, (unsigned)(GPU_ELEMS * 4 >> 20),
+			sec * 1000, busbw);
+	else
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: the device initialised (%.0f ms); allreduce %u "
+			"MiB: %.2f ms",
+			ms, (unsigned)(GPU_ELEMS * 4 >> 20), sec * 1000);
+}
+
+/* Whether the GPU test is skipped (--gpu off, or no rank is ready; with
+ * --gpu on that is a problem): the report's line says why. */
 static int
-gpu_world(struct check *ck, char *why, size_t len, double *sec)
+gpu_skipped(struct check *ck)
 {
-	struct ddp_config cfg = ck->cfg;
-	struct ddp_comm *g = NULL;
-	void *s = NULL, *r = NULL;
-	float *h = NULL, want = (float)ck->world;
-	size_t i, bytes = GPU_ELEMS * sizeof(*h);
-	double t = 0;
-	int it, rc = -1;
+	int count[GPU_FAILED + 1] = {0}, r;
 
-	cfg.backend = DDP_BACKEND_NCCL;
-	cfg.timeout_s = comm_timeout(ck);
-	if (ddp_comm_init(&cfg, &g) != DDP_OK) {
-		ddp_fmt(why, len, "%s", ddp_last_error());
-		goto out;
+	for (r = 0; r < ck->world; r++)
+		count[(int)ck->rec[(size_t)r * REC_LEN + REC_GPU]]++;
+	if (ck->o.gpu == CHK_GPU_OFF) {
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: skipped: --gpu off");
+		return 1;
 	}
-	h = malloc(bytes);
-	s = ddp_mem_alloc(g, bytes);
-	r = ddp_mem_alloc(g, bytes);
-	if (!h || !s || !r) {
-		ddp_fmt(why, len,
-			"cannot allocate 2 x %zu MiB of device memory",
-			bytes >> 20);
-		goto out;
-	}
-	for (i = 0; i < GPU_ELEMS; i++)
-		h[i] = 1;
-	/* The first allreduce warms up and is not timed. */
-	if (ddp_mem_copy(g, s, h, bytes, DDP_COPY_TO_BUFFER) != DDP_OK ||
-	    ddp_allreduce(g, s, r, GPU_ELEMS, DDP_FLOAT32, DDP_SUM) != DDP_OK) {
-		ddp_fmt(why, len, "%s", ddp_last_error());
-		goto out;
-	}
-	t = ddp_now();
-	for (it = 0; it < GPU_ITERS; it++) {
-		if (ddp_allreduce(g, s, r, GPU_ELEMS, DDP_FLOAT32, DDP_SUM) !=
-		    DDP_OK) {
-			ddp_fmt(why, len, "%s", ddp_last_error());
-			goto out;
-		}
-	}
-	*sec = (ddp_now() - t) / GPU_ITERS;
-	if (ddp_mem_copy(g, h, r, bytes, DDP_COPY_TO_HOST) != DDP_OK) {
-		ddp_fmt(why, len, "%s", ddp_last_error());
-		goto out;
-	}
-	for (i = 0; i < GPU_ELEMS; i++) {
-		if (h[i] != want) {
-			ddp_fmt(why, len,
-				"the device allreduce gave %g at element %zu, "
-				"want %g",
-				(double)h[i], i, (double)want);
-			goto out;
-		}
-	}
-	rc = 0;
-out:
-	ddp_mem_free(g, s);
-	ddp_mem_free(g, r);
-	ddp_comm_destroy(g);
-	free(h);
-	return rc;
-}
-
-static const char *
-skip_reason(const int *count)
-{
-	if (count[GPU_NOBACKEND])
-		return "libddp's NCCL backend (libddp-nccl.so) is not "
-		       "installed";
-	if (count[GPU_NODRIVER])
-		return "no CUDA driver (libcuda.so.1) on the step's nodes";
-	return "no rank has a GPU (CUDA_VISIBLE_DEVICES and DDP_GPU_BUSID "
-	       "unset)";
-}
-
-static const char *
-state_why(int st)
-{
-	switch (st) {
-	case GPU_NONE:
-		return "no GPU visible (CUDA_VISIBLE_DEVICES unset) while "
-		       "other ranks have one";
-	case GPU_NODRIVER:
-		return "the CUDA driver (libcuda.so.1) does not load";
-	default:
-		return "libddp's NCCL backend (libddp-nccl.so) does not load";
-	}
+	if (count[GPU_READY])
+		return 0;
+	if (ck->o.gpu == CHK_GPU_ON && ck->rank == 0)
+		problem(ck, "gpu: --gpu on, but %s",
+			chk_gpu_skip_reason(count));
+	ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line), "gpu: skipped: %s",
+		chk_gpu_skip_reason(count));
+	return 1;
 }
 
 /*
@@ -819,44 +763,25 @@ state_why(int st)
 static int
 gpus(struct check *ck)
 {
-	char why[CHK_TEXT_LEN] = "", gpu[64];
-	double *state = NULL, ms = 0, sec = 0, busbw;
-	int count[GPU_FAILED + 1] = {0}, r, st, rc = -1;
+	char why[CHK_TEXT_LEN] = "";
+	double *state = NULL, ms = 0, sec = 0;
+	int r, st, rc = -1;
 
-	for (r = 0; r < ck->world; r++)
-		count[(int)ck->rec[(size_t)r * REC_LEN + REC_GPU]]++;
-	if (ck->o.gpu == CHK_GPU_OFF) {
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: skipped: --gpu off");
+	if (gpu_skipped(ck))
 		return 0;
-	}
-	if (!count[GPU_READY]) {
-		if (ck->o.gpu == CHK_GPU_ON && ck->rank == 0)
-			problem(ck, "gpu: --gpu on, but %s",
-				skip_reason(count));
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line), "gpu: skipped: %s",
-			skip_reason(count));
-		return 0;
-	}
 	/* [0, world): each rank's state; [world, 2 world): its init ms. */
 	state = calloc((size_t)ck->world * 2, sizeof(*state));
 	if (!state) {
 		fprintf(stderr, "ddp-check: out of memory\n");
 		goto out;
 	}
-	for (r = 0; ck->rank == 0 && r < ck->world; r++) {
-		st = (int)ck->rec[(size_t)r * REC_LEN + REC_GPU];
-		if (st == GPU_READY)
-			continue;
-		rank_gpu(ck, r, gpu, sizeof(gpu));
-		problem(ck, "rank %d on %s (GPU %s): %s", r,
-			ck->net.node[ck->node_of[r]].host, gpu, state_why(st));
-		ck->net.node[ck->node_of[r]].flags |= CHK_F_GPU;
-	}
+	if (ck->rank == 0)
+		name_unready(ck);
 	set_phase("initialising the GPU");
 	st = (int)ck->rec[(size_t)ck->rank * REC_LEN + REC_GPU];
 	if (st == GPU_READY)
-		state[ck->rank] = gpu_local(ck, why, sizeof(why), &ms) == 0
+		state[ck->rank] = chk_gpu_local(&ck->cfg, comm_timeout(ck), why,
+						sizeof(why), &ms) == 0
 					  ? GPU_OK
 					  : GPU_FAILED;
 	state[ck->world + ck->rank] = ms;
@@ -871,14 +796,12 @@ gpus(struct check *ck)
 	if (gather_texts(ck, state, GPU_FAILED, why,
 			 "device initialisation failed") < 0)
 		goto out;
-	for (r = 0; r < ck->world; r++) {
-		if (state[r] != GPU_OK) {
-			ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-				"gpu: the device allreduce did not run (not "
-				"every rank's GPU initialised)");
-			rc = 0;
-			goto out;
-		}
+	if (!all_ok(state, ck->world)) {
+		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
+			"gpu: the device allreduce did not run (not every "
+			"rank's GPU initialised)");
+		rc = 0;
+		goto out;
 	}
 	set_phase("running an allreduce over all GPUs");
 	/* Rank 0 listens on the rendezvous's port again: let it start
@@ -889,7 +812,8 @@ gpus(struct check *ck)
 	}
 	memset(state, 0, (size_t)ck->world * 2 * sizeof(*state));
 	why[0] = '\0';
-	state[ck->rank] = gpu_world(ck, why, sizeof(why), &sec) == 0
+	state[ck->rank] = chk_gpu_world(&ck->cfg, comm_timeout(ck), ck->world,
+					why, sizeof(why), &sec) == 0
 				  ? GPU_OK
 				  : GPU_FAILED;
 	if (plan_wait(ck, (double)ck->world * sizeof(*state),
@@ -899,26 +823,7 @@ gpus(struct check *ck)
 	if (gather_texts(ck, state, GPU_FAILED, why,
 			 "device allreduce failed") < 0)
 		goto out;
-	for (r = 0; r < ck->world; r++)
-		if (state[r] != GPU_OK)
-			break;
-	busbw = ck->world > 1 && sec > 0 ? 2.0 * (ck->world - 1) / ck->world *
-						   GPU_ELEMS * 4 / sec / 1e9
-					 : 0;
-	if (r < ck->world)
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: the device allreduce failed");
-	else if (ck->world > 1)
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: %d ranks' devices initialised (slowest %.0f "
-			"ms); allreduce %u MiB: %.2f ms, busbw %.3g GB/s",
-			ck->world, ms, (unsigned)(GPU_ELEMS * 4 >> 20),
-			sec * 1000, busbw);
-	else
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: the device initialised (%.0f ms); allreduce %u "
-			"MiB: %.2f ms",
-			ms, (unsigned)(GPU_ELEMS * 4 >> 20), sec * 1000);
+	gpu_summary(ck, all_ok(state, ck->world), ms, sec);
 	rc = 0;
 out:
 	free(state);

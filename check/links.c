@@ -439,6 +439,55 @@ accept_new(struct listener *l)
 	}
 }
 
+/* The poll set of a connect round: the listener (who -1), the dials
+ * under way (100 + direction), the pending hellos (their index). */
+static int
+connect_pollset(const struct listener *l, const struct dial *dl,
+		struct pollfd *pfd, int *who)
+{
+	int n = 0, d, i;
+
+	pfd[n].fd = l->r->lfd;
+	pfd[n].events = POLLIN;
+	who[n++] = -1;
+	for (d = 0; d < CHK_NDIRS; d++) {
+		if (dl[d].done || dl[d].fd < 0)
+			continue;
+		pfd[n].fd = dl[d].fd;
+		pfd[n].events = POLLOUT;
+		who[n++] = 100 + d;
+	}
+	for (i = 0; i < l->np; i++) {
+		pfd[n].fd = l->p[i].fd;
+		pfd[n].events = POLLIN;
+		who[n++] = i;
+	}
+	return n;
+}
+
+/* The dials' outcome (an unfinished one timed out), their resources
+ * released: 0 when every active direction connected both ways. */
+static int
+connect_finish(struct chk_ring *r, int ndir, struct dial *dl)
+{
+	int d, rc = 0;
+
+	for (d = 0; d < CHK_NDIRS; d++) {
+		if (!active(ndir, d))
+			continue;
+		if (!dl[d].done) {
+			r->conn[d] = CHK_CONN_TIMEOUT;
+			r->conn_errno[d] = ETIMEDOUT;
+		}
+		if (r->conn[d] != CHK_CONN_OK || r->in[d] < 0)
+			rc = -1;
+		ddp_close(&dl[d].fd);
+		if (dl[d].res)
+			freeaddrinfo(dl[d].res);
+	}
+	return rc;
+}
+
 int
 chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		 const struct chk_target to[2], const struct chk_target from[2],
@@ -458,7 +507,7 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		.from = from,
 		.token = token};
 	uint8_t hello[CHK_NDIRS][HELLO_LEN];
-	int n, i, d, err, left, rc = -1;
+	int n, i, d, err, left, rc;
 	socklen_t sl;
 	double now;
 
@@ -485,22 +534,7 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 		now = ddp_now();
 		if (!left || now >= deadline)
 			break;
-		n = 0;
-		pfd[n].fd = r->lfd;
-		pfd[n].events = POLLIN;
-		who[n++] = -1;
-		for (d = 0; d < CHK_NDIRS; d++) {
-			if (dl[d].done || dl[d].fd < 0)
-				continue;
-			pfd[n].fd = dl[d].fd;
-			pfd[n].events = POLLOUT;
-			who[n++] = 100 + d;
-		}
-		for (i = 0; i < l.np; i++) {
-			pfd[n].fd = l.p[i].fd;
-			pfd[n].events = POLLIN;
-			who[n++] = i;
-		}
+		n = connect_pollset(&l, dl, pfd, who);
 		if (poll(pfd, (nfds_t)n, (int)((deadline - now) * 1000) + 1) <
 			    0 &&
 		    errno != EINTR)
@@ -526,20 +560,7 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 			accept_new(&l);
 		refuse_flush(r, 0);
 	}
-	rc = 0;
-	for (d = 0; d < CHK_NDIRS; d++) {
-		if (!active(ndir, d))
-			continue;
-		if (!dl[d].done) {
-			r->conn[d] = CHK_CONN_TIMEOUT;
-			r->conn_errno[d] = ETIMEDOUT;
-		}
-		if (r->conn[d] != CHK_CONN_OK || r->in[d] < 0)
-			rc = -1;
-		ddp_close(&dl[d].fd);
-		if (dl[d].res)
-			freeaddrinfo(dl[d].res);
-	}
+	rc = connect_finish(r, ndir, dl);
 	while (l.np > 0)
 		pend_drop(&l, l.np - 1, NULL);
 	refuse_flush(r, 1);
@@ -548,6 +569,28 @@ chk_ring_connect(struct chk_ring *r, int me, int ndir,
 
 /* The receiver's go-ahead, one byte back on the stream's connection. */
 #define GO_BYTE 'g'
+
+/* The sending side of a stream, its socket ready: first the receiver's
+ * go-ahead (*told), then data. 0 when the stream has ended. */
+static int
+sender_step(int fd, uint8_t *buf, int *told)
+{
+	uint8_t go;
+	ssize_t k;
+
+	if (!*told) {
+		k = recv(fd, &go, 1, MSG_DONTWAIT);
+		if (k == 1)
+			*told = 1;
+		else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
+				    errno != EINTR))
+			return 0;
+		return 1;
+	}
+	k = send(fd, buf, CHUNK, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return !(k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+		 errno != EINTR);
+}
 
 int
 chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
@@ -593,21 +636,8 @@ chk_ring_stream(struct chk_ring *r, int d, double window_s, double deadline,
 		/* The sender waits for its receiver's go-ahead; the receiver
 		 * ends the stream (a reset), which is how the sender learns
 		 * that the far window is over. */
-		if (is >= 0 && pfd[is].revents && !told) {
-			k = recv(r->out[d], &go, 1, MSG_DONTWAIT);
-			if (k == 1)
-				told = 1;
-			else if (k == 0 ||
-				 (errno != EAGAIN && errno != EWOULDBLOCK &&
-				  errno != EINTR))
-				sending = 0;
-		} else if (is >= 0 && pfd[is].revents) {
-			k = send(r->out[d], buf, CHUNK,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-			    errno != EINTR)
-				sending = 0;
-		}
+		if (is >= 0 && pfd[is].revents)
+			sending = sender_step(r->out[d], buf, &told);
 		if (ir < 0 || !pfd[ir].revents)
 			continue;
 		k = recv(r->in[d], buf, CHUNK, MSG_DONTWAIT);

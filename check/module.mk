@@ -2,8 +2,9 @@
 # ddp-check: the step check that srun --ddp-check runs from every task
 # (and that runs alone as `srun --ddp ddp-check`). Linked with the static
 # libddp, like examples/train, so it runs on any node of the job.
-CHECK_OBJ := $(BUILD)/check/ddp-check.o $(BUILD)/check/links.o \
-             $(BUILD)/check/report.o $(BUILD)/check/plan.o
+CHECK_OBJ := $(BUILD)/check/ddp-check.o $(BUILD)/check/gpu.o \
+             $(BUILD)/check/links.o $(BUILD)/check/report.o \
+             $(BUILD)/check/plan.o
 DDP_CHECK := $(BUILD)/bin/ddp-check
 # worker/module.mk is read after this file: name its library directly.
 CHECK_LIBDDP := $(BUILD)/worker/libddp.a

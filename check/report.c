@@ -92,6 +92,107 @@ parse_double(const char *s, double *out)
 	return 0;
 }
 
+/* --mode and --gpu: one of their words. 0, or -1 with err. */
+static int
+set_word_opt(struct chk_opts *o, int c, const char *arg, char *err,
+	     size_t errlen)
+{
+	switch (c) {
+	case 'm':
+		if (strcmp(arg, "fail") == 0)
+			o->mode = CHK_MODE_FAIL;
+		else if (strcmp(arg, "warn") == 0)
+			o->mode = CHK_MODE_WARN;
+		else if (strcmp(arg, "off") == 0)
+			o->mode = CHK_MODE_OFF;
+		else
+			return bad_opt(err, errlen, "mode", arg,
+				       "use fail, warn or off");
+		return 0;
+	case 'g':
+		if (strcmp(arg, "auto") == 0)
+			o->gpu = CHK_GPU_AUTO;
+		else if (strcmp(arg, "on") == 0)
+			o->gpu = CHK_GPU_ON;
+		else if (strcmp(arg, "off") == 0)
+			o->gpu = CHK_GPU_OFF;
+		else
+			return bad_opt(err, errlen, "gpu", arg,
+				       "use auto, on or off");
+		return 0;
+	}
+	return -1;
+}
+
+/* The options with a number: checked against their range. 0, or -1
+ * with err. */
+static int
+set_number_opt(struct chk_opts *o, int c, const char *arg, char *err,
+	       size_t errlen)
+{
+	double f;
+	long v;
+
+	switch (c) {
+	case 'f':
+		if (parse_double(arg, &f) < 0 || !(f > 0) || f > 1)
+			return bad_opt(err, errlen, "min-fraction", arg,
+				       "use a number in (0, 1], e.g. "
+				       "0.5");
+		o->min_fraction = f;
+		return 0;
+	case 't':
+		if (ddp_parse_long(arg, 1, 3600, &v) < 0)
+			return bad_opt(err, errlen, "time-limit", arg,
+				       "use whole seconds from 1 to "
+				       "3600, e.g. 60");
+		o->time_limit_s = v;
+		return 0;
+	case 'j':
+		if (ddp_parse_long(arg, 1, 3600, &v) < 0)
+			return bad_opt(err, errlen, "join-limit", arg,
+				       "use whole seconds from 1 to "
+				       "3600, e.g. 60");
+		o->join_limit_s = v;
+		return 0;
+	case 'l':
+		if (ddp_parse_long(arg, 10, 5000, &v) < 0)
+			return bad_opt(err, errlen, "link-ms", arg,
+				       "use milliseconds from 10 to "
+				       "5000, e.g. 200");
+		o->link_ms = v;
+		return 0;
+	case 'p':
+		o->port = ddp_port_parse(arg);
+		if (o->port < 0)
+			return bad_opt(err, errlen, "port", arg,
+				       "use a port from 1 to 65535");
+		return 0;
+	case 'V':
+		/* 0-2 are the report's own streams. */
+		if (ddp_parse_long(arg, 3, 1048576, &v) < 0)
+			return bad_opt(err, errlen, "verdict-fd", arg,
+				       "use an open file descriptor "
+				       "from 3 up");
+		o->verdict_fd = (int)v;
+		return 0;
+	}
+	return -1;
+}
+
+static void
+opts_default(struct chk_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->mode = CHK_MODE_FAIL;
+	o->min_fraction = 0.5;
+	o->time_limit_s = 60;
+	o->join_limit_s = 60;
+	o->gpu = CHK_GPU_AUTO;
+	o->link_ms = 200;
+	o->verdict_fd = -1;
+}
+
 int
 chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 	       size_t errlen)
@@ -109,92 +210,29 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	double f;
-	long v;
 	int c;
 
-	memset(o, 0, sizeof(*o));
-	o->mode = CHK_MODE_FAIL;
-	o->min_fraction = 0.5;
-	o->time_limit_s = 60;
-	o->join_limit_s = 60;
-	o->gpu = CHK_GPU_AUTO;
-	o->link_ms = 200;
-	o->verdict_fd = -1;
+	opts_default(o);
 	opterr = 0;
 	optind = 0; /* glibc: start over (the unit tests parse many times) */
 	while ((c = getopt_long(argc, argv, ":hv", longs, NULL)) != -1) {
 		switch (c) {
 		case 'm':
-			if (strcmp(optarg, "fail") == 0)
-				o->mode = CHK_MODE_FAIL;
-			else if (strcmp(optarg, "warn") == 0)
-				o->mode = CHK_MODE_WARN;
-			else if (strcmp(optarg, "off") == 0)
-				o->mode = CHK_MODE_OFF;
-			else
-				return bad_opt(err, errlen, "mode", optarg,
-					       "use fail, warn or off");
+		case 'g':
+			if (set_word_opt(o, c, optarg, err, errlen) < 0)
+				return -1;
 			break;
 		case 'f':
-			if (parse_double(optarg, &f) < 0 || !(f > 0) || f > 1)
-				return bad_opt(err, errlen, "min-fraction",
-					       optarg,
-					       "use a number in (0, 1], e.g. "
-					       "0.5");
-			o->min_fraction = f;
-			break;
 		case 't':
-			if (ddp_parse_long(optarg, 1, 3600, &v) < 0)
-				return bad_opt(err, errlen, "time-limit",
-					       optarg,
-					       "use whole seconds from 1 to "
-					       "3600, e.g. 60");
-			o->time_limit_s = v;
-			break;
 		case 'j':
-			if (ddp_parse_long(optarg, 1, 3600, &v) < 0)
-				return bad_opt(err, errlen, "join-limit",
-					       optarg,
-					       "use whole seconds from 1 to "
-					       "3600, e.g. 60");
-			o->join_limit_s = v;
-			break;
-		case 'g':
-			if (strcmp(optarg, "auto") == 0)
-				o->gpu = CHK_GPU_AUTO;
-			else if (strcmp(optarg, "on") == 0)
-				o->gpu = CHK_GPU_ON;
-			else if (strcmp(optarg, "off") == 0)
-				o->gpu = CHK_GPU_OFF;
-			else
-				return bad_opt(err, errlen, "gpu", optarg,
-					       "use auto, on or off");
-			break;
 		case 'l':
-			if (ddp_parse_long(optarg, 10, 5000, &v) < 0)
-				return bad_opt(err, errlen, "link-ms", optarg,
-					       "use milliseconds from 10 to "
-					       "5000, e.g. 200");
-			o->link_ms = v;
-			break;
 		case 'p':
-			o->port = ddp_port_parse(optarg);
-			if (o->port < 0)
-				return bad_opt(err, errlen, "port", optarg,
-					       "use a port from 1 to 65535");
+		case 'V':
+			if (set_number_opt(o, c, optarg, err, errlen) < 0)
+				return -1;
 			break;
 		case 'v':
 			o->verbose = 1;
-			break;
-		case 'V':
-			/* 0-2 are the report's own streams. */
-			if (ddp_parse_long(optarg, 3, 1048576, &v) < 0)
-				return bad_opt(err, errlen, "verdict-fd",
-					       optarg,
-					       "use an open file descriptor "
-					       "from 3 up");
-			o->verdict_fd = (int)v;
 			break;
 		case 'h':
 			return 1;
@@ -334,22 +372,14 @@ reference(const struct chk_net *net, double *best)
 	return k % 2 ? best[k / 2] : (best[k / 2 - 1] + best[k / 2]) / 2;
 }
 
+/* Names the links that broke during the test, and counts the measured
+ * ones (net->nlinks). Returns the number of problems. */
 static int
-judge_speeds(struct chk_net *net, struct ddp_buf *pb)
+judge_broken(struct chk_net *net, struct ddp_buf *pb)
 {
 	struct chk_node *nd = net->node;
-	double *best = NULL, thr;
-	unsigned char *snd = NULL, *rcv = NULL;
-	int i, d, t, problems = 0, p, q;
+	int i, d, t, problems = 0;
 
-	best = calloc((size_t)net->n, sizeof(*best));
-	snd = calloc((size_t)net->n, 1);
-	rcv = calloc((size_t)net->n, 1);
-	if (!best || !snd || !rcv) {
-		ddp_buf_printf(pb, "out of memory judging the links\n");
-		problems = 1;
-		goto out;
-	}
 	for (i = 0; i < net->n; i++) {
 		for (d = 0; d < net->ndir; d++) {
 			t = target(net, i, d);
@@ -367,6 +397,26 @@ judge_speeds(struct chk_net *net, struct ddp_buf *pb)
 				net->nlinks++;
 		}
 	}
+	return problems;
+}
+
+static int
+judge_speeds(struct chk_net *net, struct ddp_buf *pb)
+{
+	struct chk_node *nd = net->node;
+	double *best = NULL, thr;
+	unsigned char *snd = NULL, *rcv = NULL;
+	int i, d, t, problems = 0, p, q;
+
+	best = calloc((size_t)net->n, sizeof(*best));
+	snd = calloc((size_t)net->n, 1);
+	rcv = calloc((size_t)net->n, 1);
+	if (!best || !snd || !rcv) {
+		ddp_buf_printf(pb, "out of memory judging the links\n");
+		problems = 1;
+		goto out;
+	}
+	problems = judge_broken(net, pb);
 	net->median = reference(net, best);
 	if (!net->nlinks)
 		goto out;

@@ -488,12 +488,26 @@ ddp_check_parse(const char *s, enum ddp_check *out)
 	return -1;
 }
 
+/* A path key's value into its field (k->size bytes); empty_ok as
+ * parse_path's. */
+static int
+set_path(const struct conf_key *k, const char *value, int empty_ok, void *field)
+{
+	char path[CONF_PATH_MAX];
+
+	if (strlen(value) > (size_t)k->max ||
+	    parse_path(value, empty_ok, path, sizeof(path)) < 0 ||
+	    strlen(path) >= k->size)
+		return -1;
+	memcpy(field, path, strlen(path) + 1);
+	return 0;
+}
+
 /* Parses value as k says and stores it in conf; -1 leaves conf as it was. */
 static int
 set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
 {
 	void *field = (char *)conf + k->offset;
-	char path[CONF_PATH_MAX];
 	unsigned a, b;
 	enum ddp_bind bind;
 	enum ddp_check check;
@@ -513,23 +527,13 @@ set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
 		*(enum ddp_bind *)field = bind;
 		return 0;
 	case KEY_PATH:
-		if (strlen(value) > (size_t)k->max ||
-		    parse_path(value, k->min == 0, path, sizeof(path)) < 0 ||
-		    strlen(path) >= k->size)
-			return -1;
-		memcpy(field, path, strlen(path) + 1);
-		return 0;
+		return set_path(k, value, k->min == 0, field);
 	case KEY_PATH_NONE:
 		if (!strcmp(value, "none")) {
 			*(char *)field = '\0';
 			return 0;
 		}
-		if (strlen(value) > (size_t)k->max ||
-		    parse_path(value, 0, path, sizeof(path)) < 0 ||
-		    strlen(path) >= k->size)
-			return -1;
-		memcpy(field, path, strlen(path) + 1);
-		return 0;
+		return set_path(k, value, 0, field);
 	case KEY_FSTYPES:
 		return parse_fstypes(value, (unsigned)k->max, conf);
 	case KEY_UINT:

@@ -82,6 +82,26 @@ open_key_dir(const char *path, uid_t owner, const char **base, char *err,
 	return dfd;
 }
 
+/* Reads fd to its end or until size bytes are in buf (*got); -1 with
+ * errno on a read error. */
+static int
+read_upto(int fd, unsigned char *buf, size_t size, size_t *got)
+{
+	ssize_t n;
+
+	while (*got < size) {
+		n = read(fd, buf + *got, size - *got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		*got += (size_t)n;
+	}
+	return 0;
+}
+
 int
 ddp_site_key_load(const char *path, uid_t owner, struct ddp_site_key *key,
 		  char *err, size_t errlen)
@@ -90,7 +110,6 @@ ddp_site_key_load(const char *path, uid_t owner, struct ddp_site_key *key,
 	const char *base = NULL;
 	struct stat st;
 	size_t got = 0, i;
-	ssize_t n;
 	int dfd = -1, fd = -1, rc = -1;
 
 	if (errlen)
@@ -132,18 +151,10 @@ ddp_site_key_load(const char *path, uid_t owner, struct ddp_site_key *key,
 			 (unsigned long)owner, (unsigned long)owner, path);
 		goto out;
 	}
-	while (got < sizeof(buf)) {
-		n = read(fd, buf + got, sizeof(buf) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ddp_errf(err, errlen, "port_key %.200s: %s", path,
-				 strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
+	if (read_upto(fd, buf, sizeof(buf), &got) < 0) {
+		ddp_errf(err, errlen, "port_key %.200s: %s", path,
+			 strerror(errno));
+		goto out;
 	}
 	if (got < DDP_SITE_KEY_MIN || got > DDP_SITE_KEY_MAX) {
 		ddp_errf(err, errlen, "port_key %.200s: %s (%zu bytes)" KEY_FIX,

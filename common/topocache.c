@@ -314,6 +314,28 @@ drop_private_infos(hwloc_topology_t topo, hwloc_obj_t obj)
 		drop_private_infos(topo, child);
 }
 
+#if HWLOC_API_VERSION >= 0x00020100
+/* Loads the topology to cache: this machine's, or source_xml's. */
+static int
+load_whole_machine(hwloc_topology_t topo, const char *source_xml,
+		   const char *path, char *err, size_t errlen)
+{
+	ddp_topo_set_filters(topo, !source_xml);
+	/* The writer may run inside a job's cpuset: export the whole
+	 * machine, the reader applies its own allowed set. */
+	if ((!source_xml &&
+	     hwloc_topology_set_flags(
+		     topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) ||
+	    (source_xml && hwloc_topology_set_xml(topo, source_xml) < 0) ||
+	    hwloc_topology_load(topo) < 0) {
+		say(err, errlen, "%s: hwloc cannot load the topology%s%s", path,
+		    source_xml ? " " : "", source_xml ? source_xml : "");
+		return -1;
+	}
+	return 0;
+}
+#endif
+
 int
 ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
 		     size_t errlen)
@@ -343,18 +365,8 @@ ddp_topo_cache_write(const char *path, const char *source_xml, char *err,
 		say(err, errlen, "%s: hwloc_topology_init failed", path);
 		goto out;
 	}
-	ddp_topo_set_filters(topo, !source_xml);
-	/* The writer may run inside a job's cpuset: export the whole
-	 * machine, the reader applies its own allowed set. */
-	if ((!source_xml &&
-	     hwloc_topology_set_flags(
-		     topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) ||
-	    (source_xml && hwloc_topology_set_xml(topo, source_xml) < 0) ||
-	    hwloc_topology_load(topo) < 0) {
-		say(err, errlen, "%s: hwloc cannot load the topology%s%s", path,
-		    source_xml ? " " : "", source_xml ? source_xml : "");
+	if (load_whole_machine(topo, source_xml, path, err, errlen) < 0)
 		goto out;
-	}
 	drop_private_infos(topo, hwloc_get_root_obj(topo));
 	if (hwloc_obj_add_info(hwloc_get_root_obj(topo), DDP_TOPO_CACHE_INFO,
 			       key) < 0 ||

@@ -99,6 +99,68 @@ follow(int fd, const char *comp, const struct stat *st, uid_t owner,
 	return 0;
 }
 
+/* The first component of p into comp; returns what follows it, or NULL
+ * when it is longer than NAME_MAX. */
+static const char *
+take_comp(const char *p, char comp[NAME_MAX + 1])
+{
+	size_t len = strcspn(p, "/");
+
+	if (len > NAME_MAX)
+		return NULL;
+	memcpy(comp, p, len);
+	comp[len] = '\0';
+	return p + len;
+}
+
+/*
+ * Opens the directory comp under fd, first making it (mode) when it is
+ * absent and create says so. -1 with errno when it cannot be opened; -2
+ * when it cannot be made (err says why, naming it after shown).
+ */
+static int
+open_or_create(int fd, const char *comp, int create, mode_t mode, char *shown,
+	       size_t shownlen, char *err, size_t errlen)
+{
+	int next = openat(fd, comp, DIR_FLAGS), e;
+
+	if (next >= 0 || errno != ENOENT || !create)
+		return next;
+	if (mkdirat(fd, comp, mode) < 0 && errno != EEXIST) {
+		e = errno;
+		shown_step(shown, shownlen, comp);
+		ddp_errf(err, errlen, "cannot create directory %s: %s", shown,
+			 strerror(e));
+		return -2;
+	}
+	return openat(fd, comp, DIR_FLAGS);
+}
+
+/*
+ * comp under *fd is a symbolic link: its target goes in front of the
+ * rest of todo (follow), and an absolute one starts again at / (*fd
+ * reopened, shown reset).
+ */
+static int
+take_link(int *fd, const char *comp, const struct stat *st, uid_t owner,
+	  char *shown, size_t shownlen, char *todo, size_t todolen,
+	  const char *rest, char *err, size_t errlen)
+{
+	if (follow(*fd, comp, st, owner, shown, todo, todolen, rest, err,
+		   errlen) < 0)
+		return -1;
+	if (todo[0] != '/')
+		return 0;
+	close(*fd);
+	*fd = open("/", DIR_FLAGS);
+	ddp_fmt(shown, shownlen, "/");
+	if (*fd < 0) {
+		ddp_errf(err, errlen, "/: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int
 ddp_trusted_dir_open(const char *dir, uid_t owner, mode_t create_mode,
 		     char *err, size_t errlen)
@@ -107,7 +169,6 @@ ddp_trusted_dir_open(const char *dir, uid_t owner, mode_t create_mode,
 	const char *p, *rest;
 	struct stat st;
 	int fd = -1, next = -1, links = 0, e;
-	size_t len;
 
 	if (errlen)
 		err[0] = '\0';
@@ -121,43 +182,30 @@ ddp_trusted_dir_open(const char *dir, uid_t owner, mode_t create_mode,
 		goto fail;
 	}
 	fd = open("/", DIR_FLAGS);
+	if (fd < 0)
+		ddp_errf(err, errlen, "/: %s", strerror(errno));
 	if (fd < 0 ||
-	    check_dir(fd, "/", owner, !more_after(todo), err, errlen) < 0) {
-		if (fd < 0)
-			ddp_errf(err, errlen, "/: %s", strerror(errno));
+	    check_dir(fd, "/", owner, !more_after(todo), err, errlen) < 0)
 		goto fail;
-	}
 	for (;;) {
 		p = todo + strspn(todo, "/");
 		if (*p == '\0')
 			return fd;
-		len = strcspn(p, "/");
-		rest = p + len;
-		if (len > NAME_MAX) {
+		rest = take_comp(p, comp);
+		if (!rest) {
 			ddp_errf(err, errlen, "%s: a component is too long",
 				 dir);
 			goto fail;
 		}
-		memcpy(comp, p, len);
-		comp[len] = '\0';
 		if (strcmp(comp, ".") == 0) {
 			memmove(todo, rest, strlen(rest) + 1);
 			continue;
 		}
-		next = openat(fd, comp, DIR_FLAGS);
-		if (next < 0 && errno == ENOENT && create_mode &&
-		    !more_after(rest)) {
-			if (mkdirat(fd, comp, create_mode) < 0 &&
-			    errno != EEXIST) {
-				e = errno;
-				shown_step(shown, sizeof(shown), comp);
-				ddp_errf(err, errlen,
-					 "cannot create directory %s: %s",
-					 shown, strerror(e));
-				goto fail;
-			}
-			next = openat(fd, comp, DIR_FLAGS);
-		}
+		next = open_or_create(
+			fd, comp, create_mode && !more_after(rest), create_mode,
+			shown, sizeof(shown), err, errlen);
+		if (next == -2)
+			goto fail;
 		if (next < 0) {
 			e = errno;
 			if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -168,19 +216,10 @@ ddp_trusted_dir_open(const char *dir, uid_t owner, mode_t create_mode,
 						 dir);
 					goto fail;
 				}
-				if (follow(fd, comp, &st, owner, shown, todo,
-					   sizeof(todo), rest, err, errlen) < 0)
+				if (take_link(&fd, comp, &st, owner, shown,
+					      sizeof(shown), todo, sizeof(todo),
+					      rest, err, errlen) < 0)
 					goto fail;
-				if (todo[0] == '/') {
-					close(fd);
-					fd = open("/", DIR_FLAGS);
-					ddp_fmt(shown, sizeof(shown), "/");
-					if (fd < 0) {
-						ddp_errf(err, errlen, "/: %s",
-							 strerror(errno));
-						goto fail;
-					}
-				}
 				continue;
 			}
 			shown_step(shown, sizeof(shown), comp);

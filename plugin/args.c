@@ -345,6 +345,36 @@ parse_gres(const char *v, long *out)
 	return 0;
 }
 
+/* The options that need no count: 1 when opt is one of them (noted). */
+static int
+note_flag(const char *opt, const char *val, struct ddp_srun_req *req)
+{
+	if (!strcmp(opt, "help") || !strcmp(opt, "usage") ||
+	    !strcmp(opt, "version") || !strcmp(opt, "test-only") ||
+	    !strcmp(opt, "h") || !strcmp(opt, "V")) {
+		req->help = 1;
+		return 1;
+	}
+	if (!strcmp(opt, "exclusive")) {
+		/* Whole nodes: the step gets every CPU of them. */
+		req->cpus_by = "--exclusive";
+		return 1;
+	}
+	if (!strcmp(opt, "ddp") && !val) {
+		req->ddp = 1;
+		return 1;
+	}
+	if (!strcmp(opt, "ddp-check")) {
+		enum ddp_check m;
+
+		if (ddp_check_parse(val ? val : "fail", &m) == 0 &&
+		    m != DDP_CHECK_OFF)
+			req->ddp = 1;
+		return 1;
+	}
+	return 0;
+}
+
 /* Applies one recognised option; unknown ones are ignored. */
 static int
 note_option(const char *name, size_t len, const char *val,
@@ -358,30 +388,7 @@ note_option(const char *name, size_t len, const char *val,
 		return 0;
 	memcpy(opt, name, len);
 	opt[len] = '\0';
-	if (!strcmp(opt, "help") || !strcmp(opt, "usage") ||
-	    !strcmp(opt, "version") || !strcmp(opt, "test-only") ||
-	    !strcmp(opt, "h") || !strcmp(opt, "V")) {
-		req->help = 1;
-		return 0;
-	}
-	if (!strcmp(opt, "exclusive")) {
-		/* Whole nodes: the step gets every CPU of them. */
-		req->cpus_by = "--exclusive";
-		return 0;
-	}
-	if (!strcmp(opt, "ddp") && !val) {
-		req->ddp = 1;
-		return 0;
-	}
-	if (!strcmp(opt, "ddp-check")) {
-		enum ddp_check m;
-
-		if (ddp_check_parse(val ? val : "fail", &m) == 0 &&
-		    m != DDP_CHECK_OFF)
-			req->ddp = 1;
-		return 0;
-	}
-	if (!val)
+	if (note_flag(opt, val, req) || !val)
 		return 0;
 	if (!strcmp(opt, "ntasks-per-node")) {
 		rc = ddp_parse_long(val, 1, 65535, &v);

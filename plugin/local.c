@@ -406,12 +406,32 @@ share_cpus(struct ddp_plugin *p, const struct ddp_srun_req *req,
 	return changed;
 }
 
+/* Without --ddp-port, the site's port range must suit this host's
+ * ephemeral ports (ddp_conf_check_ports); says what is wrong if not. */
+static int
+site_ports_ok(const struct ddp_plugin *p)
+{
+	char err[DDP_ERR_LEN];
+	unsigned eph_lo, eph_hi;
+
+	if (p->opts.port)
+		return 0;
+	ddp_read_ephemeral_range(&eph_lo, &eph_hi);
+	if (ddp_conf_check_ports(&p->conf, eph_lo, eph_hi, err, sizeof(err)) <
+	    0) {
+		ddp_error("site configuration: %s; until the admin fixes it, "
+			  "pass --ddp-port=N",
+			  err);
+		return -1;
+	}
+	return 0;
+}
+
 int
 local_post_opt(struct ddp_plugin *p)
 {
 	struct ddp_srun_req req;
 	char err[DDP_ERR_LEN], *buf = NULL, **argv = NULL;
-	unsigned eph_lo, eph_hi;
 	int argc = 0, rc = -1, mode, reexeced, drop = 0;
 	long per_node = 0;
 
@@ -428,14 +448,8 @@ local_post_opt(struct ddp_plugin *p)
 		return plugin_refuse_bad_conf(p);
 	if (p->opts.verbose && !reexeced)
 		ddp_info("slurm-ddp %s", DDP_VERSION);
-	ddp_read_ephemeral_range(&eph_lo, &eph_hi);
-	if (!p->opts.port && ddp_conf_check_ports(&p->conf, eph_lo, eph_hi, err,
-						  sizeof(err)) < 0) {
-		ddp_error("site configuration: %s; until the admin fixes it, "
-			  "pass --ddp-port=N",
-			  err);
+	if (site_ports_ok(p) < 0)
 		return -1;
-	}
 	if (read_cmdline(&buf, &argv, &argc) < 0) {
 		ddp_error("cannot read srun's command line");
 		goto out;

@@ -20,9 +20,6 @@ enum {
 	CONF_ERROR_RUN = 2,
 };
 
-const char *nc_conf_path = DDP_CONF_DEFAULT;
-const char *nc_conf_error = "";
-
 static const struct command {
 	const char *name;
 	const char *args; /* after the name in the usage */

@@ -98,6 +98,8 @@ struct nc_elems {
  * no address or out is too small. */
 int nc_canon_addr(const char *in, int *family, char *out, size_t len);
 
+/* The element list's growth and release (nodectl_state.c, beside the
+ * files that hold it, as nc_canon_addr). */
 int nc_elems_add(struct nc_elems *e, const struct nc_elem *el);
 void nc_elems_free(struct nc_elems *e);
 

@@ -22,6 +22,10 @@
 static char log_prefix[64];
 static int use_syslog;
 
+/* Set by main (ddp-nodectl.c) before the command runs (nodectl_cmd.h). */
+const char *nc_conf_path = DDP_CONF_DEFAULT;
+const char *nc_conf_error = "";
+
 static void
 sink(enum ddp_log_level level, const char *msg)
 {

@@ -471,6 +471,67 @@ out:
 	return rv;
 }
 
+/* name under pfd when it is no directory: removed (0; absent is fine),
+ * or -1. 1 with *st filled when it is a directory. */
+static int
+rm_leaf(int pfd, const char *name, struct stat *st, char *err, size_t errlen)
+{
+	if (fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		ddp_errf(err, errlen, "stat %s: %s", name, strerror(errno));
+		return -1;
+	}
+	if (S_ISDIR(st->st_mode))
+		return 1;
+	if (unlinkat(pfd, name, 0) < 0 && errno != ENOENT) {
+		ddp_errf(err, errlen, "unlink %s: %s", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Goes down into sub of *cur (st: its stat), one level more on s. */
+static int
+rm_descend(struct rm_stack *s, int *cur, const char *sub, const struct stat *st,
+	   dev_t dev, char *err, size_t errlen)
+{
+	int next = rm_open(*cur, sub, st, dev, err, errlen);
+
+	if (next < 0)
+		return -1;
+	close(*cur);
+	*cur = next;
+	if (rm_push(s, sub, st) < 0) {
+		ddp_errf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The parent of cur (the top of s, below the tree's root name), opened
+ * through ".." and checked to be the directory the removal came from.
+ */
+static int
+rm_parent(int cur, const struct rm_stack *s, const char *name, char *err,
+	  size_t errlen)
+{
+	struct stat ust;
+	int up = openat(cur, "..",
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (up < 0 || fstat(up, &ust) < 0 || ust.st_dev != s->v[s->n - 2].dev ||
+	    ust.st_ino != s->v[s->n - 2].ino) {
+		ddp_errf(err, errlen,
+			 "%s: moved while being removed (%zu levels below %s)",
+			 s->v[s->n - 1].name, s->n - 1, name);
+		ddp_close(&up);
+		return -1;
+	}
+	return up;
+}
+
 /*
  * Depth-first removal without recursion and without a depth limit: one
  * directory is open at a time; going up opens ".." and checks that it is
@@ -489,20 +550,9 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 
 	end = ddp_now() + (double)limit_s;
 
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
-			return 0;
-		ddp_errf(err, errlen, "stat %s: %s", name, strerror(errno));
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		if (unlinkat(pfd, name, 0) < 0 && errno != ENOENT) {
-			ddp_errf(err, errlen, "unlink %s: %s", name,
-				 strerror(errno));
-			return -1;
-		}
-		return 0;
-	}
+	rc = rm_leaf(pfd, name, &st, err, errlen);
+	if (rc <= 0)
+		return rc;
 	cur = rm_open(pfd, name, &st, dev, err, errlen);
 	if (cur < 0)
 		goto out;
@@ -525,37 +575,16 @@ rmtree(int pfd, const char *name, dev_t dev, unsigned limit_s, char *err,
 		if (rc < 0)
 			goto out;
 		if (rc > 0) {
-			int next = rm_open(cur, sub, &st, dev, err, errlen);
-
-			if (next < 0)
+			if (rm_descend(&s, &cur, sub, &st, dev, err, errlen) <
+			    0)
 				goto out;
-			close(cur);
-			cur = next;
-			if (rm_push(&s, sub, &st) < 0) {
-				ddp_errf(err, errlen, "out of memory");
-				goto out;
-			}
 			continue;
 		}
 		/* cur is empty: remove it from its parent. */
-		if (s.n == 1) {
+		if (s.n == 1)
 			up = pfd;
-		} else {
-			struct stat ust;
-
-			up = openat(cur, "..",
-				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					    O_CLOEXEC);
-			if (up < 0 || fstat(up, &ust) < 0 ||
-			    ust.st_dev != s.v[s.n - 2].dev ||
-			    ust.st_ino != s.v[s.n - 2].ino) {
-				ddp_errf(err, errlen,
-					 "%s: moved while being removed (%zu "
-					 "levels below %s)",
-					 top->name, s.n - 1, name);
-				goto out;
-			}
-		}
+		else if ((up = rm_parent(cur, &s, name, err, errlen)) < 0)
+			goto out;
 		if (unlinkat(up, top->name, AT_REMOVEDIR) < 0 &&
 		    errno != ENOENT) {
 			/* Some file systems (NFS) may skip entries when a

@@ -26,30 +26,6 @@
 #include "ddp_net.h"
 #include "ddp_util.h"
 
-int
-nc_elems_add(struct nc_elems *e, const struct nc_elem *el)
-{
-	if (e->n == e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 16;
-		struct nc_elem *v = realloc(e->v, cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		e->v = v;
-		e->cap = cap;
-	}
-	e->v[e->n++] = *el;
-	return 0;
-}
-
-void
-nc_elems_free(struct nc_elems *e)
-{
-	free(e->v);
-	e->v = NULL;
-	e->n = e->cap = 0;
-}
-
 static int
 key_cmp(const struct nc_elem *a, const struct nc_elem *b)
 {
@@ -85,20 +61,6 @@ nc_elems_sort(struct nc_elems *e)
 {
 	if (e->n > 1)
 		qsort(e->v, e->n, sizeof(e->v[0]), elem_cmp);
-}
-
-int
-nc_canon_addr(const char *in, int *family, char *out, size_t len)
-{
-	unsigned char bin[16];
-
-	if (inet_pton(AF_INET, in, bin) == 1)
-		*family = AF_INET;
-	else if (inet_pton(AF_INET6, in, bin) == 1)
-		*family = AF_INET6;
-	else
-		return -1;
-	return ddp_net_addr_format(*family, bin, out, len);
 }
 
 /* The two guarded port ranges, merged when they overlap or touch. A

@@ -156,6 +156,24 @@ user_name(unsigned long uid, char *buf, size_t len)
 	ddp_fmt(buf, len, "%lu", uid);
 }
 
+/* One verdict as a line: local time, node, job, step, user, finding. */
+static void
+print_verdict(const struct ddp_verdict *v)
+{
+	char when[32], what[DDP_VERDICT_LINE_MAX], user[64];
+	time_t tt = (time_t)v->time;
+	struct tm tm;
+
+	if (!localtime_r(&tt, &tm) ||
+	    !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
+		ddp_fmt(when, sizeof(when), "@%lld", v->time);
+	if (ddp_verdict_describe(v, what, sizeof(what)) < 0)
+		ddp_fmt(what, sizeof(what), "%s", v->check);
+	user_name(v->uid, user, sizeof(user));
+	printf("  %s  %s  job %s step %s  user %s  %s\n", when, v->node, v->job,
+	       v->step, user, what);
+}
+
 /* The node's (or every node's) verdicts of the last --since seconds
  * (check_drain_window by default), oldest first, and what the drain rule
  * makes of them. */
@@ -171,8 +189,7 @@ cmd_verdicts(const struct ddp_conf *conf, int argc, char **argv)
 	struct ddp_drain_rule rule = drain_rule(conf);
 	struct ddp_verdict_list list = {0};
 	struct ddp_drain_tally t;
-	char node[128], err[DDP_ERR_LEN], when[32], what[DDP_VERDICT_LINE_MAX];
-	char user[64];
+	char node[128], err[DDP_ERR_LEN];
 	const char *given = NULL;
 	long long now = (long long)time(NULL);
 	long since = (long)rule.window;
@@ -210,20 +227,8 @@ cmd_verdicts(const struct ddp_conf *conf, int argc, char **argv)
 	printf("%s: %zu verdict%s in the last %ld s (%s/%s)\n",
 	       all ? "all nodes" : node, list.n, list.n == 1 ? "" : "s", since,
 	       conf->state_dir, DDP_VERDICT_FILE);
-	for (i = 0; i < list.n; i++) {
-		const struct ddp_verdict *v = &list.v[i];
-		time_t tt = (time_t)v->time;
-		struct tm tm;
-
-		if (!localtime_r(&tt, &tm) ||
-		    !strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm))
-			ddp_fmt(when, sizeof(when), "@%lld", v->time);
-		if (ddp_verdict_describe(v, what, sizeof(what)) < 0)
-			ddp_fmt(what, sizeof(what), "%s", v->check);
-		user_name(v->uid, user, sizeof(user));
-		printf("  %s  %s  job %s step %s  user %s  %s\n", when, v->node,
-		       v->job, v->step, user, what);
-	}
+	for (i = 0; i < list.n; i++)
+		print_verdict(&list.v[i]);
 	if (list.skipped)
 		printf("%zu malformed line%s skipped\n", list.skipped,
 		       list.skipped == 1 ? "" : "s");

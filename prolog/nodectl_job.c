@@ -92,6 +92,45 @@ read_job(struct job *j, int need_user)
 	return 0;
 }
 
+/*
+ * The job's shared and scratch directories. A fault of the node drains
+ * it (-1); the user's own mess is only reported (0).
+ */
+static int
+make_job_dirs(const struct ddp_conf *conf, const struct job *j)
+{
+	char err[DDP_ERR_LEN];
+	int node_fault = 0, leftover = 0, rc;
+
+	if (conf->shared_root[0] &&
+	    nc_make_shared_dir(conf, j->user, j->uid, j->gid, j->id, err,
+			       sizeof(err)) < 0) {
+		/* A user's own mess (say a file where their directory
+		 * goes) must not let them drain nodes; a hang must. */
+		if (strncmp(err, "timed out", 9) == 0) {
+			drain(conf, j->node, "shared dir creation timed out");
+			return -1;
+		}
+		ddp_error("shared dir of %s: %s", j->user, err);
+	}
+	rc = nc_make_scratch_dir(conf, j->uid, j->gid, j->id, &node_fault,
+				 &leftover, err, sizeof(err));
+	if (leftover)
+		ddp_info("scratch %s/%lu was left over from an earlier job: "
+			 "%s",
+			 conf->scratch_root, j->id,
+			 rc == 0 ? "removed, made anew" : "not removed");
+	if (rc < 0) {
+		if (node_fault) {
+			ddp_error("%s", err);
+			drain(conf, j->node, err);
+			return -1;
+		}
+		ddp_error("%s; no scratch directory for this job", err);
+	}
+	return 0;
+}
+
 int
 cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 {
@@ -101,7 +140,7 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 	struct job j;
 	unsigned lo, hi;
 	size_t kept = 0;
-	int node_fault = 0, leftover = 0, statefd = -1, lockfd = -1;
+	int statefd = -1, lockfd = -1;
 	int rv = NC_EX_NODE, rc;
 
 	if (read_job(&j, 1) < 0) {
@@ -115,32 +154,8 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 		drain(conf, j.node, err);
 		goto out;
 	}
-	if (conf->shared_root[0] &&
-	    nc_make_shared_dir(conf, j.user, j.uid, j.gid, j.id, err,
-			       sizeof(err)) < 0) {
-		/* A user's own mess (say a file where their directory
-		 * goes) must not let them drain nodes; a hang must. */
-		if (strncmp(err, "timed out", 9) == 0) {
-			drain(conf, j.node, "shared dir creation timed out");
-			goto out;
-		}
-		ddp_error("shared dir of %s: %s", j.user, err);
-	}
-	rc = nc_make_scratch_dir(conf, j.uid, j.gid, j.id, &node_fault,
-				 &leftover, err, sizeof(err));
-	if (leftover)
-		ddp_info("scratch %s/%lu was left over from an earlier job: "
-			 "%s",
-			 conf->scratch_root, j.id,
-			 rc == 0 ? "removed, made anew" : "not removed");
-	if (rc < 0) {
-		if (node_fault) {
-			ddp_error("%s", err);
-			drain(conf, j.node, err);
-			goto out;
-		}
-		ddp_error("%s; no scratch directory for this job", err);
-	}
+	if (make_job_dirs(conf, &j) < 0)
+		goto out;
 	if (!conf->firewall) {
 		rv = NC_EX_OK;
 		goto out;

@@ -2,18 +2,22 @@
 /*
  * ddp-nodectl core, the firewall's per-job state files: the elements each
  * job needs and its backstop, written by its prolog and read back by every
- * update, so the sets heal themselves.
+ * update, so the sets heal themselves; and the element list (nc_elems)
+ * they hold, which the firewall's sets are made of.
  */
 #include "nodectl.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ddp_net.h"
 #include "ddp_util.h"
 
 #define STATE_MAGIC "ddp-nodectl state 1"
@@ -224,4 +228,44 @@ out:
 	if (d)
 		closedir(d);
 	return rv;
+}
+
+/* ---- the element list the state files hold ---- */
+
+int
+nc_elems_add(struct nc_elems *e, const struct nc_elem *el)
+{
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 16;
+		struct nc_elem *v = realloc(e->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		e->v = v;
+		e->cap = cap;
+	}
+	e->v[e->n++] = *el;
+	return 0;
+}
+
+void
+nc_elems_free(struct nc_elems *e)
+{
+	free(e->v);
+	e->v = NULL;
+	e->n = e->cap = 0;
+}
+
+int
+nc_canon_addr(const char *in, int *family, char *out, size_t len)
+{
+	unsigned char bin[16];
+
+	if (inet_pton(AF_INET, in, bin) == 1)
+		*family = AF_INET;
+	else if (inet_pton(AF_INET6, in, bin) == 1)
+		*family = AF_INET6;
+	else
+		return -1;
+	return ddp_net_addr_format(*family, bin, out, len);
 }

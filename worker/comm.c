@@ -57,14 +57,59 @@ env_str(const char *name, const char *dflt, char *out, size_t size)
 	return DDP_OK;
 }
 
+/* DDP_TIMEOUT, in seconds (300 when unset). */
+static enum ddp_status
+env_timeout(double *out)
+{
+	const char *v = getenv("DDP_TIMEOUT");
+	char *end = NULL;
+	double t;
+
+	*out = 300;
+	if (!v || !*v)
+		return DDP_OK;
+	/* Accept fractions (tests use sub-second timeouts). */
+	errno = 0;
+	t = strtod(v, &end);
+	if (errno || end == v || *end || !(t > 0) || t > 86400.0 * 7)
+		return wk_err(DDP_ERR_ENV,
+			      "DDP_TIMEOUT='%.64s' is not a number of "
+			      "seconds in (0, 604800]",
+			      v);
+	*out = t;
+	return DDP_OK;
+}
+
+/* DDP_AUTH, as given (auto when unset). */
+static enum ddp_status
+env_auth(int *out)
+{
+	const char *v = getenv("DDP_AUTH");
+
+	if (!v || !*v || strcmp(v, "auto") == 0)
+		*out = DDP_AUTH_AUTO;
+	else if (strcmp(v, "key") == 0)
+		*out = DDP_AUTH_KEY;
+	else if (strcmp(v, "munge") == 0)
+		*out = DDP_AUTH_MUNGE;
+	else if (strcmp(v, "none") == 0)
+		*out = DDP_AUTH_NONE;
+	else
+		return wk_err(
+			DDP_ERR_ENV,
+			"DDP_AUTH='%.64s': use auto (the step key of srun "
+			"--ddp when there is one, else munge), key, munge "
+			"or none",
+			v);
+	return DDP_OK;
+}
+
 enum ddp_status
 ddp_config_from_env(struct ddp_config *cfg)
 {
 	enum ddp_status st;
 	const char *v;
 	long world, rank, lr, port;
-	char *end = NULL;
-	double t;
 
 	if (!cfg)
 		return wk_err(DDP_ERR_INVALID, "ddp_config_from_env: NULL");
@@ -88,19 +133,9 @@ ddp_config_from_env(struct ddp_config *cfg)
 	if (!cfg->master_addr[0])
 		return wk_err(DDP_ERR_ENV, "MASTER_ADDR is not set; launch "
 					   "with srun --ddp");
-	cfg->timeout_s = 300;
-	v = getenv("DDP_TIMEOUT");
-	if (v && *v) {
-		/* Accept fractions (tests use sub-second timeouts). */
-		errno = 0;
-		t = strtod(v, &end);
-		if (errno || end == v || *end || !(t > 0) || t > 86400.0 * 7)
-			return wk_err(DDP_ERR_ENV,
-				      "DDP_TIMEOUT='%.64s' is not a number of "
-				      "seconds in (0, 604800]",
-				      v);
-		cfg->timeout_s = t;
-	}
+	st = env_timeout(&cfg->timeout_s);
+	if (st)
+		return st;
 	v = getenv("DDP_BACKEND");
 	if (!v || !*v || strcmp(v, "auto") == 0)
 		cfg->backend = DDP_BACKEND_AUTO;
@@ -111,22 +146,9 @@ ddp_config_from_env(struct ddp_config *cfg)
 	else
 		return wk_err(DDP_ERR_ENV,
 			      "DDP_BACKEND='%.64s': use auto, tcp or nccl", v);
-	v = getenv("DDP_AUTH");
-	if (!v || !*v || strcmp(v, "auto") == 0)
-		cfg->auth = DDP_AUTH_AUTO;
-	else if (strcmp(v, "key") == 0)
-		cfg->auth = DDP_AUTH_KEY;
-	else if (strcmp(v, "munge") == 0)
-		cfg->auth = DDP_AUTH_MUNGE;
-	else if (strcmp(v, "none") == 0)
-		cfg->auth = DDP_AUTH_NONE;
-	else
-		return wk_err(
-			DDP_ERR_ENV,
-			"DDP_AUTH='%.64s': use auto (the step key of srun "
-			"--ddp when there is one, else munge), key, munge "
-			"or none",
-			v);
+	st = env_auth(&cfg->auth);
+	if (st)
+		return st;
 	/* The configuration says what will be used (ddp-check reports it). */
 	cfg->auth = auth_resolve(cfg->auth);
 	st = env_str("DDP_MUNGE_SOCKET", "", cfg->munge_socket,

@@ -265,6 +265,20 @@ hier_destroy(struct wk_hier *h)
 	free(h);
 }
 
+/* Like a collective: every rank takes a sequence number, and the setup's
+ * frames carry it. */
+static void
+setup_begin(struct wk_mesh *c, struct wk_frame *t)
+{
+	c->seq++;
+	memset(t, 0, sizeof(*t));
+	t->type = WK_F_DATA;
+	t->coll = WK_C_HIER_SETUP;
+	t->seq = c->seq;
+	t->aux = WK_ALGO_HIER;
+	tcp_op_start(c);
+}
+
 enum ddp_status
 wk_hier_setup(struct wk_mesh *c, struct wk_hier **out)
 {
@@ -306,14 +320,7 @@ wk_hier_setup(struct wk_mesh *c, struct wk_hier **out)
 	if (v && *v && ddp_parse_long(v, 1, 4096, &stripes) == 0 &&
 	    stripes < h->stripes)
 		h->stripes = (int)stripes;
-	/* Like a collective: every rank takes a sequence number. */
-	c->seq++;
-	memset(&t, 0, sizeof(t));
-	t.type = WK_F_DATA;
-	t.coll = WK_C_HIER_SETUP;
-	t.seq = c->seq;
-	t.aux = WK_ALGO_HIER;
-	tcp_op_start(c);
+	setup_begin(c, &t);
 	if (h->nlocal > 1)
 		st = h->lidx == 0
 			     ? setup_leader(c, h, &t, ddp_now() + c->timeout_s,

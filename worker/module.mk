@@ -5,7 +5,7 @@
 WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
               worker/auth.c worker/rdv.c worker/rdv_accept.c \
               worker/rdv_master.c worker/rdv_leader.c worker/rdv_join.c \
-              worker/rdv_roster.c worker/tcp.c \
+              worker/rdv_roster.c worker/tcp.c worker/tcp_coll.c \
               worker/grad.c worker/shm.c worker/hier.c worker/peers.c \
               worker/host.c worker/straggler.c
 # Resuming from a checkpoint: the restart count and atomic files.
@@ -95,9 +95,10 @@ endif
 # examples/train: static libddp so it runs on any node of the job without
 # a library path. Its GPU compute is a module of its own (train-gpu.so,
 # beside it), loaded at run time: the program itself never needs CUDA.
-$(TRAIN): $(BUILD)/examples/train.o $(LIBDDP_A)
+TRAIN_OBJ := $(BUILD)/examples/train.o $(BUILD)/examples/train_ckpt.o
+$(TRAIN): $(TRAIN_OBJ) $(LIBDDP_A)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIBDDP_A) $(LDFLAGS_ALL) $(WORKER_LIBS)
+	$(CC) $(CFLAGS_ALL) -o $@ $(TRAIN_OBJ) $(LIBDDP_A) $(LDFLAGS_ALL) $(WORKER_LIBS)
 
 # examples/train (libddp built in) finds the NCCL backend beside itself,
 # as an installed program finds it in libddp's directory: so that
@@ -167,8 +168,8 @@ install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN) $(if $(filter 1,$
 	$(call install-man,doc/libddp.3,$(DESTDIR)$(MANDIR)/man3/libddp.3)
 	install -m 0755 $(TRAIN) $(DESTDIR)$(LIBEXECDIR)/examples/train
 	install -d $(DESTDIR)$(DATADIR)/examples
-	install -m 0644 examples/train.c examples/train_compute.h \
-	    examples/train_gpu.cu $(DESTDIR)$(DATADIR)/examples/
+	install -m 0644 examples/train.c examples/train_ckpt.c examples/train_ckpt.h \
+	    examples/train_compute.h examples/train_gpu.cu $(DESTDIR)$(DATADIR)/examples/
 	install -m 0755 examples/train.py $(DESTDIR)$(DATADIR)/examples/train.py
 	$(if $(filter 1,$(HAVE_NVCC)),install -m 0755 $(TRAIN_GPU) $(DESTDIR)$(LIBEXECDIR)/examples/train-gpu.so)
 	$(if $(filter 1,$(HAVE_NCCL)),install -d $(DESTDIR)$(NCCL_PLUGINDIR))

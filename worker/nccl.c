@@ -653,6 +653,29 @@ ddp_nccl_backend_open_v5(const struct wk_nccl_host *h, int rank, int size,
 			 int local_rank, double timeout_s,
 			 const struct wk_backend_ops **ops, void **state);
 
+/* A non-blocking communicator's init, to its end or the timeout. */
+static enum ddp_status
+wait_init(struct nstate *s, double timeout_s)
+{
+	double deadline = ddp_now() + timeout_s;
+	ncclResult_t ae = ncclInProgress;
+
+	while (ae == ncclInProgress) {
+		if (nc.CommGetAsyncError(s->comm, &ae) != ncclSuccess)
+			ae = ncclInternalError;
+		if (ae == ncclInProgress && ddp_now() >= deadline)
+			return s->host.err(DDP_ERR_TIMEOUT,
+					   "NCCL init timed out after %g s",
+					   timeout_s);
+		if (ae == ncclInProgress)
+			usleep(1000);
+	}
+	if (ae != ncclSuccess)
+		return s->host.err(DDP_ERR_BACKEND, "NCCL init failed: %s",
+				   nc.GetErrorString(ae));
+	return DDP_OK;
+}
+
 EXPORT enum ddp_status
 ddp_nccl_backend_open_v5(const struct wk_nccl_host *h, int rank, int size,
 			 int local_rank, double timeout_s,
@@ -717,28 +740,9 @@ ddp_nccl_backend_open_v5(const struct wk_nccl_host *h, int rank, int size,
 			    nc.GetErrorString(r));
 		goto fail;
 	}
-	{
-		double deadline = ddp_now() + timeout_s;
-		ncclResult_t ae = ncclInProgress;
-
-		while (ae == ncclInProgress) {
-			if (nc.CommGetAsyncError(s->comm, &ae) != ncclSuccess)
-				ae = ncclInternalError;
-			if (ae == ncclInProgress && ddp_now() >= deadline) {
-				st = h->err(DDP_ERR_TIMEOUT,
-					    "NCCL init timed out after %g s",
-					    timeout_s);
-				goto fail;
-			}
-			if (ae == ncclInProgress)
-				usleep(1000);
-		}
-		if (ae != ncclSuccess) {
-			st = h->err(DDP_ERR_BACKEND, "NCCL init failed: %s",
-				    nc.GetErrorString(ae));
-			goto fail;
-		}
-	}
+	st = wait_init(s, timeout_s);
+	if (st)
+		goto fail;
 	*ops = &nccl_ops;
 	*state = s;
 	return DDP_OK;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The job's nodes and the peers a rank's collectives use (peers.h). Any
- * change to a collective's communication pattern in tcp.c or hier.c
+ * change to a collective's communication pattern in tcp_coll.c or hier.c
  * must be mirrored in wk_peers_wanted, or that collective finds no
  * connection; test-worker-host checks the two against each other.
  */
@@ -89,7 +89,7 @@ wk_nodes_hier(const struct wk_nodes *nodes)
 	return nodes->maxlen > 1 && nodes->maxlen <= WK_HIER_LOCAL_MAX;
 }
 
-/* The partners of rank r in tcp.c's recursive doubling, folds included. */
+/* The partners of rank r in tcp_coll.c's recursive doubling, folds included. */
 static void
 want_rd(int r, int size, uint8_t *want)
 {

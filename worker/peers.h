@@ -2,7 +2,7 @@
 /*
  * Which ranks a rank talks to (peers.c): the job's nodes, grouped from
  * every rank's host the same way on every rank, and the peers the
- * collectives of tcp.c and hier.c use, so that the rendezvous connects
+ * collectives of tcp_coll.c and hier.c use, so that the rendezvous connects
  * only those and a rank's descriptors grow with log2 of the world size
  * and the ranks of its node, not with the world size.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libddp's TCP mesh and its collectives (tcp.c): one connection per pair
- * of ranks whose collectives exchange data (peers.h), made by the
+ * libddp's TCP mesh (tcp.c) and its collectives (tcp_coll.c): one connection
+ * per pair of ranks whose collectives exchange data (peers.h), made by the
  * rendezvous (rdv.h), carrying the control plane of every communicator
  * and the flat algorithms of the host backend (host.h, which chooses
  * between them and the hierarchical allreduce). Uses status.h, ddp_net.h,
@@ -9,8 +9,8 @@
  *
  * Ownership: the mesh is embedded in its communicator, which allocates
  * peers (size entries, fd -1) before the rendezvous fills them and frees
- * everything with tcp_mesh_fini. tcp.c grows scratch as it needs and
- * makes the list of linked peers (tcp_mesh_link).
+ * everything with tcp_mesh_fini. tcp_coll.c grows scratch as it needs;
+ * tcp.c makes the list of linked peers (tcp_mesh_link).
  *
  * Errors: the collectives set the thread's last error (wk_err) naming the
  * rank, its host and the call, and return DDP_ERR_PEER (a peer died or

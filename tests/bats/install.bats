@@ -106,10 +106,10 @@ teardown_file() {
 	local pcdir ex out
 	pcdir=$(dirname "$(find "$dest/opt/slurm-ddp" -name ddp.pc | head -n 1)")
 	ex=$dest/opt/slurm-ddp/share/slurm-ddp/examples
-	[ -f "$ex/train.c" ]
+	[ -f "$ex/train.c" ] && [ -f "$ex/train_ckpt.c" ] && [ -f "$ex/train_ckpt.h" ]
 	out=$(mktemp -d)
 	# shellcheck disable=SC2046 # pkg-config prints several words
-	cc -std=gnu11 -Wall -Wextra -Werror -o "$out/train" "$ex/train.c" \
+	cc -std=gnu11 -Wall -Wextra -Werror -o "$out/train" "$ex/train.c" "$ex/train_ckpt.c" \
 		$(PKG_CONFIG_PATH=$pcdir pkg-config --define-variable=prefix="$dest/opt/slurm-ddp" --cflags --libs ddp) -ldl -lm
 	run env LD_LIBRARY_PATH="$dest/opt/slurm-ddp/lib" WORLD_SIZE=1 DDP_AUTH=none \
 		"$out/train" --synthetic 64 --epochs 1

@@ -3,7 +3,7 @@
  * The host backend's choice of algorithm and the sparse mesh's peer sets
  * at large worlds, without a network: a latency-bound allreduce takes
  * about log2(N) steps at any N, the bandwidth-bound one the ring; every
- * rank's peer set is symmetric, holds every rank each algorithm of tcp.c
+ * rank's peer set is symmetric, holds every rank each algorithm of tcp_coll.c
  * and hier.c talks to and no other, and is as small as peers.h claims.
  */
 #include <stdlib.h>
@@ -86,7 +86,7 @@ check_choice(void)
 }
 
 /*
- * The partners of the collectives, worked out here from tcp.c and hier.c
+ * The partners of the collectives, worked out here from tcp_coll.c and hier.c
  * rather than from peers.c: bit ALG_x of used[r * size + s] says that
  * rank r exchanges data with, or watches, rank s in that algorithm.
  */
