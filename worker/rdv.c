@@ -45,67 +45,6 @@
 #include "ddp_util.h"
 #include "rdv_internal.h"
 
-int
-rdv_wanted(const struct rdv *r, int rank)
-{
-	return !r->want || r->want[rank];
-}
-
-/*
- * Reads one rendezvous message; *body (malloc'd, caller frees) receives
- * its body. Returns DDP_OK or an error naming what; *other_version is set
- * when the peer speaks another version of the protocol (never retried).
- */
-enum ddp_status
-rdv_recv_msg(int fd, double deadline, const char *what, uint16_t *type,
-	     uint8_t **body, uint32_t *blen, int *other_version)
-{
-	uint8_t hdr[RDV_HDR_LEN];
-	char why[256];
-	int rc;
-
-	*body = NULL;
-	*other_version = 0;
-	rc = ddp_net_recv_all(fd, hdr, sizeof(hdr), deadline);
-	if (rc == 0 && proto_parse_header(hdr, sizeof(hdr), type, blen, why,
-					  sizeof(why)) < 0) {
-		*other_version =
-			proto_header_version(hdr, sizeof(hdr)) != 0 &&
-			proto_header_version(hdr, sizeof(hdr)) != RDV_VERSION;
-		return wk_err(DDP_ERR_RENDEZVOUS, "%s: %s", what, why);
-	}
-	if (rc == 0) {
-		*body = malloc(*blen ? *blen : 1);
-		if (!*body)
-			return wk_err(DDP_ERR_NOMEM, "%s: out of memory", what);
-		rc = ddp_net_recv_all(fd, *body, *blen, deadline);
-	}
-	if (rc == 1)
-		return wk_err(DDP_ERR_RENDEZVOUS, "%s: connection closed",
-			      what);
-	if (rc < 0)
-		return wk_err(errno == ETIMEDOUT ? DDP_ERR_TIMEOUT
-						 : DDP_ERR_RENDEZVOUS,
-			      "%s: %s", what, strerror(errno));
-	return DDP_OK;
-}
-
-/*
- * "ADDR:PORT" of the rank's end of a rendezvous connection: the rank's
- * getsockname, rank 0's getpeername. Bound into both credentials.
- */
-void
-rdv_rank_addr(int fd, int local, char *out, size_t outlen)
-{
-	char addr[WK_ADDR_LEN];
-	int port;
-
-	ddp_net_sock_addr(fd, local, addr, sizeof(addr), &port);
-	ddp_fmt(out, outlen, "%s:%d", addr, port);
-}
-
-/* ---- refusals: the first few one per line, then summarised ---- */
-
 /* Words the refusals' lines of rank r (struct rdv) for its log. */
 static void
 refuse_line(void *arg, const struct ddp_guard_line *l)
@@ -136,40 +75,6 @@ refuse_line(void *arg, const struct ddp_guard_line *l)
 		       l->seconds, l->total, l->from, l->why);
 		break;
 	}
-}
-
-void
-rdv_refuse_flush(struct rdv *r, int force)
-{
-	ddp_guard_flush(&r->ref, ddp_now(), force);
-}
-
-void
-rdv_refuse_log(struct rdv *r, const char *from, const char *why)
-{
-	ddp_guard_refused(&r->ref, ddp_now(), from, why);
-}
-
-/* The text of a REFUSE body, or why it could not be read. */
-void
-rdv_refuse_text(const uint8_t *body, uint32_t blen, char *text, size_t textlen)
-{
-	char why[256];
-
-	if (proto_parse_text(body, blen, text, textlen, why, sizeof(why)) < 0)
-		ddp_fmt(text, textlen, "(%s)", why);
-}
-
-/* The error for a resource that ran out on this rank: err's advice. */
-enum ddp_status
-rdv_resource_error(const struct rdv *r, int err, const char *doing)
-{
-	char advice[512];
-
-	ddp_net_resource_advice(err, advice, sizeof(advice));
-	return wk_err(DDP_ERR_SYSTEM, "rank %d on %s: %s: %s; %s",
-		      r->mesh->rank, r->mesh->myhost, doing, strerror(err),
-		      advice);
 }
 
 /*
@@ -298,6 +203,251 @@ rdv_self_addr_guess(struct rdv *r)
 		ddp_net_sa_format(&ss, r->self_addr, sizeof(r->self_addr), &p);
 	}
 	freeaddrinfo(ai);
+}
+
+/*
+ * Once every rank's host is known: the peers this rank's collectives use,
+ * and the join connections (to or from rank 0) that are not among them
+ * closed, so that no rank holds one descriptor per rank of the job.
+ */
+enum ddp_status
+rdv_keep_wanted(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	int i, n;
+
+	r->want = malloc((size_t)c->size);
+	if (!r->want)
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+	n = wk_peers_wanted(c, r->want);
+	if (n < 0)
+		return wk_err(DDP_ERR_NOMEM, "rank %d: out of memory", c->rank);
+	for (i = 0; i < c->size; i++)
+		if (i != c->rank && !r->want[i])
+			ddp_close(&c->peers[i].fd);
+	wk_log(3, "rank %d: %d of %d peers connected", c->rank, n, c->size - 1);
+	return DDP_OK;
+}
+
+/* ddp_net_listen_retry's note that MASTER_PORT is held: one line. */
+static void
+master_port_busy(int port, void *arg)
+{
+	struct rdv *r = arg;
+
+	wk_log(0,
+	       "rank 0: port %d (MASTER_PORT) is held by another process on "
+	       "this host; retrying until the timeout (%g s)",
+	       port, r->mesh->timeout_s);
+	r->port_waited = 1;
+}
+
+/*
+ * Binds MASTER_PORT, waiting while another process holds it (a step that
+ * has not quite ended, or someone squatting the port): its ranks keep
+ * trying to connect until the same timeout.
+ */
+static enum ddp_status
+listen_master(struct rdv *r, double deadline)
+{
+	int port = r->cfg->master_port;
+
+	r->lfd = ddp_net_listen_retry(port, deadline, &r->lport,
+				      master_port_busy, r);
+	if (r->lfd >= 0) {
+		if (r->port_waited)
+			wk_log(0, "rank 0: port %d is free now; listening",
+			       port);
+		return DDP_OK;
+	}
+	if (ddp_net_out_of_resources(errno))
+		return rdv_resource_error(r, errno, "listening on MASTER_PORT");
+	if (errno != EADDRINUSE)
+		return wk_err(DDP_ERR_RENDEZVOUS,
+			      "rank 0 cannot listen on port %d: %s", port,
+			      strerror(errno));
+	return wk_err(
+		DDP_ERR_RENDEZVOUS,
+		"rank 0 cannot listen on port %d: another process held "
+		"it for the whole timeout (%g s). srun --ddp picks a "
+		"port per step, so this is a leftover program or another "
+		"user's; `ss -ltnp 'sport = :%d'` as root names it. "
+		"--ddp-port=N picks another port; ExclusiveUser=YES keeps "
+		"other users off a job's nodes",
+		port, r->mesh->timeout_s, port);
+}
+
+/*
+ * Tells every rank that joined why the job will not start (best effort,
+ * at most 5 s in all): the thread's last error, in a REFUSE after the
+ * data-port hello on its data listener, where it waits for the roster.
+ */
+static void
+master_refuse_joined(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	struct wk_buf b = {0};
+	double budget = ddp_now() + 5.0, until;
+	uint8_t told[RDV_FANOUT + 1] = {0};
+	char why[1024], said[DDP_ERR_LEN];
+	int i, fd;
+
+	ddp_fmt(said, sizeof(said), "%s", wk_errbuf());
+	if (proto_encode_text(&b, RDV_REFUSE, said) < 0)
+		goto out;
+	/* Rank 0's children wait on their join connection: the REFUSE
+	 * alone, without the data-port hello. */
+	for (i = r->npend - 1; i >= 0; i--) {
+		if (r->pend[i].stage == 2) {
+			(void)ddp_net_send_all(r->pend[i].fd, b.p, b.len,
+					       ddp_now() + 0.5);
+			told[r->pend[i].rank] = 1;
+		}
+	}
+	for (i = 1; i < c->size && ddp_now() < budget; i++) {
+		if (!r->joined[i] || (i <= RDV_FANOUT && told[i]))
+			continue;
+		if (!c->peers[i].addr[0]) /* joined on this node's socket */
+			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
+				r->self_addr);
+		until = ddp_now() + 0.5 < budget ? ddp_now() + 0.5 : budget;
+		fd = ddp_net_connect_once(c->peers[i].addr, c->peers[i].port,
+					  until, why, sizeof(why));
+		if (fd >= 0 &&
+		    rdv_peer_hello(r, fd, i, until, why, sizeof(why)) == 0)
+			(void)ddp_net_send_all(fd, b.p, b.len, until);
+		ddp_close(&fd);
+	}
+	/* The hellos' failures are not the error the rendezvous ends with. */
+	(void)wk_err(DDP_OK, "%s", said);
+out:
+	if (b.p)
+		explicit_bzero(b.p, b.cap);
+	wk_buf_free(&b);
+}
+
+/*
+ * Rank 0: MASTER_PORT, a fresh mesh token, every rank joined, the roster
+ * down the tree, then the mesh connections of the higher ranks its
+ * collectives use, on MASTER_PORT.
+ */
+enum ddp_status
+rdv_master_side(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	enum ddp_status st;
+	int i;
+
+	st = listen_master(r, deadline);
+	if (!st && r->local_size && r->local_rank == 0)
+		st = rdv_node_listen(r);
+	if (st)
+		return st;
+	if (getrandom(r->token, sizeof(r->token), 0) !=
+	    (ssize_t)sizeof(r->token))
+		return wk_err(DDP_ERR_SYSTEM, "getrandom: %s", strerror(errno));
+	r->joined[0] = 1;
+	st = rdv_accept_ranks(r, 1, WAIT_JOINS, deadline);
+	if (st) {
+		master_refuse_joined(r);
+		return st;
+	}
+	ddp_close(&r->ufd);
+	r->roster = 1;
+	for (i = 0; i < c->size; i++) {
+		if (i &&
+		    !c->peers[i].addr[0]) /* joined on this node's socket */
+			ddp_fmt(c->peers[i].addr, WK_ADDR_LEN, "%s",
+				r->self_addr);
+		r->ents[i].port = (uint16_t)(i ? c->peers[i].port : r->lport);
+		ddp_fmt(r->ents[i].addr, sizeof(r->ents[i].addr), "%s",
+			i ? c->peers[i].addr : "");
+		ddp_fmt(r->ents[i].host, sizeof(r->ents[i].host), "%s",
+			c->peers[i].host);
+	}
+	/* Rank 0's children get the roster on their join connections; the
+	 * other pending connections stay, read from now on as the mesh's
+	 * (anything of the joins is refused there). */
+	for (i = r->npend - 1; i >= 0; i--) {
+		if (r->pend[i].kind == PK_JOIN && r->pend[i].stage == 2 &&
+		    rdv_send_roster(r, i) == 0) {
+			r->told[r->pend[i].rank] = 1;
+			rdv_pend_drop(r, i, NULL, 0, 0);
+		}
+	}
+	deadline = ddp_now() + c->timeout_s;
+	st = rdv_keep_wanted(r);
+	if (!st)
+		st = rdv_push_roster(r, deadline);
+	if (st)
+		/* A rank died after it joined: tell the others at once,
+		 * those below it in the tree included. */
+		master_refuse_joined(r);
+	if (!st)
+		st = rdv_accept_ranks(r, 1, WAIT_PEERS, deadline);
+	return st;
+}
+
+/*
+ * A rank other than 0: a data listener, the join (rdv_join_master), the
+ * roster from its parent in the tree, handed on to its children, then
+ * connections to the lower ranks its collectives use and from the higher
+ * ones: the connects complete in the listeners' backlogs, so no cycle.
+ */
+enum ddp_status
+rdv_worker_side(struct rdv *r, double deadline)
+{
+	struct wk_mesh *c = r->mesh;
+	enum ddp_status st;
+	int fd = -1, joined = 0;
+
+	r->lfd = ddp_net_listen(0, &r->lport);
+	if (r->lfd < 0 && ddp_net_out_of_resources(errno))
+		return rdv_resource_error(r, errno, "data listener");
+	if (r->lfd < 0)
+		return wk_err(DDP_ERR_SYSTEM, "rank %d: data listener: %s",
+			      c->rank, strerror(errno));
+	if (r->leader) {
+		st = rdv_node_listen(r);
+		if (!st && r->ufd >= 0)
+			st = rdv_accept_ranks(r, c->rank + 1, WAIT_MEMBERS,
+					      ddp_now() + BATCH_WAIT_S);
+		if (!st)
+			st = rdv_leader_flush(r, deadline);
+	} else if (r->local_size) {
+		st = rdv_join_leader(r, deadline, &joined);
+		if (!st && !joined)
+			st = rdv_join_master(r, deadline, NULL, 0, &fd);
+	} else {
+		st = rdv_join_master(r, deadline, NULL, 0, &fd);
+	}
+	/* Rank 0 sends the roster once every rank has joined, so this
+	 * waits up to rank 0's timeout and a little more. */
+	if (!st)
+		st = fd >= 0 ? rdv_join_roster(r, fd, deadline + 5)
+			     : rdv_accept_ranks(r, c->rank + 1, WAIT_ROSTER,
+						deadline + 5);
+	ddp_close(&fd);
+	if (r->leader && (st || r->roster < 0))
+		rdv_refuse_held(r, st ? wk_errbuf() : r->gave_up);
+	ddp_close(&r->ufd);
+	if (st)
+		return st;
+	if (!st && r->roster > 0) {
+		deadline = ddp_now() + c->timeout_s;
+		st = rdv_keep_wanted(r);
+		if (!st)
+			st = rdv_push_roster(r, deadline);
+		if (!st)
+			st = rdv_worker_connect_lower(r, deadline);
+		if (!st)
+			st = rdv_accept_ranks(r, c->rank + 1, WAIT_PEERS,
+					      deadline);
+	}
+	if (!st && r->roster < 0)
+		st = wk_err(DDP_ERR_RENDEZVOUS, "rank 0 gave up: %s",
+			    r->gave_up);
+	return st;
 }
 
 enum ddp_status

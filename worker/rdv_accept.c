@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The rendezvous' pending connections and the accept loop that every
- * listener runs: rank 0 on MASTER_PORT, a node leader on its join socket,
- * every rank on its data listener (rdv_internal.h draws the states).
+ * The rendezvous' accept loop that every listener runs: rank 0 on
+ * MASTER_PORT, a node leader on its join socket, every rank on its data
+ * listener. It fills the pending table and hands each message to its
+ * stage's handler (rdv_master.c, rdv_roster.c); the table's bookkeeping
+ * is rdv_common.c's (rdv_internal.h draws the states).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,57 +21,6 @@
 
 #include "ddp_util.h"
 #include "rdv_internal.h"
-
-/*
- * Closes pending connection i. reason (NULL: none) is logged; tell also
- * sends a REFUSE: REFUSAL_TEXT, or in another protocol version (version
- * not 0) the reason itself, which names only the two versions, so that a
- * rank of another release can read why. Evictions tell nothing: a
- * genuine rank connects again.
- */
-void
-rdv_pend_drop(struct rdv *r, int i, const char *reason, int tell,
-	      uint16_t version)
-{
-	struct wk_buf b = {0};
-
-	if (reason) {
-		rdv_refuse_log(r, r->pend[i].from, reason);
-		/* Best effort, never block. */
-		if (tell &&
-		    proto_encode_refuse_as(&b, version ? version : RDV_VERSION,
-					   version ? reason : REFUSAL_TEXT) ==
-			    0 &&
-		    send(r->pend[i].fd, b.p, b.len,
-			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-			wk_log(3, "refusal not delivered: %s", strerror(errno));
-		wk_buf_free(&b);
-	}
-	if (r->pend[i].deferred)
-		r->ndeferred--;
-	ddp_close(&r->pend[i].fd);
-	free(r->pend[i].buf);
-	r->pend[i] = r->pend[--r->npend];
-	ddp_guard_remove(&r->guard, i);
-}
-
-void
-rdv_pend_refuse(struct rdv *r, int i, const char *reason)
-{
-	rdv_pend_drop(r, i, reason, 1, 0);
-}
-
-/* Moves a verified connection to the mesh's peers[rank]. */
-void
-rdv_pend_adopt(struct rdv *r, int i, int rank)
-{
-	struct wk_peer *p = &r->mesh->peers[rank];
-
-	p->fd = r->pend[i].fd;
-	r->pend[i].fd = -1;
-	ddp_fmt(p->addr, sizeof(p->addr), "%s", r->pend[i].addr);
-	rdv_pend_drop(r, i, NULL, 0, 0);
-}
 
 /* The ranks in [from, size) that have not joined (joins) or connected. */
 static const char *
@@ -90,21 +41,6 @@ missing_ranks(struct rdv *r, int from, int joins, char *buf, size_t size)
 			break;
 	}
 	return buf;
-}
-
-/* Sends one message to pending connection i; 0 or -1 (dropped). */
-int
-rdv_pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what)
-{
-	char why[256];
-
-	if (!b->bad &&
-	    ddp_net_send_all(r->pend[i].fd, b->p, b->len, ddp_now() + 2) == 0)
-		return 0;
-	ddp_fmt(why, sizeof(why), "sending the %s failed: %s", what,
-		b->bad ? "out of memory" : strerror(errno));
-	rdv_pend_drop(r, i, why, 0, 0);
-	return -1;
 }
 
 /*
@@ -253,16 +189,6 @@ pend_read(struct rdv *r, int i)
 		    r->pend[i].stage == stage)
 			return;
 	}
-}
-
-/* The guard's measure of pending connection i (struct rdv): its stage,
- * so that one that has proved part of its hello is spared. */
-int
-rdv_pend_proof(void *arg, int i)
-{
-	const struct rdv *r = arg;
-
-	return r->pend[i].stage;
 }
 
 /*

@@ -3,15 +3,25 @@
  * The rendezvous' private header: the state of one rank's rendezvous and
  * the functions its files share (rdv.h is the rest of libddp's view).
  *
- *   rdv.c          the entry point (rdv_connect_all), the state's setup,
- *                  messages, refusals and errors every file uses
- *   rdv_accept.c   the pending table and the accept loop every listener
- *                  runs (rdv_accept_ranks)
- *   rdv_master.c   rank 0: MASTER_PORT and admitting joins (a node
- *                  leader admits its members with the same code)
- *   rdv_leader.c   a node leader: its join socket, members, relay
+ * Its files, in layers from the top: each calls only the layers below
+ * its own. rdv_master.c, rdv_join.c and rdv_roster.c make one layer, the
+ * handlers, and call none of one another.
+ *
+ *   rdv.c          top: the entry point (rdv_connect_all), the state's
+ *                  setup, and each rank's course start to end below:
+ *                  rank 0's (rdv_master_side, MASTER_PORT) and the
+ *                  others' (rdv_worker_side)
+ *   rdv_accept.c   the accept loop every listener runs
+ *                  (rdv_accept_ranks): hands each message to its stage's
+ *                  handler below, and a leader's batch to rdv_leader.c
+ *   rdv_leader.c   a node leader: its join socket, members, relay (it
+ *                  joins with rdv_join.c, welcomes with rdv_master.c)
+ *   rdv_master.c   admitting joins: rank 0's on MASTER_PORT, a node
+ *                  leader's members with the same code
  *   rdv_join.c     a rank's join to rank 0
  *   rdv_roster.c   the roster down the tree, then the peer hellos
+ *   rdv_common.c   the floor: messages, refusals, errors, and the pending
+ *                  table's bookkeeping (drop, refuse, adopt, send)
  *
  * One pending connection of a listener (struct pend, stage), as rank 0
  * (PK_JOIN) or a node leader (PK_MEMBER) sees it; any bad message,
@@ -227,31 +237,23 @@ struct rdv {
  * thread in rdv_connect_all only.
  */
 
-/* rdv.c: the entry point, the state, the shared helpers */
-int rdv_wanted(const struct rdv *r, int rank);
-enum ddp_status rdv_recv_msg(int fd, double deadline, const char *what,
-			     uint16_t *type, uint8_t **body, uint32_t *blen,
-			     int *other_version);
-void rdv_rank_addr(int fd, int local, char *out, size_t outlen);
-void rdv_refuse_flush(struct rdv *r, int force);
-void rdv_refuse_log(struct rdv *r, const char *from, const char *why);
-void rdv_refuse_text(const uint8_t *body, uint32_t blen, char *text,
-		     size_t textlen);
-enum ddp_status rdv_resource_error(const struct rdv *r, int err,
-				   const char *doing);
+/* rdv.c: the entry point and each rank's course */
 void rdv_self_addr_guess(struct rdv *r);
+enum ddp_status rdv_keep_wanted(struct rdv *r);
+enum ddp_status rdv_master_side(struct rdv *r, double deadline);
+enum ddp_status rdv_worker_side(struct rdv *r, double deadline);
 
-/* rdv_accept.c: the pending table and the accept loop */
-void rdv_pend_drop(struct rdv *r, int i, const char *reason, int tell,
-		   uint16_t version);
-void rdv_pend_refuse(struct rdv *r, int i, const char *reason);
-void rdv_pend_adopt(struct rdv *r, int i, int rank);
-int rdv_pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what);
-int rdv_pend_proof(void *arg, int i);
+/* rdv_accept.c: the accept loop */
 enum ddp_status rdv_accept_ranks(struct rdv *r, int from, enum wait_for what,
 				 double deadline);
 
-/* rdv_master.c: rank 0, and admitting joins */
+/* rdv_leader.c: a node leader */
+enum ddp_status rdv_node_listen(struct rdv *r);
+enum ddp_status rdv_leader_flush(struct rdv *r, double deadline);
+void rdv_refuse_held(struct rdv *r, const char *why);
+enum ddp_status rdv_join_leader(struct rdv *r, double deadline, int *joined);
+
+/* rdv_master.c: admitting joins */
 int rdv_member_binding(const struct rdv *r, int pid, int leader,
 		       const uint8_t *nonce, char *out, size_t outlen);
 void rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen);
@@ -259,14 +261,6 @@ void rdv_pend_deferred(struct rdv *r);
 int rdv_send_welcome(struct rdv *r, int i);
 void rdv_pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen);
 void rdv_pend_relay(struct rdv *r, int i, const uint8_t *body, size_t blen);
-enum ddp_status rdv_keep_wanted(struct rdv *r);
-enum ddp_status rdv_master_side(struct rdv *r, double deadline);
-
-/* rdv_leader.c: a node leader */
-enum ddp_status rdv_node_listen(struct rdv *r);
-enum ddp_status rdv_leader_flush(struct rdv *r, double deadline);
-void rdv_refuse_held(struct rdv *r, const char *why);
-enum ddp_status rdv_join_leader(struct rdv *r, double deadline, int *joined);
 
 /* rdv_join.c: a rank's join */
 enum ddp_status rdv_join_send_open(struct rdv *r, int fd, double wait,
@@ -281,7 +275,6 @@ enum ddp_status rdv_join_take_welcome(struct rdv *r, uint16_t type,
 enum ddp_status rdv_join_master(struct rdv *r, double deadline,
 				const struct rdv_relay_entry *relay,
 				uint32_t nrelay, int *out);
-enum ddp_status rdv_worker_side(struct rdv *r, double deadline);
 
 /* rdv_roster.c: the roster and the peer hellos */
 int rdv_tree_parent(int r);
@@ -295,5 +288,24 @@ int rdv_send_roster(struct rdv *r, int i);
 enum ddp_status rdv_push_roster(struct rdv *r, double deadline);
 enum ddp_status rdv_worker_connect_lower(struct rdv *r, double deadline);
 enum ddp_status rdv_join_roster(struct rdv *r, int fd, double deadline);
+
+/* rdv_common.c: the floor */
+int rdv_wanted(const struct rdv *r, int rank);
+enum ddp_status rdv_recv_msg(int fd, double deadline, const char *what,
+			     uint16_t *type, uint8_t **body, uint32_t *blen,
+			     int *other_version);
+void rdv_rank_addr(int fd, int local, char *out, size_t outlen);
+void rdv_refuse_flush(struct rdv *r, int force);
+void rdv_refuse_log(struct rdv *r, const char *from, const char *why);
+void rdv_refuse_text(const uint8_t *body, uint32_t blen, char *text,
+		     size_t textlen);
+enum ddp_status rdv_resource_error(const struct rdv *r, int err,
+				   const char *doing);
+void rdv_pend_drop(struct rdv *r, int i, const char *reason, int tell,
+		   uint16_t version);
+void rdv_pend_refuse(struct rdv *r, int i, const char *reason);
+void rdv_pend_adopt(struct rdv *r, int i, int rank);
+int rdv_pend_send(struct rdv *r, int i, struct wk_buf *b, const char *what);
+int rdv_pend_proof(void *arg, int i);
 
 #endif
