@@ -201,7 +201,7 @@ intruder() {
 	keyfile=$(sed -nE 's/^KEYFILE 1 (.*)$/\1/p' <<<"$output" | head -n 1)
 	[[ $keyfile == "$(mc_state)/ddp-state/step-keys/"+([0-9]).+([0-9]).+([0-9]) ]]
 	[ "$intruder_status" -ne 0 ]
-	[[ $intruder == *"step key $(mc_state)/ddp-state/step-keys/"*"/key: Permission denied (DDP_STEP_KEY_FILE names the key srun --ddp makes"* ]]
+	[[ $intruder == *"step key $(mc_state)/ddp-state/step-keys/"*": Permission denied (DDP_STEP_KEY_FILE names the key srun --ddp makes"* ]]
 	[ "$status" -eq 0 ]
 	[ "$(crcs | wc -l)" -eq 4 ]
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
