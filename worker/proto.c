@@ -56,6 +56,14 @@ wk_buf_free(struct wk_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+void
+wk_buf_wipe(struct wk_buf *b)
+{
+	if (b->p)
+		explicit_bzero(b->p, b->cap);
+	wk_buf_free(b);
+}
+
 static uint8_t *
 buf_grow(struct wk_buf *b, size_t n)
 {

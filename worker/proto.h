@@ -153,6 +153,9 @@ struct wk_buf {
 };
 
 void wk_buf_free(struct wk_buf *b);
+/* wk_buf_free after zeroing the whole allocation: for buffers that held
+ * the mesh token or a key. */
+void wk_buf_wipe(struct wk_buf *b);
 /*
  * Each proto_encode_* appends one complete message (header + body) to b.
  * Returns 0 or -1 (too long or out of memory).

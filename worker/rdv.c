@@ -321,9 +321,7 @@ master_refuse_joined(struct rdv *r)
 	/* The hellos' failures are not the error the rendezvous ends with. */
 	(void)wk_err(DDP_OK, "%s", said);
 out:
-	if (b.p)
-		explicit_bzero(b.p, b.cap);
-	wk_buf_free(&b);
+	wk_buf_wipe(&b);
 }
 
 /*

@@ -249,9 +249,7 @@ rdv_send_welcome(struct rdv *r, int i)
 	if (proto_encode_welcome(&b, r->token) < 0)
 		b.bad = 1;
 	rc = rdv_pend_send(r, i, &b, "welcome");
-	if (b.p)
-		explicit_bzero(b.p, b.cap);
-	wk_buf_free(&b);
+	wk_buf_wipe(&b);
 	return rc;
 }
 

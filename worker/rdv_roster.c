@@ -279,9 +279,7 @@ rdv_send_roster(struct rdv *r, int i)
 				r->ents) < 0)
 		b.bad = 1;
 	rc = rdv_pend_send(r, i, &b, "roster");
-	if (b.p)
-		explicit_bzero(b.p, b.cap);
-	wk_buf_free(&b);
+	wk_buf_wipe(&b);
 	return rc;
 }
 
@@ -367,9 +365,7 @@ unexpected:
 	}
 out:
 	explicit_bzero(mac, sizeof(mac));
-	if (b.p)
-		explicit_bzero(b.p, b.cap);
-	wk_buf_free(&b);
+	wk_buf_wipe(&b);
 	free(body);
 	return rc;
 }
@@ -456,9 +452,7 @@ rdv_push_roster(struct rdv *r, double deadline)
 		ddp_close(&fd);
 	}
 out:
-	if (b.p)
-		explicit_bzero(b.p, b.cap);
-	wk_buf_free(&b);
+	wk_buf_wipe(&b);
 	return st;
 }
 
@@ -487,9 +481,7 @@ rdv_worker_connect_lower(struct rdv *r, double deadline)
 			goto out;
 	}
 out:
-	if (b.p)
-		explicit_bzero(b.p, b.cap);
-	wk_buf_free(&b);
+	wk_buf_wipe(&b);
 	return st;
 }
 
