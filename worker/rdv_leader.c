@@ -70,6 +70,10 @@ rdv_leader_flush(struct rdv *r, double deadline)
 		e[n].data_port = r->pend[i].data_port;
 		n++;
 	}
+	/* Said before the relay, while the members are held: the moment a
+	 * test of a leader that dies holding its members waits for. */
+	wk_log(3, "rank %d: holds %d ranks of node %s, relaying them to rank 0",
+	       r->mesh->rank, n, r->mesh->myhost);
 	st = rdv_join_master(r, deadline, e, (uint32_t)n, &fd);
 	ddp_close(&fd);
 	r->batch_end = 0;

@@ -409,21 +409,46 @@ test_intruder(void)
 /* ---- a node leader that dies holding its members' joins ---- */
 
 /*
- * Rank 0 comes late, so node nB's leader still holds its members (its
- * relay waits for rank 0) when it dies. Still ordered by time: nothing a
- * test can see tells that a leader holds its members' joins (their
- * connections being accepted is not enough: a member that has not yet
- * verified the leader's proof joins rank 0 directly when it dies).
+ * Node nB's leader (rank 4) dies the moment it says it holds its three
+ * members' joins and is about to relay them (a debug line); rank 0 starts
+ * only once rank 4 is gone, so the relay can never have reached it.
  */
+static void
+leader_dies_log(int level, const char *msg, void *arg)
+{
+	FILE *out = arg;
+
+	tr_log_to_file(level, msg, out);
+	if (strstr(msg, "holds 3 ranks of node nB, relaying them")) {
+		fflush(out);
+		raise(SIGALRM);
+	}
+}
+
 static int
 leader_dies_role(int i, int size, int port, FILE *out, void *arg)
 {
+	struct ddp_config cfg;
+	pid_t leader;
+
 	(void)size;
 	(void)arg;
-	if (i == 0)
-		usleep(4000000);
-	if (i == 4)
-		alarm(2);
+	if (i == 4) {
+		__atomic_store_n(&job_pids[i], getpid(), __ATOMIC_SEQ_CST);
+		setenv("DDP_DEBUG", "1", 1);
+		ddp_set_log_fn(leader_dies_log, out);
+		node_env(i);
+		tr_cfg(&cfg, i, JOB_RANKS, port, 30, JOB_ID, munge_sock);
+		return tr_rank_job(&cfg, out);
+	}
+	if (i == 0) {
+		leader = pid_of(4, GATE_WAIT_S);
+		if (!leader || !tr_wait_pid_gone(leader, 2 * GATE_WAIT_S)) {
+			fprintf(out, "E node nB's leader (rank 4) did not die "
+				     "holding its members\n");
+			return 1;
+		}
+	}
 	return rank_role(i, port, i == 0 ? 6 : 30, out);
 }
 
