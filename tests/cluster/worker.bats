@@ -116,9 +116,20 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 
 @test "a rank killed with SIGKILL mid-training ends every other rank within the timeout + 5 s" {
 	local timeout=20 killed end host
-	run mc_run -- env DDP_TIMEOUT=$timeout srun --nodes=2 --gpus-per-node=2 --ddp \
-		bash -c 'if [ "$RANK" = 2 ]; then (sleep 2; echo "KILLED_AT $(date +%s.%N) ON $(hostname)" >&2; kill -9 $$) & fi; exec "$0" --synthetic 2048 --epochs 500' "$train"
+	# Rank 2 is killed once training is under way: rank 0 opens the gate
+	# when it prints the first epoch's line.
+	new_gate
+	run mc_run -- env DDP_TIMEOUT=$timeout GATE="$GATE" srun --nodes=2 --gpus-per-node=2 --ddp \
+		bash -c 'set -o pipefail
+			case $RANK in
+			0) "$0" --synthetic 2048 --epochs 500 |
+				awk -v gate="$GATE" "{ print; fflush() } /^epoch 1 / && !opened { opened = 1; printf \"\" >gate; close(gate) }"
+				exit ;;
+			2) ( '"$GATE_WAIT"'echo "KILLED_AT $(date +%s.%N) ON $(hostname)" >&2; kill -9 $$ ) & ;;
+			esac
+			exec "$0" --synthetic 2048 --epochs 500' "$train"
 	end=$(date +%s.%N)
+	rm -f "$GATE"
 	show
 	[ "$status" -ne 0 ]
 	killed=$(printf '%s\n' "$output" | grep -oE 'KILLED_AT [0-9.]+' | awk '{print $2}')
