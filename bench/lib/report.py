@@ -489,6 +489,24 @@ def main():
                          "direction gets with both directions at once "
                          "(two iperf3, same run)" % (100 * min(frd), 100 * max(frd), 100 * med(frd))
                          if frd else ""))
+        # The ranges README.md quotes: at each size the median over runs
+        # of the within-run ratio, lowest and highest over the sizes, and
+        # the worst run of any size.
+        for peer in peers:
+            for what, k, keep, worst in (
+                    ("busbw from 8 MiB up", "bw", lambda b: b >= 8 << 20, min),
+                    ("time up to 4 KiB", "lat", lambda b: b <= 4096, max)):
+                vals = [(b, r_at(n, b, peer, k)) for b in sizes
+                        if keep(b) and r_at(n, b, peer, k)]
+                if not vals:
+                    continue
+                meds = [med(xs) for _, xs in vals]
+                wb, wxs = worst(vals, key=lambda v: worst(v[1]))
+                md.append("libddp/%s %s, the median of runs at each size: "
+                          "%.2f–%.2f× over %s to %s; worst run %.2f× (%s).\n"
+                          % (NAMES[peer], what, min(meds), max(meds),
+                             human(vals[0][0]), human(vals[-1][0]),
+                             worst(wxs), human(wb)))
     coll = os.path.join(raw, "mpi-coll.txt")
     if os.path.exists(coll):
         md.append("Open MPI collective selection:\n\n```\n%s\n```\n"
@@ -593,6 +611,17 @@ def main():
                 fmt_ratio(gpu_ratio.get(b)),
                 fmt_med_range(lib["GBps"], "%.1f") if lib else "-"))
         md.append("")
+        gsizes = [b for b in sorted(gpu_ratio)
+                  if ("allreduce", "libddp", b) in gpu and ("allreduce", "nccl", b) in gpu]
+        if gsizes:
+            meds = [med(gpu_ratio[b]) for b in gsizes]
+            more = [med(gpu[("allreduce", "libddp", b)]["us"])
+                    - med(gpu[("allreduce", "nccl", b)]["us"]) for b in gsizes]
+            md.append("libddp/NCCL time, the median of runs at each size: "
+                      "%.2f–%.2f× over %s to %s; libddp's time less NCCL's, "
+                      "median over the sizes: %.1f µs.\n"
+                      % (min(meds), max(meds), human(gsizes[0]),
+                         human(gsizes[-1]), med(more)))
         ceil = [v for (t, i, b), d in gpu.items() if t == "copy" for v in d["GBps"]]
         md.append("Gradient sync step (every gradient marked ready, then the "
                   "wait). Gradients in the program's own buffers are copied "
