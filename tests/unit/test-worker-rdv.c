@@ -790,10 +790,11 @@ test_port_collision(void)
 #define VICTIM 9 /* a child of rank 1 in the roster's tree */
 
 /*
- * Takes the data port of rank VICTIM once it died (as nobody: found as
- * root, bound as nobody) and answers what connects there as a listener
- * would, without the token: a challenge as rank VICTIM, then a MAC of
- * zeros. Notes the types of what comes in.
+ * Finds the data port of rank VICTIM, ends it (SIGALRM) once rank 0 has
+ * logged its join, takes the port (as nobody: found as root, bound as
+ * nobody), lets the last rank come (gate b) and answers what connects
+ * there as a listener would, without the token: a challenge as rank
+ * VICTIM, then a MAC of zeros. Notes the types of what comes in.
  */
 static int
 impostor(FILE *out)
@@ -819,10 +820,18 @@ impostor(FILE *out)
 		if (pid > 0)
 			sibling_ports(&port, 1, pid);
 	}
-	if (!port || tr_become_nobody(out) < 0) {
+	if (!port) {
 		fprintf(out, "E no port of rank %d\n", VICTIM);
 		return 1;
 	}
+	if (!tr_gate_wait(&gate_a, GATE_WAIT_S) || kill(pid, SIGALRM) < 0 ||
+	    !tr_wait_pid_gone(pid, GATE_WAIT_S)) {
+		fprintf(out, "E rank %d did not join, or did not die\n",
+			VICTIM);
+		return 1;
+	}
+	if (tr_become_nobody(out) < 0)
+		return 1;
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)port);
@@ -842,6 +851,8 @@ impostor(FILE *out)
 		return 1;
 	}
 	fprintf(out, "HOLDING %d\n", port);
+	fflush(out);
+	tr_gate_open(&gate_b);
 	memset(challenge, 0x11, sizeof(challenge));
 	tr_put_hdr(challenge, 9, 20); /* CHALLENGE: rank, nonce */
 	memcpy(challenge + TR_HDR, &victim, 4);
@@ -867,11 +878,14 @@ impostor(FILE *out)
 	return 0;
 }
 
-/* Rank VICTIM joins, then dies (SIGALRM) before the roster, which
- * comes late with rank 11; index 12 takes its data port. */
+/* Rank VICTIM joins (rank 0 logs it: gate a), then dies before the
+ * roster, which comes with rank 11 once the impostor holds the victim's
+ * data port (gate b); index 12 is the impostor. */
 static int
 impostor_role(int i, int size, int port, FILE *out, void *arg)
 {
+	static struct tr_log_gate lg;
+	static char joined[32];
 	struct ddp_config cfg;
 	char path[128];
 	FILE *f;
@@ -881,6 +895,14 @@ impostor_role(int i, int size, int port, FILE *out, void *arg)
 	if (i == TREE_RANKS)
 		return impostor(out);
 	ddp_set_log_fn(tr_log_to_file, out);
+	if (i == 0) {
+		setenv("DDP_DEBUG", "1", 1);
+		lg.out = out;
+		lg.gate = &gate_a;
+		snprintf(joined, sizeof(joined), ": rank %d joined", VICTIM);
+		lg.when = joined;
+		ddp_set_log_fn(tr_log_then_open, &lg);
+	}
 	if (i == VICTIM) {
 		snprintf(path, sizeof(path), "%s/victim.pid", test_dir);
 		f = fopen(path, "w");
@@ -888,10 +910,12 @@ impostor_role(int i, int size, int port, FILE *out, void *arg)
 			fprintf(f, "%d\n", (int)getpid());
 			fclose(f);
 		}
-		alarm(1);
 	}
-	if (i == TREE_RANKS - 1)
-		usleep(3000000);
+	if (i == TREE_RANKS - 1 && !tr_gate_wait(&gate_b, 2 * GATE_WAIT_S)) {
+		fprintf(out, "E the impostor never held rank %d's port\n",
+			VICTIM);
+		return 1;
+	}
 	tr_cfg(&cfg, i, TREE_RANKS, port, 20, "777", munge_sock);
 	return tr_rank_job(&cfg, out);
 }
@@ -902,7 +926,7 @@ test_impostor_listener(void)
 	static struct tw_rank rk[TREE_RANKS + 1];
 	int failed = tap_failed;
 
-	if (tw_run_job(TREE_RANKS + 1, impostor_role, NULL, 50, rk) < 0) {
+	if (run_gated(TREE_RANKS + 1, impostor_role, NULL, 50, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
