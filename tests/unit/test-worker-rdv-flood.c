@@ -258,7 +258,11 @@ open_flooder(int port, const char *src, int right, FILE *out)
 		return 1;
 	for (i = 0; i < OPEN_CONNS; i++)
 		pfd[i].fd = -1;
-	usleep(300000);
+	if (!tr_wait_listening(port, GATE_WAIT_S)) {
+		fprintf(out, "E rank 0 never listened\n");
+		tr_gate_open(&gate_a);
+		return 1;
+	}
 	end = tw_now() + OPEN_FLOOD_S;
 	while (tw_now() < end) {
 		for (i = 0; i < OPEN_CONNS; i++) {
@@ -292,6 +296,8 @@ open_flooder(int port, const char *src, int right, FILE *out)
 			close(pfd[i].fd);
 	fprintf(out, "OPENS %ld PROOFS %ld REFUSED %ld\n", opens, proofs,
 		refused);
+	/* The rank the flood claimed may come now. */
+	tr_gate_open(&gate_a);
 	return 0;
 }
 
@@ -309,9 +315,13 @@ open_role(int i, int size, int port, FILE *out, void *arg)
 	(void)size;
 	if (i >= RANKS)
 		return open_flooder(port, a->src, a->right, out);
-	/* The last rank is missing while the flood claims it. */
-	if (i == RANKS - 1)
-		usleep((useconds_t)((OPEN_FLOOD_S + 0.5) * 1e6));
+	/* The last rank is missing while the flood claims it: it comes
+	 * once the flood has ended. */
+	if (i == RANKS - 1 &&
+	    !tr_gate_wait(&gate_a, OPEN_FLOOD_S + GATE_WAIT_S)) {
+		fprintf(out, "E the flood never ended\n");
+		return 1;
+	}
 	ddp_set_log_fn(tr_log_to_file, out);
 	tr_cfg(&cfg, i, RANKS, port, 30, "777", munge_sock);
 	return tr_rank_job(&cfg, out);
@@ -325,7 +335,7 @@ open_flood_case(const char *src, int right)
 	long opens, proofs;
 	int i, failed = tap_failed, done = 1;
 
-	if (tw_run_job(RANKS + 1, open_role, &a, 60, rk) < 0) {
+	if (run_gated(RANKS + 1, open_role, &a, 60, rk) < 0) {
 		tap_ok(0, "fork");
 		return;
 	}
