@@ -42,6 +42,25 @@ struct layout {
 	int victim;
 };
 
+/* How many ranks of the running job have finished their first
+ * allreduce: shared by its processes, zeroed before each job. */
+static int *first_done;
+
+/* Waits up to secs until all size ranks finished their first allreduce:
+ * 1, or 0. */
+static int
+wait_first_done(int size, double secs)
+{
+	double end = tw_now() + secs;
+
+	while (__atomic_load_n(first_done, __ATOMIC_SEQ_CST) < size) {
+		if (tw_now() >= end)
+			return 0;
+		usleep(1000);
+	}
+	return 1;
+}
+
 static int
 check_allreduce(struct ddp_comm *c, FILE *out, enum ddp_dtype t, enum ddp_op op,
 		size_t n, int inplace)
@@ -193,11 +212,16 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 			fprintf(out, "E first: %s\n", ddp_last_error());
 			return 1;
 		}
+		__atomic_add_fetch(first_done, 1, __ATOMIC_SEQ_CST);
 		/* Dying at once could end the others' first call: the
 		 * victim has done its part, but a peer still finishing
-		 * sees its sockets close. */
+		 * sees its sockets close. It dies once every rank is
+		 * done with it. */
 		if (rank == l->victim && l->mode == M_KILL) {
-			usleep(200000);
+			if (!wait_first_done(size, 20))
+				fprintf(out, "E not every rank finished its "
+					     "first allreduce\n");
+			fflush(out);
 			raise(SIGKILL);
 		}
 		if (rank == l->victim && l->mode == M_HANG) {
@@ -416,6 +440,10 @@ main(void)
 	size_t k;
 
 	signal(SIGPIPE, SIG_IGN);
+	first_done = mmap(NULL, sizeof(*first_done), PROT_READ | PROT_WRITE,
+			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (first_done == MAP_FAILED)
+		return tap_ok(0, "mmap"), tap_done();
 	for (k = 0; k < sizeof(ok_layouts) / sizeof(ok_layouts[0]); k++) {
 		t0 = tw_now();
 		if (tw_run_job(ok_layouts[k].size, rank_main,
@@ -426,6 +454,7 @@ main(void)
 	}
 	for (k = 0; k < sizeof(fail_layouts) / sizeof(fail_layouts[0]); k++) {
 		t0 = tw_now();
+		*first_done = 0;
 		if (tw_run_job(fail_layouts[k].size, rank_main,
 			       (void *)&fail_layouts[k], 60, rk) < 0)
 			return tap_ok(0, "fork"), tap_done();
