@@ -454,6 +454,18 @@ open(sys.argv[2], "w").close(); time.sleep(60)' "${lock[0]}" "$tmp/held" 3>&- &
 	done
 	return 1
 }
+# wait_lock_waiter: waits until a process other than the holder has the
+# lock file open (one that waits for the lock), at most 10 s.
+wait_lock_waiter() {
+	local lock _
+	lock=$(realpath "$tmp"/state/net-*/lock)
+	for _ in $(seq 100); do
+		find /proc/[0-9]*/fd -maxdepth 1 -lname "$lock" 2>/dev/null |
+			grep -qv "^/proc/$holder/" && return 0
+		sleep 0.1
+	done
+	return 1
+}
 release_lock() {
 	kill "$holder" 2>/dev/null || true
 	wait "$holder" 2>/dev/null || true
@@ -480,7 +492,7 @@ fake_squeue() {
 	hold_lock
 	ip netns exec "$ns-node" "$repo/prolog/ddp-epilog" 3>&- &
 	epilog=$!
-	sleep 1
+	wait_lock_waiter
 	# The epilog waits for the lock to remove the elements; scratch,
 	# which may be a huge tree, has not been touched yet.
 	[ -d "$tmp/scratch/12" ]
