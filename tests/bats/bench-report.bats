@@ -196,3 +196,10 @@ target() {
 	run target "under load (8 MiB, 2 × 1): libddp loses no more than Gloo (same run)"
 	[[ $output == *"| libddp −25 %, Gloo −50 % (run 1 of 1) | met |" ]]
 }
+
+@test "the ranges README.md quotes: at each size the median of the runs' ratios, lowest to highest over the sizes, and the worst run" {
+	# 2 ranks, 64 MiB: Gloo's time over libddp's 1.8, 1.9 and 1.4; 8 B:
+	# libddp's time over Gloo's 0.1, 0.1 and 0.6.
+	grep -qxF "libddp/Gloo busbw from 8 MiB up, the median of runs at each size: 1.80–1.80× over 64 MiB to 64 MiB; worst run 1.40× (64 MiB)." "$out/summary.md"
+	grep -qxF "libddp/Gloo time up to 4 KiB, the median of runs at each size: 0.10–0.10× over 8 B to 8 B; worst run 0.60× (8 B)." "$out/summary.md"
+}
