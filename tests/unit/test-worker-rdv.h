@@ -100,9 +100,13 @@ tr_munged_stop(const char *dir)
 {
 	char cmd[600];
 
+	/* The folder goes once munged has: it may still write its log and
+	 * seed file on its way out. */
 	snprintf(cmd, sizeof(cmd),
-		 "d='%s'; test -s \"$d/munged.pid\" && kill \"$(cat "
-		 "\"$d/munged.pid\")\" 2>/dev/null; sleep 0.2; rm -rf \"$d\"",
+		 "d='%s'; p=$(cat \"$d/munged.pid\" 2>/dev/null); "
+		 "if [ -n \"$p\" ] && kill \"$p\" 2>/dev/null; then "
+		 "for i in $(seq 100); do kill -0 \"$p\" 2>/dev/null || "
+		 "break; sleep 0.05; done; fi; rm -rf \"$d\"",
 		 dir);
 	if (system(cmd) != 0)
 		tap_diag("could not stop the munged in %s", dir);
