@@ -104,8 +104,36 @@ struct check {
  * time limit. So a rank ends within join limit + time limit of its start,
  * whatever happens.
  */
+/* res as JSON into path, whole or not at all (ddp_write_atomic). 0, or
+ * -1 having said why on stderr. */
+static int
+json_write(const char *path, const struct chk_result *res)
+{
+	struct ddp_buf text = {0};
+	char *dir = strdup(path), *base = strdup(path);
+	int rc = -1;
+
+	if (!dir || !base || chk_json_report(res, &text) < 0) {
+		fprintf(stderr, "ddp-check: --json %s: out of memory\n", path);
+		goto out;
+	}
+	if (ddp_write_atomic(dirname(dir), basename(base), text.s, text.len) !=
+	    DDP_OK) {
+		fprintf(stderr, "ddp-check: --json %s: cannot write it: %s\n",
+			path, ddp_last_error());
+		goto out;
+	}
+	rc = 0;
+out:
+	free(dir);
+	free(base);
+	ddp_buf_free(&text);
+	return rc;
+}
+
 static const char *phase = "starting";
 static struct {
+	const struct check *ck; /* its fields set before the thread starts */
 	int rank;
 	char host[CHK_HOST_MAX];
 	int code;
@@ -129,10 +157,37 @@ watchdog_arm(double at, const char *limit_text)
 	__atomic_store_n(&wd.at_ns, (long long)(at * 1e9), __ATOMIC_RELEASE);
 }
 
+/*
+ * Rank 0 at a limit, with --json: the file says so, as the report would
+ * have: the verdict, and the limit as the error. Reads only what ck held
+ * before the watchdog started.
+ */
+static void
+limit_json(const char *what, int joined)
+{
+	const struct check *ck = wd.ck;
+	struct chk_result res;
+
+	if (!ck || ck->rank != 0 || !ck->o.json)
+		return;
+	memset(&res, 0, sizeof(res));
+	res.verdict = wd.code == 0 ? "warn" : "fail";
+	res.mode = chk_mode_name(ck->o.mode);
+	res.job_id = ck->cfg.job_id;
+	res.step_id = ck->cfg.step_id;
+	res.world = ck->world;
+	res.joined = joined ? ck->world : 0;
+	res.error = what;
+	res.allreduce_s = res.join_s = res.network_s = -1;
+	res.total_s = ddp_now() - ck->t0;
+	(void)json_write(ck->o.json, &res);
+}
+
 static void *
 watchdog(void *arg)
 {
 	long long at;
+	const char *limit;
 	char line[512];
 	int n;
 
@@ -141,14 +196,20 @@ watchdog(void *arg)
 	while ((at = __atomic_load_n(&wd.at_ns, __ATOMIC_ACQUIRE)) >
 	       (long long)(ddp_now() * 1e9))
 		ddp_sleep_until((double)at * 1e-9);
+	limit = __atomic_load_n(&wd.limit, __ATOMIC_RELAXED);
 	n = snprintf(line, sizeof(line),
 		     "ddp-check: rank %d on %s: %s reached while %s\n", wd.rank,
-		     wd.host, __atomic_load_n(&wd.limit, __ATOMIC_RELAXED),
-		     __atomic_load_n(&phase, __ATOMIC_RELAXED));
+		     wd.host, limit, __atomic_load_n(&phase, __ATOMIC_RELAXED));
 	if (n > 0)
 		(void)!write(STDERR_FILENO, line,
 			     (size_t)n < sizeof(line) ? (size_t)n
 						      : sizeof(line) - 1);
+	/* The time limit runs from the join: every rank had joined. */
+	if (n > (int)strlen("ddp-check: ")) {
+		line[strcspn(line, "\n")] = '\0';
+		limit_json(line + strlen("ddp-check: "),
+			   limit == time_limit_text);
+	}
 	_exit(wd.code);
 }
 
@@ -157,6 +218,7 @@ start_watchdog(struct check *ck)
 {
 	pthread_t t;
 
+	wd.ck = ck;
 	wd.rank = ck->rank;
 	ddp_fmt(wd.host, sizeof(wd.host), "%s", ck->host);
 	wd.code = ck->o.mode == CHK_MODE_WARN ? 0 : 1;
@@ -1073,10 +1135,7 @@ out:
 static int
 write_json(struct check *ck, int rc)
 {
-	struct ddp_buf text = {0};
 	struct chk_result res;
-	char *dir = NULL, *base = NULL;
-	int ok = -1;
 
 	memset(&res, 0, sizeof(res));
 	res.verdict = rc == 0 && !ck->nproblems && !ck->error[0] ? "ok"
@@ -1096,25 +1155,7 @@ write_json(struct check *ck, int rc)
 	res.join_s = ck->t_join > 0 ? ck->t_join - ck->t0 : -1;
 	res.network_s = ck->net_s > 0 ? ck->net_s : -1;
 	res.total_s = ddp_now() - ck->t0;
-	dir = strdup(ck->o.json);
-	base = strdup(ck->o.json);
-	if (!dir || !base || chk_json_report(&res, &text) < 0) {
-		fprintf(stderr, "ddp-check: --json %s: out of memory\n",
-			ck->o.json);
-		goto out;
-	}
-	if (ddp_write_atomic(dirname(dir), basename(base), text.s, text.len) !=
-	    DDP_OK) {
-		fprintf(stderr, "ddp-check: --json %s: cannot write it: %s\n",
-			ck->o.json, ddp_last_error());
-		goto out;
-	}
-	ok = 0;
-out:
-	free(dir);
-	free(base);
-	ddp_buf_free(&text);
-	return ok;
+	return json_write(ck->o.json, &res);
 }
 
 static int
