@@ -289,6 +289,28 @@ json_agrees() {
 	[ "$output" = "ddp-check: --json /nonexistent/check.json: cannot write it: /nonexistent is not a directory (No such file or directory)" ]
 }
 
+@test "--json when a rank never joins: the file says fail, with the failure rank 0 printed" {
+	local json error
+	json=$(mc_state)/check.$BATS_TEST_NUMBER.$$.json
+	rm -f "$json"
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp \
+		bash -c '[ "$RANK" != 1 ] || exec sleep 5; exec "$0" --join-limit 3 --json "$1"' "$check" "$json"
+	show
+	[ "$status" -eq 1 ]
+	error=$(python3 - "$json" <<-'EOF'
+		import json, sys
+		with open(sys.argv[1]) as f:
+		    r = json.load(f)
+		assert r["verdict"] == "fail" and r["ranks"] == 2 and r["ranks_joined"] == 0, r
+		assert r["nodes"] == [] and r["findings"] == [] and r["timings"]["join_s"] is None, r
+		print(r["error"])
+	EOF
+	)
+	[ -n "$error" ]
+	[[ $output == *"ddp-check: $error"* ]] || [[ $output == *"ddp-check: FAIL: $error"* ]]
+	rm -f "$json"
+}
+
 @test "--mode warn: the problem is printed, every rank exits 0 and the program starts" {
 	block_job_ports node3
 	run mc_run -- srun --nodes=3 --ntasks-per-node=1 --ddp \
