@@ -95,15 +95,8 @@ struct check {
 	struct chk_expect expect;
 };
 
-/* ---- the hard time limit ---- */
+/* ---- --json's file ---- */
 
-/*
- * Two limits: the rendezvous has the join limit from the rank's start
- * (the launch of every rank is not the nodes' fault, however long srun
- * takes); from the moment the rank joined, the rest of the check has the
- * time limit. So a rank ends within join limit + time limit of its start,
- * whatever happens.
- */
 /* res as JSON into path, whole or not at all (ddp_write_atomic). 0, or
  * -1 having said why on stderr. */
 static int
@@ -131,6 +124,15 @@ out:
 	return rc;
 }
 
+/* ---- the hard time limit ---- */
+
+/*
+ * Two limits: the rendezvous has the join limit from the rank's start
+ * (the launch of every rank is not the nodes' fault, however long srun
+ * takes); from the moment the rank joined, the rest of the check has the
+ * time limit. So a rank ends within join limit + time limit of its start,
+ * whatever happens.
+ */
 static const char *phase = "starting";
 static struct {
 	const struct check *ck; /* its fields set before the thread starts */
