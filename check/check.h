@@ -18,6 +18,8 @@
 #define CHK_TOKEN_LEN 32
 #define CHK_HOST_MAX 256
 #define CHK_TEXT_LEN 1024
+/* The longest file name --json takes: ddp_write_atomic's. */
+#define CHK_JSON_NAME_MAX 191
 
 /* ---- options (report.c) ---- */
 
@@ -41,9 +43,12 @@ struct chk_opts {
 	enum chk_gpu_mode gpu;
 	long link_ms; /* each direction's stream */
 	int verbose;
-	long port;	/* --port: the rendezvous's port; 0: MASTER_PORT's */
-	int verdict_fd; /* --verdict-fd: where every rank writes the
-			   findings (chk_verdicts); -1: nowhere */
+	long port;	  /* --port: the rendezvous's port; 0: MASTER_PORT's */
+	int verdict_fd;	  /* --verdict-fd: where every rank writes the
+			     findings (chk_verdicts); -1: nowhere */
+	const char *json; /* --json: rank 0 writes the report there as JSON
+			     (chk_json_report); NULL: nowhere. Borrowed
+			     from argv. */
 };
 
 /*
@@ -232,6 +237,20 @@ int chk_judge(struct chk_net *net, struct ddp_buf *problems);
  */
 int chk_verdicts(const struct chk_net *net, struct ddp_buf *out);
 
+/* One finding of a judged net: a problem flag of a node. */
+struct chk_finding {
+	int node;	  /* its index in net->node */
+	const char *kind; /* chk_verdicts' check name, static */
+	double value;	  /* GB/s of the link speeds, else -1 */
+};
+
+/*
+ * The findings of a judged net, in chk_verdicts' order (whatever their
+ * host names): the first max into out (NULL when max is 0). Returns how
+ * many there are, which may be more than max.
+ */
+int chk_findings(const struct chk_net *net, struct chk_finding *out, int max);
+
 /* The table (one row per node), with a header line. */
 void chk_print_table(FILE *f, const struct chk_net *net);
 
@@ -294,5 +313,86 @@ double chk_wait_s(const struct chk_net *net, int world, double bytes,
 
 /* 1 when any of the len values of row is not zero. */
 int chk_row_used(const double *row, size_t len);
+
+/* ---- the report as JSON (json.c) ---- */
+
+/* What ddp-check --json writes; every pointer is borrowed. */
+struct chk_result {
+	const char *verdict; /* "ok", "warn" or "fail" */
+	const char *mode;    /* chk_mode_name's */
+	const char *job_id;
+	const char *step_id;
+	int world;  /* ranks in the step */
+	int joined; /* ranks that joined the rendezvous: world, or 0 */
+	/* The nodes, judged, or NULL when the check ended before it knew
+	 * them. */
+	const struct chk_net *net;
+	const char *problems; /* the report's lines, '\n' after each */
+	const char *error;    /* what ended the check early, or NULL */
+	const char *gpu;      /* the report's gpu line, or NULL */
+	double allreduce_s;   /* < 0: it did not run */
+	size_t allreduce_bytes;
+	/* Rank 0's seconds from its start: joined, the network part done,
+	 * the report; < 0 where the check did not get there. */
+	double join_s;
+	double network_s;
+	double total_s;
+};
+
+/*
+ * Appends s to out as a JSON string, quoted: '"', '\\' and the control
+ * characters escaped, a byte that is not part of well-formed UTF-8 as
+ * U+FFFD. s NULL is "".
+ */
+void chk_json_string(struct ddp_buf *out, const char *s);
+
+/*
+ * Appends r as one JSON object to out: verdict, mode, job, step, ranks,
+ * ranks_joined, nodes (node, lowest_rank, ranks, gpus, next, out_gbps,
+ * back_gbps, status), findings (chk_findings: node, rank (the node's
+ * lowest), ranks, kind, value, median, unit), problems (strings), error,
+ * links, allreduce, gpu and timings; what was not measured is null.
+ * Returns 0, or -1 when out ran out of memory.
+ */
+int chk_json_report(const struct chk_result *r, struct ddp_buf *out);
+
+/* ---- the wait for the ranks to join (progress.c) ---- */
+
+/* The most nodes (or ranks) the progress line names; the rest it
+ * counts. */
+#define CHK_PROGRESS_NAMES 5
+
+/* n in decimal with a comma between each group of three digits
+ * ("1,024"), cut to fit len. */
+void chk_thousands(long n, char *buf, size_t len);
+
+/* The step's nodes and how many of its ranks each one runs. */
+struct chk_expect {
+	int n;
+	char **host;	 /* n names, owned */
+	unsigned *ranks; /* n counts, owned */
+};
+
+/*
+ * Reads the step's node list (SLURM_STEP_NODELIST's syntax) and tasks
+ * per node ("2(x3),1") into e, which the caller frees with
+ * chk_expect_free. Returns 0, or -1 with e empty when either is NULL or
+ * malformed, or they disagree with each other or with world.
+ */
+int chk_expect_parse(const char *nodelist, const char *tasks, int world,
+		     struct chk_expect *e);
+void chk_expect_free(struct chk_expect *e);
+
+/*
+ * The progress line (no newline) into buf: "ddp-check: 412 of 1,024
+ * ranks joined; waiting for node7, node9", naming at most
+ * CHK_PROGRESS_NAMES nodes of e that have fewer ranks joined than they
+ * run, then "and N more". host[r] is the node rank r joined from, NULL
+ * for one that has not (world of them, as libddp tells them). Where e is
+ * NULL or empty, or none of its names is one the ranks joined from, the
+ * missing ranks are named instead ("waiting for ranks 3, 5").
+ */
+void chk_progress_line(const struct chk_expect *e, int world,
+		       const char *const *host, char *buf, size_t len);
 
 #endif

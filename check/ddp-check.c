@@ -5,7 +5,7 @@
  *
  *   srun --ddp ddp-check [--mode fail|warn|off] [--min-fraction F]
  *                        [--time-limit S] [--gpu auto|on|off] [--port N]
- *                        [--verdict-fd FD]
+ *                        [--verdict-fd FD] [--json FILE]
  *
  * Every rank joins with libddp (munge-authenticated, on --port, else on
  * MASTER_PORT; srun --ddp-check gives a port of the job's that is never
@@ -21,17 +21,22 @@
  * With --verdict-fd, rank 0's findings go to every rank as verdict lines
  * (chk_verdicts), and each rank writes them to that descriptor, so the
  * plugin on every node learns what was found about its node.
+ * While rank 0 waits for the ranks to join, it says every
+ * JOIN_PROGRESS_S how many did and which nodes it waits for, on its
+ * stderr. With --json, rank 0 also writes its report to a file, whole.
  * The whole check ends within --time-limit, whatever happens.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +56,9 @@
 #define VERDICT_MAX (32u << 10)
 /* The warm-up stream before the timed ones (see CHK_WARM). */
 #define WARM_S 0.05
+/* How often rank 0 says who it still waits for while the ranks join:
+ * long enough that a step whose ranks all start together says nothing. */
+#define JOIN_PROGRESS_S 5.0
 
 /* What each rank tells everyone (float64, so an allreduce gathers it). */
 #define REC_BUSID 0		 /* DDP_GPU_BUSID, one character each */
@@ -81,7 +89,40 @@ struct check {
 	struct ddp_buf problems;
 	int nproblems;
 	char gpu_line[CHK_TEXT_LEN];
+	/* Rank 0: the failure that ended the check early, for --json. */
+	char error[CHK_TEXT_LEN];
+	/* The step's nodes, for the progress line; empty outside Slurm. */
+	struct chk_expect expect;
 };
+
+/* ---- --json's file ---- */
+
+/* res as JSON into path, whole or not at all (ddp_write_atomic). 0, or
+ * -1 having said why on stderr. */
+static int
+json_write(const char *path, const struct chk_result *res)
+{
+	struct ddp_buf text = {0};
+	char *dir = strdup(path), *base = strdup(path);
+	int rc = -1;
+
+	if (!dir || !base || chk_json_report(res, &text) < 0) {
+		fprintf(stderr, "ddp-check: --json %s: out of memory\n", path);
+		goto out;
+	}
+	if (ddp_write_atomic(dirname(dir), basename(base), text.s, text.len) !=
+	    DDP_OK) {
+		fprintf(stderr, "ddp-check: --json %s: cannot write it: %s\n",
+			path, ddp_last_error());
+		goto out;
+	}
+	rc = 0;
+out:
+	free(dir);
+	free(base);
+	ddp_buf_free(&text);
+	return rc;
+}
 
 /* ---- the hard time limit ---- */
 
@@ -94,6 +135,7 @@ struct check {
  */
 static const char *phase = "starting";
 static struct {
+	const struct check *ck; /* its fields set before the thread starts */
 	int rank;
 	char host[CHK_HOST_MAX];
 	int code;
@@ -117,10 +159,37 @@ watchdog_arm(double at, const char *limit_text)
 	__atomic_store_n(&wd.at_ns, (long long)(at * 1e9), __ATOMIC_RELEASE);
 }
 
+/*
+ * Rank 0 at a limit, with --json: the file says so, as the report would
+ * have: the verdict, and the limit as the error. Reads only what ck held
+ * before the watchdog started.
+ */
+static void
+limit_json(const char *what, int joined)
+{
+	const struct check *ck = wd.ck;
+	struct chk_result res;
+
+	if (!ck || ck->rank != 0 || !ck->o.json)
+		return;
+	memset(&res, 0, sizeof(res));
+	res.verdict = wd.code == 0 ? "warn" : "fail";
+	res.mode = chk_mode_name(ck->o.mode);
+	res.job_id = ck->cfg.job_id;
+	res.step_id = ck->cfg.step_id;
+	res.world = ck->world;
+	res.joined = joined ? ck->world : 0;
+	res.error = what;
+	res.allreduce_s = res.join_s = res.network_s = -1;
+	res.total_s = ddp_now() - ck->t0;
+	(void)json_write(ck->o.json, &res);
+}
+
 static void *
 watchdog(void *arg)
 {
 	long long at;
+	const char *limit;
 	char line[512];
 	int n;
 
@@ -129,14 +198,20 @@ watchdog(void *arg)
 	while ((at = __atomic_load_n(&wd.at_ns, __ATOMIC_ACQUIRE)) >
 	       (long long)(ddp_now() * 1e9))
 		ddp_sleep_until((double)at * 1e-9);
+	limit = __atomic_load_n(&wd.limit, __ATOMIC_RELAXED);
 	n = snprintf(line, sizeof(line),
 		     "ddp-check: rank %d on %s: %s reached while %s\n", wd.rank,
-		     wd.host, __atomic_load_n(&wd.limit, __ATOMIC_RELAXED),
-		     __atomic_load_n(&phase, __ATOMIC_RELAXED));
+		     wd.host, limit, __atomic_load_n(&phase, __ATOMIC_RELAXED));
 	if (n > 0)
 		(void)!write(STDERR_FILENO, line,
 			     (size_t)n < sizeof(line) ? (size_t)n
 						      : sizeof(line) - 1);
+	/* The time limit runs from the join: every rank had joined. */
+	if (n > (int)strlen("ddp-check: ")) {
+		line[strcspn(line, "\n")] = '\0';
+		limit_json(line + strlen("ddp-check: "),
+			   limit == time_limit_text);
+	}
 	_exit(wd.code);
 }
 
@@ -145,6 +220,7 @@ start_watchdog(struct check *ck)
 {
 	pthread_t t;
 
+	wd.ck = ck;
 	wd.rank = ck->rank;
 	ddp_fmt(wd.host, sizeof(wd.host), "%s", ck->host);
 	wd.code = ck->o.mode == CHK_MODE_WARN ? 0 : 1;
@@ -213,6 +289,8 @@ comm_failed(struct check *ck, const char *what)
 		fprintf(stderr, "ddp-check: rank %d on %s: %s: %s\n", ck->rank,
 			ck->host, what, msg);
 	/* Rank 0's line ends its report; the others' go to their stderr. */
+	if (ck->rank == 0 && !ck->error[0])
+		ddp_fmt(ck->error, sizeof(ck->error), "%s", line);
 	if (ck->rank == 0)
 		printf("ddp-check: %s: %s\n",
 		       ck->o.mode == CHK_MODE_WARN ? "WARN" : "FAIL", line);
@@ -994,6 +1072,94 @@ out:
 	ddp_buf_free(&lines);
 }
 
+/* ---- the wait for the ranks, and --json ---- */
+
+/* libddp's word on the joins, on rank 0: one line on its stderr, where
+ * srun puts the job's output. */
+static void
+join_progress(void *arg, int world, const char *const *host)
+{
+	struct check *ck = arg;
+	char line[CHK_TEXT_LEN];
+
+	chk_progress_line(&ck->expect, world, host, line, sizeof(line));
+	fprintf(stderr, "%s\n", line);
+}
+
+/* Rank 0, before the rendezvous: the directory --json's file goes to must
+ * be there and writable, so a typo costs seconds, not the whole check.
+ * 0, or -1 having said why. */
+static int
+json_path_usable(const char *path)
+{
+	char *copy = strdup(path);
+	const char *dir;
+	struct stat st;
+	int rc = -1;
+
+	if (!copy) {
+		fprintf(stderr, "ddp-check: out of memory\n");
+		goto out;
+	}
+	dir = dirname(copy);
+	errno = 0;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr,
+			"ddp-check: --json %s: is a directory (give the path "
+			"of a file)\n",
+			path);
+		goto out;
+	}
+	errno = 0;
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr,
+			"ddp-check: --json %s: cannot write it: %s is not a "
+			"directory%s%s%s\n",
+			path, dir, errno ? " (" : "",
+			errno ? strerror(errno) : "", errno ? ")" : "");
+		goto out;
+	}
+	if (access(dir, W_OK | X_OK) < 0) {
+		fprintf(stderr,
+			"ddp-check: --json %s: cannot write it: directory %s: "
+			"%s\n",
+			path, dir, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(copy);
+	return rc;
+}
+
+/* Rank 0 after the check: its report as JSON into --json's file, whole
+ * or not at all (ddp_write_atomic). 0, or -1 having said why. */
+static int
+write_json(struct check *ck, int rc)
+{
+	struct chk_result res;
+
+	memset(&res, 0, sizeof(res));
+	res.verdict = rc == 0 && !ck->nproblems && !ck->error[0] ? "ok"
+		      : ck->o.mode == CHK_MODE_WARN		 ? "warn"
+								 : "fail";
+	res.mode = chk_mode_name(ck->o.mode);
+	res.job_id = ck->cfg.job_id;
+	res.step_id = ck->cfg.step_id;
+	res.world = ck->world;
+	res.joined = ck->comm ? ck->world : 0;
+	res.net = ck->net.node && ck->net.n ? &ck->net : NULL;
+	res.problems = ck->problems.s;
+	res.error = ck->error[0] ? ck->error : NULL;
+	res.gpu = ck->gpu_line;
+	res.allreduce_s = ck->ar_s > 0 ? ck->ar_s : -1;
+	res.allreduce_bytes = ck->ar_bytes;
+	res.join_s = ck->t_join > 0 ? ck->t_join - ck->t0 : -1;
+	res.network_s = ck->net_s > 0 ? ck->net_s : -1;
+	res.total_s = ddp_now() - ck->t0;
+	return json_write(ck->o.json, &res);
+}
+
 static int
 run(struct check *ck)
 {
@@ -1002,10 +1168,20 @@ run(struct check *ck)
 	int ar_wrong = 0;
 
 	set_phase("joining the rendezvous");
+	if (ck->rank == 0) {
+		/* Outside Slurm the line names the missing ranks instead. */
+		(void)chk_expect_parse(getenv("SLURM_STEP_NODELIST"),
+				       getenv("SLURM_STEP_TASKS_PER_NODE"),
+				       ck->world, &ck->expect);
+		ddp_set_join_progress(join_progress, ck, JOIN_PROGRESS_S);
+	}
 	cfg.backend = DDP_BACKEND_TCP;
 	cfg.timeout_s = join_timeout(ck);
-	if (ddp_comm_init(&cfg, &ck->comm) != DDP_OK)
+	if (ddp_comm_init(&cfg, &ck->comm) != DDP_OK) {
+		ddp_set_join_progress(NULL, NULL, 0);
 		return comm_failed(ck, "rendezvous");
+	}
+	ddp_set_join_progress(NULL, NULL, 0);
 	/* Joined: from here the check's own work has the time limit. */
 	ck->t_join = ddp_now();
 	ck->deadline = ck->t_join + (double)ck->o.time_limit_s;
@@ -1089,13 +1265,18 @@ main(int argc, char **argv)
 		ck.cfg.master_port = (int)ck.o.port;
 	ck.rank = ck.cfg.rank;
 	ck.world = ck.cfg.world_size;
+	if (ck.o.json && ck.rank == 0 && json_path_usable(ck.o.json) < 0)
+		return 2;
 	if (start_watchdog(&ck) < 0)
 		return 2;
 	rc = run(&ck);
+	if (ck.o.json && ck.rank == 0 && write_json(&ck, rc) < 0 && rc == 0)
+		rc = -1;
 	ddp_comm_destroy(ck.comm);
 	free(ck.net.node);
 	free(ck.node_of);
 	free(ck.rec);
 	ddp_buf_free(&ck.problems);
+	chk_expect_free(&ck.expect);
 	return rc == 0 || ck.o.mode == CHK_MODE_WARN ? 0 : 1;
 }

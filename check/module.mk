@@ -4,7 +4,8 @@
 # libddp, like examples/train, so it runs on any node of the job.
 CHECK_OBJ := $(BUILD)/check/ddp-check.o $(BUILD)/check/gpu.o \
              $(BUILD)/check/links.o $(BUILD)/check/report.o \
-             $(BUILD)/check/plan.o
+             $(BUILD)/check/plan.o $(BUILD)/check/progress.o \
+             $(BUILD)/check/json.o
 DDP_CHECK := $(BUILD)/bin/ddp-check
 # worker/module.mk is read after this file: name its library directly.
 CHECK_LIBDDP := $(BUILD)/worker/libddp.a
@@ -28,7 +29,7 @@ INSTALL_RULES += install-check
 # Unit tests of the decisions (options, slow links, the report, the
 # collectives' plan).
 CHECK_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test-check-*.c))
-$(CHECK_TESTS): $(BUILD)/tests/unit/test-check-%: $(BUILD)/tests/unit/test-check-%.o $(BUILD)/check/report.o $(BUILD)/check/links.o $(BUILD)/check/plan.o $(CORE_LIB)
+$(CHECK_TESTS): $(BUILD)/tests/unit/test-check-%: $(BUILD)/tests/unit/test-check-%.o $(BUILD)/check/report.o $(BUILD)/check/links.o $(BUILD)/check/plan.o $(BUILD)/check/progress.o $(BUILD)/check/json.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lm -lpthread
 $(BUILD)/tests/unit/test-check-%.o: MOD_CFLAGS += -Icheck
 UNIT_TESTS += $(CHECK_TESTS)

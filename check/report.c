@@ -29,6 +29,7 @@ chk_usage(FILE *f)
 		"[--gpu auto|on|off]\n"
 		"                  [--link-ms MS] [--port N] [--verbose] "
 		"[--verdict-fd FD]\n"
+		"                  [--json FILE]\n"
 		"  --mode MODE        fail (default): a problem ends every "
 		"rank with status 1;\n"
 		"                     warn: print it, status 0; off: do "
@@ -55,6 +56,9 @@ chk_usage(FILE *f)
 		"one line per\n"
 		"                     problem of a node (node=, check=, "
 		"value=, median=, unit=)\n"
+		"  --json FILE        rank 0 also writes the report to FILE "
+		"as JSON, replacing\n"
+		"                     it whole\n"
 		"Every rank of the step runs it; rank 0 prints the report. "
 		"Exit status 0:\n"
 		"healthy (or --mode warn), 1: a problem (the report names the "
@@ -180,6 +184,24 @@ set_number_opt(struct chk_opts *o, int c, const char *arg, char *err,
 	return -1;
 }
 
+/* --json's FILE: a file's path whose name ddp_write_atomic takes. 0, or
+ * -1 with err. Whether its directory is there is the caller's to see. */
+static int
+json_path_check(const char *path, char *err, size_t errlen)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return bad_opt(err, errlen, "json", path,
+			       "use the path of a file, e.g. "
+			       "check.json");
+	if (strlen(base) > CHK_JSON_NAME_MAX)
+		return bad_opt(err, errlen, "json", path,
+			       "use a file name of at most 191 bytes");
+	return 0;
+}
+
 static void
 opts_default(struct chk_opts *o)
 {
@@ -207,6 +229,7 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 		{"port", required_argument, NULL, 'p'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"verdict-fd", required_argument, NULL, 'V'},
+		{"json", required_argument, NULL, 'J'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -233,6 +256,11 @@ chk_parse_opts(int argc, char **argv, struct chk_opts *o, char *err,
 			break;
 		case 'v':
 			o->verbose = 1;
+			break;
+		case 'J':
+			if (json_path_check(optarg, err, errlen) < 0)
+				return -1;
+			o->json = optarg;
 			break;
 		case 'h':
 			return 1;
@@ -567,7 +595,7 @@ verdict_line(struct ddp_buf *out, const char *host, const char *check,
 }
 
 int
-chk_verdicts(const struct chk_net *net, struct ddp_buf *out)
+chk_findings(const struct chk_net *net, struct chk_finding *out, int max)
 {
 	static const struct {
 		unsigned flag;
@@ -585,12 +613,10 @@ chk_verdicts(const struct chk_net *net, struct ddp_buf *out)
 	const struct chk_node *nd;
 	double value;
 	size_t k;
-	int i, lines = 0;
+	int i, found = 0;
 
 	for (i = 0; i < net->n; i++) {
 		nd = &net->node[i];
-		if (!nd->flags || !plain_host(nd->host))
-			continue;
 		for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 			if (!(nd->flags & kinds[k].flag))
 				continue;
@@ -601,11 +627,35 @@ chk_verdicts(const struct chk_net *net, struct ddp_buf *out)
 				value = best_link(net, i, 0);
 			else if (kinds[k].flag == CHK_F_SLOW_LINK)
 				value = slowest_slow_link(net, i);
-			verdict_line(out, nd->host, kinds[k].check, value,
-				     net->median);
-			lines++;
+			if (found < max)
+				out[found] = (struct chk_finding){
+					i, kinds[k].check, value};
+			found++;
 		}
 	}
+	return found;
+}
+
+int
+chk_verdicts(const struct chk_net *net, struct ddp_buf *out)
+{
+	struct chk_finding *f;
+	const char *host;
+	int n, k, lines = 0;
+
+	n = chk_findings(net, NULL, 0);
+	f = n ? calloc((size_t)n, sizeof(*f)) : NULL;
+	if (!f)
+		return 0;
+	chk_findings(net, f, n);
+	for (k = 0; k < n; k++) {
+		host = net->node[f[k].node].host;
+		if (!plain_host(host))
+			continue;
+		verdict_line(out, host, f[k].kind, f[k].value, net->median);
+		lines++;
+	}
+	free(f);
 	return lines;
 }
 

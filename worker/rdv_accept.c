@@ -19,8 +19,42 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ddp_tools.h"
 #include "ddp_util.h"
 #include "rdv_internal.h"
+
+/* ddp_set_join_progress's: set before ddp_comm_init, read by rank 0's
+ * wait for the joins. */
+static ddp_join_progress_fn *progress_fn;
+static void *progress_arg;
+static double progress_every;
+
+void
+ddp_set_join_progress(ddp_join_progress_fn *fn, void *arg, double interval_s)
+{
+	progress_fn = interval_s > 0 ? fn : NULL;
+	progress_arg = arg;
+	progress_every = interval_s;
+}
+
+/* Tells the join progress: who joined from where, NULL for the others.
+ * Out of memory costs the line, not the wait. */
+static void
+progress_tell(struct rdv *r)
+{
+	struct wk_mesh *c = r->mesh;
+	const char **host;
+	int i;
+
+	host = calloc((size_t)c->size, sizeof(*host));
+	if (!host)
+		return;
+	for (i = 0; i < c->size; i++)
+		if (r->joined[i])
+			host[i] = i == c->rank ? c->myhost : c->peers[i].host;
+	progress_fn(progress_arg, c->size, host);
+	free(host);
+}
 
 /* The ranks in [from, size) that have not joined (joins) or connected. */
 static const char *
@@ -433,6 +467,8 @@ accept_poll(struct rdv *r, double now, double deadline)
 	/* Opens held for their budget: answered as it comes back. */
 	if (r->ndeferred > 0 && now + 1 / PROOF_RATE < wake)
 		wake = now + 1 / PROOF_RATE;
+	if (r->progress_at > 0 && r->progress_at < wake)
+		wake = r->progress_at;
 	pfd[0].fd = r->lfd;
 	pfd[1].fd = r->ufd; /* ignored by poll when -1 */
 	pfd[0].events = pfd[1].events = POLLIN;
@@ -485,6 +521,9 @@ rdv_accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 
 	r->wait_end = deadline;
 	r->what = what;
+	r->progress_at = what == WAIT_JOINS && progress_fn
+				 ? ddp_now() + progress_every
+				 : 0;
 	for (;;) {
 		now = ddp_now();
 		held = r->leader ? held_count(r) : 0;
@@ -522,12 +561,17 @@ rdv_accept_ranks(struct rdv *r, int from, enum wait_for what, double deadline)
 			st = accept_timeout(r, from, what, missing);
 			break;
 		}
+		if (r->progress_at > 0 && now >= r->progress_at) {
+			progress_tell(r);
+			r->progress_at = now + progress_every;
+		}
 		pend_expire(r, now);
 		rdv_refuse_flush(r, 0);
 		st = accept_poll(r, now, deadline);
 		if (st)
 			break;
 	}
+	r->progress_at = 0;
 	rdv_refuse_flush(r, 1);
 	return st;
 }

@@ -205,7 +205,10 @@ struct rdv {
 	 * descriptors the rank needs. */
 	struct ddp_guard guard;
 	double wait_end; /* the deadline of the current rdv_accept_ranks */
-	int lost;	 /* rank 0: a rank that died after it joined, or -1 */
+	/* Rank 0 while ranks join: when the join progress is told next
+	 * (ddp_set_join_progress), 0 when it is not told. */
+	double progress_at;
+	int lost; /* rank 0: a rank that died after it joined, or -1 */
 	struct ddp_guard_refusals ref;
 	struct proof_budget budget[PROOF_SOURCES];
 	int ndeferred; /* pending opens waiting for their budget */

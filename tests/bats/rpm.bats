@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # make rpm builds slurm-ddp.spec's packages (rpmbuild -bb, Debian's rpm)
 # against the build's Slurm headers, split as the Debian packages are, and
-# rpmlint reports no error. Their Slurm dependencies are ones SchedMD's
+# rpmlint reports no error; the -debuginfo package holds each binary's
+# .debug file (debugedit's find-debuginfo). Their Slurm dependencies are ones SchedMD's
 # packages and OpenHPC's both satisfy. The unit tier the spec's %check
 # runs is left out here (PKG_NOCHECK=1): tests/run unit runs it.
 
@@ -26,6 +27,20 @@ setup() {
 	if [ -f /usr/local/cuda/include/nccl.h ]; then
 		ls "$pkg_out"/libddp-nccl-[0-9]*.rpm >/dev/null
 	fi
+}
+
+@test "make rpm builds the -debuginfo package with a .debug file for every binary" {
+	local f missing=""
+	ls "$pkg_out"/slurm-ddp-debuginfo-[0-9]*.rpm >/dev/null
+	run rpm -qpl "$pkg_out"/slurm-ddp-debuginfo-[0-9]*.rpm
+	[ "$status" -eq 0 ]
+	for f in /usr/bin/ddp-check /usr/bin/ddp-plan /usr/sbin/ddp-nodectl /usr/lib64/libddp.so.1 /usr/lib64/slurm/spank_ddp.so; do
+		grep -qE "^/usr/lib/debug$f-[^/]*\.debug$" <<<"$output" || missing+=" $f"
+	done
+	[ -z "$missing" ] || { echo "no .debug file for:$missing" >&2; false; }
+	# The debugging sections are in -debuginfo alone.
+	run rpm -qpl "$pkg_out"/slurm-ddp-check-[0-9]*.rpm
+	[[ $output != *"/usr/lib/debug/"* ]]
 }
 
 @test "rpmlint reports no error" {
@@ -54,11 +69,12 @@ setup() {
 	[[ $output != *"systemctl enable"* ]]
 }
 
-@test "every package but the shared libraries' carries the licence; slurm-ddp-common the admin guide, the README and train.sbatch" {
+@test "every package but the shared libraries' and -debuginfo carries the licence; slurm-ddp-common the admin guide, the README and train.sbatch" {
 	local rpm
 	for rpm in "$pkg_out"/*.rpm; do
-		# rpmlint's library policy: libddp1 and libddp-nccl hold the library alone.
-		case "$(basename "$rpm")" in libddp1-* | libddp-nccl-*) continue ;; esac
+		# rpmlint's library policy: libddp1 and libddp-nccl hold the library alone;
+		# -debuginfo holds what find-debuginfo puts there, as on RPM systems.
+		case "$(basename "$rpm")" in libddp1-* | libddp-nccl-* | slurm-ddp-debuginfo-*) continue ;; esac
 		run rpm -qpL "$rpm"
 		[[ $output == *"/LICENSE"* ]] || { echo "no licence in $rpm" >&2; return 1; }
 	done

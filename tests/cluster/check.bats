@@ -222,6 +222,95 @@ ar_kib() {
 	awk -v t="$took" 'BEGIN { exit !(t < 30) }'
 }
 
+# json_agrees FILE VERDICT [NODE KIND]: FILE parses as JSON, its verdict
+# is VERDICT, it counts every rank of $output's header as joined, and
+# where NODE is given it holds a finding of KIND about NODE with figures.
+json_agrees() {
+	python3 - "$@" "$output" <<-'EOF'
+		import json, re, sys
+		path, verdict = sys.argv[1], sys.argv[2]
+		node, kind = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 5 else (None, None)
+		printed = sys.argv[-1]
+		with open(path) as f:
+		    r = json.load(f)
+		assert r["verdict"] == verdict, r["verdict"]
+		m = re.search(r"^ddp-check: job \S+ step \S+: \d+ nodes?, (\d+) ranks? joined", printed, re.M)
+		assert m and r["ranks"] == r["ranks_joined"] == int(m.group(1)), r
+		assert [n["node"] for n in r["nodes"]] == re.findall(r"^(node\d) ", printed, re.M), r["nodes"]
+		assert r["timings"]["total_s"] >= r["timings"]["network_s"] >= r["timings"]["join_s"] >= 0, r
+		if node is None:
+		    assert r["findings"] == [] and r["problems"] == [] and r["error"] is None, r
+		else:
+		    f = [x for x in r["findings"] if x["node"] == node and x["kind"] == kind]
+		    assert f and f[0]["value"] > 0 and f[0]["median"] > 0 and f[0]["unit"] == "GB/s", r["findings"]
+		    assert all(p in printed for p in r["problems"]), r["problems"]
+	EOF
+}
+
+@test "a rank that starts late: rank 0 names its node while it waits; --json writes the report that was printed" {
+	local out json pid rc=0 st=0
+	out=$BATS_TEST_TMPDIR/late.out
+	json=$(mc_state)/check.$BATS_TEST_NUMBER.$$.json
+	rm -f "$json"
+	new_gate
+	# Rank 2 (node3) starts once the test has seen rank 0 wait for it.
+	mc_run -- env GATE="$GATE" srun --nodes=3 --ntasks-per-node=1 --ddp \
+		bash -c '[ "$RANK" != 2 ] || { '"$GATE_WAIT"'}; exec "$0" --min-fraction "$1" --json "$2"' \
+		"$check" "$fraction" "$json" >"$out" 2>&1 &
+	pid=$!
+	wait_line "$out" '^ddp-check: 2 of 3 ranks joined; waiting for node3$' 30 || rc=1
+	open_gate
+	wait "$pid" || st=$?
+	rm -f "$GATE"
+	output=$(cat "$out")
+	status=$st
+	show
+	[ "$rc" -eq 0 ]
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp-check: ok (network "* ]]
+	json_agrees "$json" ok
+	rm -f "$json"
+}
+
+@test "--json with node2 throttled: the file's verdict and findings are the printed FAIL's; a bad FILE is named" {
+	local json
+	json=$(mc_state)/check.$BATS_TEST_NUMBER.$$.json
+	rm -f "$json"
+	throttle node2
+	run mc_run -- srun --nodes=3 --ntasks-per-node=1 --ddp "$check" --min-fraction "$fraction" --time-limit 20 --json "$json"
+	show
+	[ "$status" -eq 1 ]
+	[[ $output == *"ddp-check: FAIL: node2 (slow-send"* ]]
+	[[ $output != *"ranks joined; waiting for"* ]]
+	json_agrees "$json" fail node2 link-send
+	rm -f "$json"
+	run "$check" --json /nonexistent/check.json
+	[ "$status" -eq 2 ]
+	[ "$output" = "ddp-check: --json /nonexistent/check.json: cannot write it: /nonexistent is not a directory (No such file or directory)" ]
+}
+
+@test "--json when a rank never joins: the file says fail, with the failure rank 0 printed" {
+	local json error
+	json=$(mc_state)/check.$BATS_TEST_NUMBER.$$.json
+	rm -f "$json"
+	run mc_run -- srun --nodes=2 --ntasks-per-node=1 --ddp \
+		bash -c '[ "$RANK" != 1 ] || exec sleep 5; exec "$0" --join-limit 3 --json "$1"' "$check" "$json"
+	show
+	[ "$status" -eq 1 ]
+	error=$(python3 - "$json" <<-'EOF'
+		import json, sys
+		with open(sys.argv[1]) as f:
+		    r = json.load(f)
+		assert r["verdict"] == "fail" and r["ranks"] == 2 and r["ranks_joined"] == 0, r
+		assert r["nodes"] == [] and r["findings"] == [] and r["timings"]["join_s"] is None, r
+		print(r["error"])
+	EOF
+	)
+	[ -n "$error" ]
+	[[ $output == *"ddp-check: $error"* ]] || [[ $output == *"ddp-check: FAIL: $error"* ]]
+	rm -f "$json"
+}
+
 @test "--mode warn: the problem is printed, every rank exits 0 and the program starts" {
 	block_job_ports node3
 	run mc_run -- srun --nodes=3 --ntasks-per-node=1 --ddp \

@@ -22,4 +22,18 @@
  */
 DDP_EXPORT void *ddp_nccl_plugin_open(char *why, size_t whylen);
 
+/*
+ * Told, on rank 0, how the joins go while ddp_comm_init() waits for the
+ * ranks: world, and host[r] the node rank r joined from, NULL for a rank
+ * that has not joined yet (rank 0 has; borrowed for the call). Called on
+ * the thread of ddp_comm_init(), every interval_s seconds of that wait
+ * for as long as a rank is missing: never when every rank joined within
+ * the first interval_s. fn NULL turns it off, as does an interval_s not
+ * above 0. Set it before ddp_comm_init(); not thread-safe.
+ */
+typedef void ddp_join_progress_fn(void *arg, int world,
+				  const char *const *host);
+DDP_EXPORT void ddp_set_join_progress(ddp_join_progress_fn *fn, void *arg,
+				      double interval_s);
+
 #endif
