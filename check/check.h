@@ -356,6 +356,20 @@ void chk_json_string(struct ddp_buf *out, const char *s);
  */
 int chk_json_report(const struct chk_result *r, struct ddp_buf *out);
 
+/* ---- --json's file (json_file.c) ---- */
+
+/*
+ * Rank 0, before the rendezvous: whether --json's path can be written (not
+ * a directory; its directory exists and is writable), so a typo costs
+ * seconds, not the whole check. 0, or -1 having said why on stderr,
+ * naming path.
+ */
+int chk_json_path_usable(const char *path);
+
+/* res as JSON (chk_json_report) into path, whole or not at all. 0, or -1
+ * having said why on stderr, naming path. */
+int chk_json_write(const char *path, const struct chk_result *res);
+
 /* ---- the wait for the ranks to join (progress.c) ---- */
 
 /* The most nodes (or ranks) the progress line names; the rest it

@@ -29,14 +29,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,35 +92,6 @@ struct check {
 	/* The step's nodes, for the progress line; empty outside Slurm. */
 	struct chk_expect expect;
 };
-
-/* ---- --json's file ---- */
-
-/* res as JSON into path, whole or not at all (ddp_write_atomic). 0, or
- * -1 having said why on stderr. */
-static int
-json_write(const char *path, const struct chk_result *res)
-{
-	struct ddp_buf text = {0};
-	char *dir = strdup(path), *base = strdup(path);
-	int rc = -1;
-
-	if (!dir || !base || chk_json_report(res, &text) < 0) {
-		fprintf(stderr, "ddp-check: --json %s: out of memory\n", path);
-		goto out;
-	}
-	if (ddp_write_atomic(dirname(dir), basename(base), text.s, text.len) !=
-	    DDP_OK) {
-		fprintf(stderr, "ddp-check: --json %s: cannot write it: %s\n",
-			path, ddp_last_error());
-		goto out;
-	}
-	rc = 0;
-out:
-	free(dir);
-	free(base);
-	ddp_buf_free(&text);
-	return rc;
-}
 
 /* ---- the hard time limit ---- */
 
@@ -182,7 +151,7 @@ limit_json(const char *what, int joined)
 	res.error = what;
 	res.allreduce_s = res.join_s = res.network_s = -1;
 	res.total_s = ddp_now() - ck->t0;
-	(void)json_write(ck->o.json, &res);
+	(void)chk_json_write(ck->o.json, &res);
 }
 
 static void *
@@ -784,32 +753,6 @@ name_unready(struct check *ck)
 	}
 }
 
-/* The report's gpu line: the slowest initialisation (ms) and the device
- * allreduce's time (sec), or that it failed (!ok). */
-static void
-gpu_summary(struct check *ck, int ok, double ms, double sec)
-{
-	double busbw = ck->world > 1 && sec > 0
-			       ? 2.0 * (ck->world - 1) / ck->world * GPU_ELEMS *
-					 4 / sec / 1e9
-			       : 0;
-
-	if (!ok)
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: the device allreduce failed");
-	else if (ck->world > 1)
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: %d ranks' devices initialised (slowest %.0f "
-			"ms); allreduce %u MiB: %.2f ms, busbw %.3g GB/s",
-			ck->world, ms, (unsigned)(GPU_ELEMS * 4 >> 20),
-			sec * 1000, busbw);
-	else
-		ddp_fmt(ck->gpu_line, sizeof(ck->gpu_line),
-			"gpu: the device initialised (%.0f ms); allreduce %u "
-			"MiB: %.2f ms",
-			ms, (unsigned)(GPU_ELEMS * 4 >> 20), sec * 1000);
-}
-
 /* Whether the GPU test is skipped (--gpu off, or no rank is ready; with
  * --gpu on that is a problem): the report's line says why. */
 static int
@@ -901,7 +844,8 @@ gpus(struct check *ck)
 	if (gather_texts(ck, state, GPU_FAILED, why,
 			 "device allreduce failed") < 0)
 		goto out;
-	gpu_summary(ck, all_ok(state, ck->world), ms, sec);
+	chk_gpu_summary(ck->gpu_line, sizeof(ck->gpu_line), ck->world,
+			all_ok(state, ck->world), ms, sec);
 	rc = 0;
 out:
 	free(state);
@@ -1086,52 +1030,6 @@ join_progress(void *arg, int world, const char *const *host)
 	fprintf(stderr, "%s\n", line);
 }
 
-/* Rank 0, before the rendezvous: the directory --json's file goes to must
- * be there and writable, so a typo costs seconds, not the whole check.
- * 0, or -1 having said why. */
-static int
-json_path_usable(const char *path)
-{
-	char *copy = strdup(path);
-	const char *dir;
-	struct stat st;
-	int rc = -1;
-
-	if (!copy) {
-		fprintf(stderr, "ddp-check: out of memory\n");
-		goto out;
-	}
-	dir = dirname(copy);
-	errno = 0;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		fprintf(stderr,
-			"ddp-check: --json %s: is a directory (give the path "
-			"of a file)\n",
-			path);
-		goto out;
-	}
-	errno = 0;
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr,
-			"ddp-check: --json %s: cannot write it: %s is not a "
-			"directory%s%s%s\n",
-			path, dir, errno ? " (" : "",
-			errno ? strerror(errno) : "", errno ? ")" : "");
-		goto out;
-	}
-	if (access(dir, W_OK | X_OK) < 0) {
-		fprintf(stderr,
-			"ddp-check: --json %s: cannot write it: directory %s: "
-			"%s\n",
-			path, dir, strerror(errno));
-		goto out;
-	}
-	rc = 0;
-out:
-	free(copy);
-	return rc;
-}
-
 /* Rank 0 after the check: its report as JSON into --json's file, whole
  * or not at all (ddp_write_atomic). 0, or -1 having said why. */
 static int
@@ -1157,7 +1055,7 @@ write_json(struct check *ck, int rc)
 	res.join_s = ck->t_join > 0 ? ck->t_join - ck->t0 : -1;
 	res.network_s = ck->net_s > 0 ? ck->net_s : -1;
 	res.total_s = ddp_now() - ck->t0;
-	return json_write(ck->o.json, &res);
+	return chk_json_write(ck->o.json, &res);
 }
 
 static int
@@ -1265,7 +1163,7 @@ main(int argc, char **argv)
 		ck.cfg.master_port = (int)ck.o.port;
 	ck.rank = ck.cfg.rank;
 	ck.world = ck.cfg.world_size;
-	if (ck.o.json && ck.rank == 0 && json_path_usable(ck.o.json) < 0)
+	if (ck.o.json && ck.rank == 0 && chk_json_path_usable(ck.o.json) < 0)
 		return 2;
 	if (start_watchdog(&ck) < 0)
 		return 2;

@@ -194,3 +194,26 @@ chk_gpu_state_why(int st)
 		return "libddp's NCCL backend (libddp-nccl.so) does not load";
 	}
 }
+
+void
+chk_gpu_summary(char *line, size_t len, int world, int ok, double ms,
+		double sec)
+{
+	double busbw = world > 1 && sec > 0 ? 2.0 * (world - 1) / world *
+						      GPU_ELEMS * 4 / sec / 1e9
+					    : 0;
+
+	if (!ok)
+		ddp_fmt(line, len, "gpu: the device allreduce failed");
+	else if (world > 1)
+		ddp_fmt(line, len,
+			"gpu: %d ranks' devices initialised (slowest %.0f "
+			"ms); allreduce %u MiB: %.2f ms, busbw %.3g GB/s",
+			world, ms, (unsigned)(GPU_ELEMS * 4 >> 20), sec * 1000,
+			busbw);
+	else
+		ddp_fmt(line, len,
+			"gpu: the device initialised (%.0f ms); allreduce %u "
+			"MiB: %.2f ms",
+			ms, (unsigned)(GPU_ELEMS * 4 >> 20), sec * 1000);
+}

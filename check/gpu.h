@@ -52,4 +52,10 @@ const char *chk_gpu_skip_reason(const int *count);
 /* Why a rank in state st (not GPU_READY) cannot test its GPU. */
 const char *chk_gpu_state_why(int st);
 
+/* The report's gpu line into line (len bytes): the slowest device
+ * initialisation (ms) and the allreduce of GPU_ELEMS over world ranks'
+ * devices (sec), or that it failed (!ok). */
+void chk_gpu_summary(char *line, size_t len, int world, int ok, double ms,
+		     double sec);
+
 #endif

@@ -5,7 +5,7 @@
 CHECK_OBJ := $(BUILD)/check/ddp-check.o $(BUILD)/check/gpu.o \
              $(BUILD)/check/links.o $(BUILD)/check/report.o \
              $(BUILD)/check/plan.o $(BUILD)/check/progress.o \
-             $(BUILD)/check/json.o
+             $(BUILD)/check/json.o $(BUILD)/check/json_file.o
 DDP_CHECK := $(BUILD)/bin/ddp-check
 # worker/module.mk is read after this file: name its library directly.
 CHECK_LIBDDP := $(BUILD)/worker/libddp.a
