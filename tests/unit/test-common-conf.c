@@ -124,6 +124,16 @@ test_requeue_drain_keys(void)
 	refused("check_requeue_max", "101", "0-100");
 	refused("check_requeue_max", "-1", "0-100");
 	refused("check_requeue_max", "", "0-100");
+	tap_ok(c.restart_max == 3, "default restart_max 3");
+	tap_ok(ddp_conf_set(&c, "restart_max", "0", err, sizeof(err)) == 0 &&
+		       c.restart_max == 0 &&
+		       ddp_conf_set(&c, "restart_max", "100", err,
+				    sizeof(err)) == 0 &&
+		       c.restart_max == 100 &&
+		       ddp_conf_key_node_side("restart_max") == 0,
+	       "restart_max 0 and 100, a key of the plugin alone");
+	refused("restart_max", "101", "0-100");
+	refused("restart_max", "2x", "0-100");
 	tap_ok(ddp_conf_set(&c, "check_drain_jobs", "1", err, sizeof(err)) ==
 			       0 &&
 		       c.check_drain_jobs == 1 &&
@@ -288,7 +298,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 27 && defaults_ok == nkeys,
+	tap_ok(nkeys == 28 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);
