@@ -408,6 +408,8 @@ static const struct conf_key keys[] = {
 	{"restart_max", KEY_UINT, 0, DDP_RESTART_LIMIT,
 	 "whole number of restarts, 0-100", "3", FIELD(restart_max),
 	 PLUGIN_ONLY},
+	{"restart_path", KEY_PATH, 1, CONF_PATH_MAX - 1, PATH_TEXT,
+	 DDP_RESTART_PATH, FIELD(restart_path), PLUGIN_ONLY},
 	{"check_drain_jobs", KEY_UINT, 1, 1000, "whole number of jobs, 1-1000",
 	 "3", FIELD(check_drain_jobs), NODE_SIDE},
 	{"check_drain_users", KEY_UINT, 1, 1000,

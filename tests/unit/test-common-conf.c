@@ -93,6 +93,8 @@ test_defaults(void)
 	       "default check off, min fraction 0.5, time limit 20 s, join "
 	       "limit 60 s");
 	TAP_STREQ(c.check_path, DDP_CHECK_PATH, "default check_path (BINDIR)");
+	TAP_STREQ(c.restart_path, DDP_RESTART_PATH,
+		  "default restart_path (LIBEXECDIR)");
 	tap_ok(c.check_requeue_max == 2 && c.check_drain_jobs == 3 &&
 		       c.check_drain_users == 2 &&
 		       c.check_drain_window == 86400,
@@ -298,7 +300,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 28 && defaults_ok == nkeys,
+	tap_ok(nkeys == 29 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);

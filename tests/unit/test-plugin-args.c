@@ -93,12 +93,19 @@ check_node_side_keys(void)
 		"check_drain_window=1h",
 	};
 	static const char *const plugin_only[] = {
-		"default_bind=numa",	   "nccl_ib_hca==mlx5_0",
-		"nccl_socket_ifname==ib0", "check=warn",
-		"check_min_fraction=0.3",  "check_join_limit=30",
-		"check_time_limit=30",	   "check_path=/opt/ddp-check",
-		"check_requeue_max=1",	   "topology_cache=none",
-		"cpus_per_gpu=off",	   "restart_max=1",
+		"default_bind=numa",
+		"nccl_ib_hca==mlx5_0",
+		"nccl_socket_ifname==ib0",
+		"check=warn",
+		"check_min_fraction=0.3",
+		"check_join_limit=30",
+		"check_time_limit=30",
+		"check_path=/opt/ddp-check",
+		"check_requeue_max=1",
+		"topology_cache=none",
+		"cpus_per_gpu=off",
+		"restart_max=1",
+		"restart_path=/opt/ddp-restart",
 	};
 	char err[DDP_ERR_LEN], topo[256], want[160];
 	char *av[1];
