@@ -208,10 +208,10 @@ out:
 	return rc;
 }
 
-/* Writes the line of a decision and returns answer, or -1 when the line
+/* Writes the line of a decision and returns verdict, or -1 when the line
  * does not fit. */
 static int __attribute__((format(printf, 4, 5)))
-answer(int answer, char *line, size_t linelen, const char *fmt, ...)
+answer(int verdict, char *line, size_t linelen, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -219,7 +219,7 @@ answer(int answer, char *line, size_t linelen, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(line, linelen, fmt, ap);
 	va_end(ap);
-	return n < 0 || (size_t)n >= linelen ? -1 : answer;
+	return n < 0 || (size_t)n >= linelen ? -1 : verdict;
 }
 
 int
