@@ -43,6 +43,7 @@ ifeq ($(DDP_VERSION),)
 endif
 DEFS      := -D_GNU_SOURCE -DDDP_CONF_DEFAULT='"$(DDP_CONF)"' \
              -DDDP_CHECK_PATH='"$(BINDIR)/ddp-check"' \
+             -DDDP_RESTART_PATH='"$(LIBEXECDIR)/ddp-restart"' \
              -DDDP_VERSION='"$(DDP_VERSION)"'
 INCLUDES  := -Icommon -Iworker/include
 ifeq ($(SAN),1)

@@ -49,7 +49,7 @@ ddp_wait_child(pid_t pid, const struct ddp_child_wait *w, int *status)
 		if (r < 0 && errno != EINTR)
 			break;
 		now = ddp_now();
-		if (!killed && now >= w->deadline) {
+		if (!killed && w->deadline >= 0 && now >= w->deadline) {
 			kill(pid, SIGKILL);
 			killed = 1;
 			until = w->grace < 0 ? -1 : now + w->grace;

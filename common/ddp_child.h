@@ -12,7 +12,9 @@
 
 /* How ddp_wait_child waits. */
 struct ddp_child_wait {
-	double deadline; /* ddp_now() seconds: the child is killed then */
+	/* ddp_now() seconds: the child is killed then; < 0: never (a
+	 * supervisor that waits as long as its child runs). */
+	double deadline;
 	/* After the kill: how long to wait for the child to be reaped; < 0
 	 * until it is. A child stuck in an uninterruptible wait (a dead NFS
 	 * server) may not die at once: a short grace does not wait for it. */

@@ -53,6 +53,10 @@
  *                    [off]
  *   check_requeue_max times a job is requeued by --ddp-check=requeue before
  *                    a failed check ends it as fail does, 0-100 [2]
+ *   restart_max      the most restarts --ddp-restart=N may ask for, the
+ *                    site's ceiling on N, 0-100 (0: restarts off) [3]
+ *   restart_path     absolute path of ddp-restart, --ddp-restart's
+ *                    supervisor [DDP_RESTART_PATH: LIBEXECDIR of the build]
  *   check_drain_jobs distinct jobs that must have named a node within
  *                    check_drain_window before the health check drains it,
  *                    1-1000 [3]
@@ -108,6 +112,16 @@
 #ifndef DDP_CHECK_PATH
 #define DDP_CHECK_PATH "/usr/local/bin/ddp-check"
 #endif
+
+/* Where the build installs ddp-restart (the Makefile passes
+ * $(LIBEXECDIR)). */
+#ifndef DDP_RESTART_PATH
+#define DDP_RESTART_PATH "/usr/local/libexec/slurm-ddp/ddp-restart"
+#endif
+
+/* The most restarts restart_max may allow: a bound on what one failure
+ * loop may cost the allocation. */
+#define DDP_RESTART_LIMIT 100
 
 #define DDP_CONF_MAX_FSTYPES 16
 /* Longest nccl_ib_hca / nccl_socket_ifname value, NUL included. */
@@ -187,7 +201,9 @@ struct ddp_conf {
 	unsigned check_join_limit; /* seconds */
 	unsigned check_time_limit; /* seconds */
 	char check_path[PATH_MAX];
-	unsigned check_requeue_max;    /* requeues per job, 0-100 */
+	unsigned check_requeue_max; /* requeues per job, 0-100 */
+	unsigned restart_max;	    /* --ddp-restart's ceiling, 0-100 */
+	char restart_path[PATH_MAX];
 	unsigned check_drain_jobs;     /* distinct jobs, 1-1000 */
 	unsigned check_drain_users;    /* distinct users, 1-1000 */
 	unsigned check_drain_window;   /* seconds */

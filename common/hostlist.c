@@ -4,6 +4,7 @@
 #include "hostlist.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,4 +382,87 @@ ddp_hostlist_first(const char *s, char *buf, size_t size)
 	rc = item_name(&it, 0, buf, size);
 	item_free(&it);
 	return rc;
+}
+
+/* The length of name's prefix before its final digits: strlen(name) when
+ * it does not end in a digit, or when nothing but digits precedes them
+ * (a bracket group needs a name character in front). */
+static size_t
+number_at(const char *name)
+{
+	size_t len = strlen(name), i = len;
+
+	while (i > 0 && isdigit((unsigned char)name[i - 1]))
+		i--;
+	return i == 0 || i == len ? len : i;
+}
+
+/* Whether text is number n as a range starting at lo (lo_width digits)
+ * writes it: the parser pads every number to the low bound's width. */
+static int
+same_number_text(const char *text, long n, int lo_width)
+{
+	char want[32];
+
+	if (ddp_fmt(want, sizeof(want), "%0*ld", lo_width, n) < 0)
+		return 0;
+	return !strcmp(text, want);
+}
+
+int
+ddp_hostlist_format(const struct ddp_hostlist *hl, char *buf, size_t size)
+{
+	size_t i = 0;
+	int rc = 0;
+
+	if (size)
+		buf[0] = '\0';
+	while (i < hl->n) {
+		const char *name = hl->hosts[i];
+		size_t plen = number_at(name), j = i + 1, k;
+
+		if (plen == strlen(name) || strlen(name) - plen > 18) {
+			rc |= ddp_fmt_cat(buf, size, "%s%s", i ? "," : "",
+					  name);
+			i++;
+			continue;
+		}
+		/* The names that follow with the same prefix and a number. */
+		while (j < hl->n && number_at(hl->hosts[j]) == plen &&
+		       !strncmp(hl->hosts[j], name, plen) &&
+		       strlen(hl->hosts[j]) - plen <= 18)
+			j++;
+		if (j == i + 1) {
+			rc |= ddp_fmt_cat(buf, size, "%s%s", i ? "," : "",
+					  name);
+			i++;
+			continue;
+		}
+		rc |= ddp_fmt_cat(buf, size, "%s%.*s[", i ? "," : "", (int)plen,
+				  name);
+		for (k = i; k < j;) {
+			const char *lo = hl->hosts[k] + plen;
+			long n = 0;
+			int width = (int)strlen(lo);
+			size_t end = k + 1;
+
+			/* At most 18 digits: always a long. */
+			ddp_parse_long(lo, 0, LONG_MAX, &n);
+			while (end < j &&
+			       same_number_text(hl->hosts[end] + plen,
+						n + (long)(end - k), width))
+				end++;
+			if (end - k > 1)
+				rc |= ddp_fmt_cat(buf, size, "%s%s-%s",
+						  k > i ? "," : "", lo,
+						  hl->hosts[end - 1] + plen);
+			else
+				rc |= ddp_fmt_cat(buf, size, "%s%s",
+						  k > i ? "," : "", lo);
+			k = end;
+		}
+		rc |= ddp_fmt_cat(buf, size, "]");
+		i = j;
+	}
+	return rc ? -1 : 0;
 }

@@ -51,4 +51,15 @@ void ddp_hostlist_free(struct ddp_hostlist *hl);
  */
 int ddp_hostlist_first(const char *s, char *buf, size_t size);
 
+/*
+ * Writes the names of hl back in Slurm's short form, keeping their order:
+ * runs of names that share a prefix and end in numbers become one
+ * bracket group ("node1 node2 node4 node5" gives "node[1-2,4-5]", "n08 n09
+ * n10" gives "n[08-10]"), any other name stays as it is; a name of
+ * ddp_hostlist_parse's grammar comes back the same through
+ * ddp_hostlist_parse. An empty list gives "". Returns 0, or -1 when the
+ * text does not fit in size bytes (buf then holds it cut).
+ */
+int ddp_hostlist_format(const struct ddp_hostlist *hl, char *buf, size_t size);
+
 #endif

@@ -60,10 +60,41 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 		o->check = (int)m;
 		if (m != DDP_CHECK_OFF)
 			o->enabled = 1;
+	} else if (!strcmp(name, "ddp-restart")) {
+		long n;
+
+		if (ddp_parse_long(arg, 0, DDP_RESTART_LIMIT, &n) < 0)
+			return ddp_errf(
+				err, errlen,
+				"--ddp-restart=%.40s: not a number of "
+				"restarts; give a whole number from 0 (no "
+				"restart) to the site's restart_max (at most "
+				"%d)",
+				SHOW(arg), DDP_RESTART_LIMIT);
+		o->restart = n;
 	} else {
 		return ddp_errf(err, errlen, "unknown option --%.40s", name);
 	}
 	return 0;
+}
+
+int
+ddp_opts_restart_allowed(const struct ddp_opts *o, unsigned restart_max,
+			 char *err, size_t errlen)
+{
+	if (o->restart <= (long)restart_max)
+		return 0;
+	if (restart_max == 0)
+		return ddp_errf(err, errlen,
+				"--ddp-restart=%ld: this site allows no "
+				"restart (ddp.conf's restart_max is 0); leave "
+				"--ddp-restart out",
+				o->restart);
+	return ddp_errf(err, errlen,
+			"--ddp-restart=%ld: more restarts than this site "
+			"allows; give a whole number from 0 to %u (ddp.conf's "
+			"restart_max)",
+			o->restart, restart_max);
 }
 
 int
@@ -144,8 +175,9 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
  * as the value ("-n 4", "--nodes 2"): the union of the option tables of
  * Slurm 22.05, 24.11 and 26.05 (src/common/slurm_opt.c, the entries srun
  * accepts), hidden aliases included (cpu_bind, pack-group, cluster), and
- * this plugin's own --ddp-port and --ddp-bind. An option only some versions
- * know is harmless here: srun refuses it where it does not exist.
+ * this plugin's own --ddp-port, --ddp-bind and --ddp-restart. An option
+ * only some versions know is harmless here: srun refuses it where it does
+ * not exist.
  * tests/bats/srun-options.bats checks the table against each version's
  * srun.
  *
@@ -186,6 +218,7 @@ static const char *const long_with_arg[] = {
 	"cpus-per-task",
 	"ddp-bind",
 	"ddp-port",
+	"ddp-restart",
 	"deadline",
 	"delay-boot",
 	"dependency",
@@ -432,6 +465,8 @@ note_option(const char *name, size_t len, const char *val,
 			req->cpus_by = "--tres-per-task";
 	} else if (!strcmp(opt, "jobid")) {
 		req->jobid = 1;
+	} else if (!strcmp(opt, "x") || !strcmp(opt, "exclude")) {
+		req->exclude = val;
 	} else if (!strcmp(opt, "p") || !strcmp(opt, "partition")) {
 		/* Longer than any partition name: Slurm refuses it. */
 		if (ddp_fmt(req->partition, sizeof(req->partition), "%s", val) <
@@ -524,6 +559,7 @@ ddp_srun_scan(int argc, char *const *argv,
 				return -1;
 		}
 	}
+	cmd.opts_end = i;
 	for (k = 0; getenv_fn && k < sizeof(envs) / sizeof(envs[0]); k++) {
 		const char *v = getenv_fn(envs[k].env);
 

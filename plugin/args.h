@@ -17,24 +17,35 @@
 
 /* What the user asked for with the --ddp* options. */
 struct ddp_opts {
-	int enabled; /* --ddp */
-	long port;   /* --ddp-port, 0 = not given */
-	int bind;    /* --ddp-bind as enum ddp_bind, -1 = not given */
-	int verbose; /* --ddp-verbose */
-	int check;   /* --ddp-check as enum ddp_check, -1 = not given */
+	int enabled;  /* --ddp */
+	long port;    /* --ddp-port, 0 = not given */
+	int bind;     /* --ddp-bind as enum ddp_bind, -1 = not given */
+	int verbose;  /* --ddp-verbose */
+	int check;    /* --ddp-check as enum ddp_check, -1 = not given */
+	long restart; /* --ddp-restart=N: restarts allowed, 0 = none */
 };
 
 /*
  * Applies one option callback. name is the option without dashes ("ddp",
- * "ddp-port", "ddp-bind", "ddp-verbose", "ddp-check"), arg its value or
- * NULL. --ddp-check alone means fail; fail and warn imply --ddp, off only
- * overrides the site's default. Repeating an option is harmless; a later
- * value replaces an earlier one (srun runs the environment's copy first,
- * then the command line's). Returns 0, or -1 with err naming the option and
- * the values that would work.
+ * "ddp-port", "ddp-bind", "ddp-verbose", "ddp-check", "ddp-restart"), arg
+ * its value or NULL. --ddp-restart takes a whole number from 0 to
+ * DDP_RESTART_LIMIT here; the site's own ceiling is checked by
+ * ddp_opts_restart_allowed once ddp.conf is known. --ddp-check alone means
+ * fail; fail and warn imply --ddp, off only overrides the site's default.
+ * Repeating an option is harmless; a later value replaces an earlier one (srun
+ * runs the environment's copy first, then the command line's). Returns 0, or -1
+ * with err naming the option and the values that would work.
  */
 int ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg,
 		   char *err, size_t errlen);
+
+/*
+ * Whether o's --ddp-restart stays within the site's ceiling restart_max
+ * (ddp.conf). Returns 0, or -1 with err naming the option, the ceiling and
+ * the values that would work.
+ */
+int ddp_opts_restart_allowed(const struct ddp_opts *o, unsigned restart_max,
+			     char *err, size_t errlen);
 
 /*
  * Parses plugstack.conf arguments into conf: "config=PATH" is read first
@@ -71,7 +82,13 @@ struct ddp_srun_req {
 	 * SLURM_* / SRUN_CPUS_PER_TASK input variables), a static string;
 	 * NULL when nothing does. */
 	const char *cpus_by;
-	int jobid;	     /* --jobid: a step of an existing job */
+	int jobid; /* --jobid: a step of an existing job */
+	/* The value of the last -x/--exclude on the command line (srun
+	 * keeps the last), borrowed from argv; NULL when none is given. */
+	const char *exclude;
+	/* The index in argv where srun's options end: the program, "--",
+	 * or argc when there is neither. */
+	int opts_end;
 	char partition[128]; /* -p/--partition or SLURM_PARTITION, or "" */
 };
 

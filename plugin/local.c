@@ -20,6 +20,7 @@
 #include "ddp_log.h"
 #include "ddp_util.h"
 #include "plugin.h"
+#include "restart.h"
 #include "tasks.h"
 
 /* Set in the environment of the srun that node mode re-executes, so that
@@ -34,16 +35,18 @@ plugin_refuse_bad_conf(const struct ddp_plugin *p)
 	return -1;
 }
 
-/* Reads srun's own argv from /proc/self/cmdline. Caller frees both. */
+/* Reads the NUL-separated words of path (/proc/self/cmdline: srun's own
+ * argv; /proc/self/environ: the environment srun started with) into a
+ * NULL-terminated array. Caller frees both. */
 static int
-read_cmdline(char **bufp, char ***argvp, int *argcp)
+read_proc_words(const char *path, char **bufp, char ***argvp, int *argcp)
 {
 	char *buf = NULL, **argv = NULL;
 	size_t len = 0, cap = 0, i;
 	int fd, argc = 0, rc = -1;
 	ssize_t n;
 
-	fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		goto out;
 	for (;;) {
@@ -90,6 +93,12 @@ out:
 	free(buf);
 	free(argv);
 	return rc;
+}
+
+static int
+read_cmdline(char **bufp, char ***argvp, int *argcp)
+{
+	return read_proc_words("/proc/self/cmdline", bufp, argvp, argcp);
 }
 
 static const char *
@@ -538,6 +547,81 @@ local_init(struct ddp_plugin *p)
 		share_cpus(p, &req, req.ntasks_per_node);
 	free(argv);
 	free(buf);
+}
+
+/* Whether this srun is the one ddp-restart runs: its parent is the
+ * supervisor the variable names. A variable inherited from further up
+ * (an srun inside a task of a supervised step) does not count. */
+static int
+supervised(void)
+{
+	const char *v = getenv(DDP_RESTART_ENV_SUPERVISOR);
+	long pid;
+
+	return v && ddp_parse_long(v, 1, 0x7fffffffL, &pid) == 0 &&
+	       (pid_t)pid == getppid();
+}
+
+int
+local_restart(const struct ddp_plugin *p)
+{
+	char err[DDP_ERR_LEN], max[32], exe[PATH_MAX];
+	char *abuf = NULL, **argv = NULL, *ebuf = NULL, **envp = NULL;
+	char **nargv = NULL;
+	int argc = 0, envc = 0, i, rc = -1;
+	ssize_t n;
+
+	if (p->opts.restart <= 0)
+		return 0;
+	if (!p->opts.enabled) {
+		ddp_error("--ddp-restart has no effect without --ddp");
+		return 0;
+	}
+	if (p->conf_error[0])
+		return 0; /* local_post_opt refuses --ddp */
+	if (ddp_opts_restart_allowed(&p->opts, p->conf.restart_max, err,
+				     sizeof(err)) < 0) {
+		ddp_error("%s", err);
+		return -1;
+	}
+	if (supervised())
+		return 0;
+	if (!getenv("SLURM_JOB_ID")) {
+		ddp_error("--ddp-restart needs an allocation: run srun inside "
+			  "sbatch or salloc");
+		return -1;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0 || (size_t)n >= sizeof(exe) - 1 ||
+	    ddp_fmt(max, sizeof(max), "%ld", p->opts.restart) < 0 ||
+	    read_cmdline(&abuf, &argv, &argc) < 0 ||
+	    read_proc_words("/proc/self/environ", &ebuf, &envp, &envc) < 0) {
+		ddp_error("--ddp-restart: cannot read srun's command line and "
+			  "environment");
+		goto out;
+	}
+	exe[n] = '\0';
+	nargv = calloc((size_t)argc + 3, sizeof(*nargv));
+	if (!nargv)
+		goto out;
+	nargv[0] = (char *)p->conf.restart_path;
+	nargv[1] = max;
+	nargv[2] = exe;
+	for (i = 1; i < argc; i++)
+		nargv[i + 2] = argv[i];
+	/* The environment srun started with: what local_init or srun
+	 * changed since is done again by the srun the supervisor runs. */
+	fflush(NULL);
+	execve(p->conf.restart_path, nargv, envp);
+	ddp_error("--ddp-restart: cannot run %s: %s (ddp.conf's restart_path)",
+		  p->conf.restart_path, strerror(errno));
+out:
+	free(nargv);
+	free(argv);
+	free(abuf);
+	free(envp);
+	free(ebuf);
+	return rc;
 }
 
 int

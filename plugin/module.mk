@@ -1,12 +1,21 @@
-# The SPANK plugin spank_ddp.so and its helper ddp-plan. spank_ddp.c holds
-# the SPANK hooks and dispatches to local.c (srun, sbatch, salloc) and
-# remote.c (slurmstepd, with remote_topo.c and remote_check.c); args.c is
-# their Slurm-free parsing; the decisions live in the core.
+# The SPANK plugin spank_ddp.so and its helpers ddp-plan and ddp-restart.
+# spank_ddp.c holds the SPANK hooks and dispatches to local.c (srun,
+# sbatch, salloc) and remote.c (slurmstepd, with remote_topo.c and
+# remote_check.c); args.c is their Slurm-free parsing; the decisions live in
+# the core. ddp-restart (--ddp-restart's supervisor, which srun's side of
+# the plugin runs in srun's place) is a thin program around restart.c, the
+# Slurm-free decisions.
 DDP_PLAN := $(BUILD)/bin/ddp-plan
 $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
 TARGETS += $(DDP_PLAN)
+
+DDP_RESTART := $(BUILD)/bin/ddp-restart
+$(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)/plugin/args.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
+TARGETS += $(DDP_RESTART)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
 PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o args.o)
@@ -22,11 +31,12 @@ TARGETS += $(PLUGIN_SO)
 endif
 endif
 
-install-plugin: $(PLUGIN_SO) $(DDP_PLAN)
+install-plugin: $(PLUGIN_SO) $(DDP_PLAN) $(DDP_RESTART)
 	install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(BINDIR) \
-	    $(DESTDIR)$(MANDIR)/man8
+	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(PLUGIN_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_ddp.so
 	install -m 0755 $(DDP_PLAN) $(DESTDIR)$(BINDIR)/ddp-plan
+	install -m 0755 $(DDP_RESTART) $(DESTDIR)$(LIBEXECDIR)/ddp-restart
 	install -d $(DESTDIR)$(MANDIR)/man1
 	$(call install-man,doc/spank-ddp.8,$(DESTDIR)$(MANDIR)/man8/spank-ddp.8)
 	$(call install-man,doc/ddp-plan.1,$(DESTDIR)$(MANDIR)/man1/ddp-plan.1)
@@ -37,8 +47,8 @@ install-plugin: $(PLUGIN_SO) $(DDP_PLAN)
 .PHONY: install-plugin
 INSTALL_RULES += install-plugin
 
-# Unit tests of the plugin's Slurm-free parsing.
-$(BUILD)/tests/unit/test-plugin-%: $(BUILD)/tests/unit/test-plugin-%.o $(BUILD)/plugin/args.o $(CORE_LIB)
+# Unit tests of the plugin's Slurm-free parsing and restart decisions.
+$(BUILD)/tests/unit/test-plugin-%: $(BUILD)/tests/unit/test-plugin-%.o $(BUILD)/plugin/restart.o $(BUILD)/plugin/args.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
 UNIT_TESTS += $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test-plugin-*.c))
 

@@ -129,6 +129,18 @@ void local_init(struct ddp_plugin *p);
  */
 int local_post_opt(struct ddp_plugin *p);
 
+/*
+ * srun, from slurm_spank_init_post_opt before local_post_opt: with
+ * --ddp-restart=N (N > 0, within ddp.conf's restart_max) and unless this
+ * srun is the one ddp-restart runs, replaces srun by ddp-restart
+ * (restart_path) with srun's own argv and the environment srun started
+ * with, before any step exists. Returns 0 to go on (nothing to do, or the
+ * supervisor's own srun), or -1 (logged) to make srun fail: a restart
+ * count above the ceiling, no allocation (SLURM_JOB_ID unset), or the
+ * supervisor could not run. Does not return when it ran.
+ */
+int local_restart(const struct ddp_plugin *p);
+
 /* sbatch and salloc, from slurm_spank_init_post_opt: refuses --ddp
  * before anything is queued when the site configuration is broken. */
 int local_alloc_post_opt(struct ddp_plugin *p);

@@ -57,6 +57,12 @@ static struct spank_option options[] = {
 	 "batch job without the bad node, warn starts the program anyway, "
 	 "off skips it (default: the site's check)",
 	 2, 4, opt_cb},
+	{"ddp-restart", "N",
+	 "[ddp] with --ddp inside an allocation: when a rank fails and a "
+	 "node is to blame, run the step again without that node on the "
+	 "allocation's other nodes, at most N times (0 to the site's "
+	 "restart_max)",
+	 1, 5, opt_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 
@@ -90,7 +96,7 @@ opt_cb(int val, const char *optarg, int remote)
 {
 	char err[DDP_ERR_LEN];
 
-	if (val < 0 || val > 4)
+	if (val < 0 || val > 5)
 		return -1;
 	if (ddp_opts_apply(&plugin.opts, options[val].name, optarg, err,
 			   sizeof(err)) < 0) {
@@ -156,6 +162,8 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	switch (spank_context()) {
 	case S_CTX_LOCAL:
+		if (local_restart(&plugin) < 0)
+			return -1;
 		return local_post_opt(&plugin);
 	case S_CTX_ALLOCATOR:
 		return local_alloc_post_opt(&plugin);

@@ -22,7 +22,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[] = {"ddp", "ddp-port", "ddp-bind",
 					    "ddp-verbose"};
-	struct ddp_opts o = {0, 0, -1, 0, -1};
+	struct ddp_opts o = {0, 0, -1, 0, -1, 0};
 	struct ddp_srun_req req;
 	struct ddp_conf conf;
 	char *buf, *argv[65], err[DDP_ERR_LEN], topo[256];

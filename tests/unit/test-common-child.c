@@ -73,6 +73,13 @@ main(void)
 		       ddp_now() - t0 < 10,
 	       "a child past the deadline is killed and reaped");
 
+	t0 = ddp_now();
+	w.deadline = -1;
+	killed = ddp_wait_child(child(5, 1, -1), &w, &status);
+	tap_ok(!killed && WIFEXITED(status) && WEXITSTATUS(status) == 5 &&
+		       ddp_now() - t0 >= 0.9,
+	       "without a deadline the child runs to its end");
+
 	w.grace = 0;
 	w.deadline = ddp_now();
 	killed = ddp_wait_child(child(0, 30, -1), &w, &status);

@@ -93,6 +93,8 @@ test_defaults(void)
 	       "default check off, min fraction 0.5, time limit 20 s, join "
 	       "limit 60 s");
 	TAP_STREQ(c.check_path, DDP_CHECK_PATH, "default check_path (BINDIR)");
+	TAP_STREQ(c.restart_path, DDP_RESTART_PATH,
+		  "default restart_path (LIBEXECDIR)");
 	tap_ok(c.check_requeue_max == 2 && c.check_drain_jobs == 3 &&
 		       c.check_drain_users == 2 &&
 		       c.check_drain_window == 86400,
@@ -124,6 +126,16 @@ test_requeue_drain_keys(void)
 	refused("check_requeue_max", "101", "0-100");
 	refused("check_requeue_max", "-1", "0-100");
 	refused("check_requeue_max", "", "0-100");
+	tap_ok(c.restart_max == 3, "default restart_max 3");
+	tap_ok(ddp_conf_set(&c, "restart_max", "0", err, sizeof(err)) == 0 &&
+		       c.restart_max == 0 &&
+		       ddp_conf_set(&c, "restart_max", "100", err,
+				    sizeof(err)) == 0 &&
+		       c.restart_max == 100 &&
+		       ddp_conf_key_node_side("restart_max") == 0,
+	       "restart_max 0 and 100, a key of the plugin alone");
+	refused("restart_max", "101", "0-100");
+	refused("restart_max", "2x", "0-100");
 	tap_ok(ddp_conf_set(&c, "check_drain_jobs", "1", err, sizeof(err)) ==
 			       0 &&
 		       c.check_drain_jobs == 1 &&
@@ -288,7 +300,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 27 && defaults_ok == nkeys,
+	tap_ok(nkeys == 29 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);

@@ -33,6 +33,23 @@ expand(const char *s, size_t max)
 	return joined;
 }
 
+/* Formats the expansion of s back into the short form ("ERR" on error). */
+static const char *
+reformat(const char *s, size_t size)
+{
+	struct ddp_hostlist hl = {0};
+	char err[256];
+	int rc;
+
+	if (ddp_hostlist_parse(s, 1000, &hl, err, sizeof(err)) < 0)
+		return "ERR";
+	if (size > sizeof(joined))
+		size = sizeof(joined);
+	rc = ddp_hostlist_format(&hl, joined, size);
+	ddp_hostlist_free(&hl);
+	return rc < 0 ? "ERR" : joined;
+}
+
 int
 main(void)
 {
@@ -67,6 +84,23 @@ main(void)
 		  "limit counts across items");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		TAP_STREQ(expand(bad[i], 100), "ERR", bad[i]);
+	TAP_STREQ(reformat("node1,node2,node4,node5", 100), "node[1-2,4-5]",
+		  "format: runs become ranges");
+	TAP_STREQ(reformat("n[08-11],n13", 100), "n[08-11,13]",
+		  "format: padding kept");
+	TAP_STREQ(reformat("n9,n10,n11", 100), "n[9-11]",
+		  "format: a range across a digit count");
+	TAP_STREQ(reformat("n08,n9,n010", 100), "n[08,9,010]",
+		  "format: numbers a range would pad otherwise stay apart");
+	TAP_STREQ(reformat("login,gpu3,gpu4,a-b.c_d9-ib", 100),
+		  "login,gpu[3-4],a-b.c_d9-ib",
+		  "format: names without a final number stay as they are");
+	TAP_STREQ(reformat("r[1-2]n[3-4]", 100), "r1n[3-4],r2n[3-4]",
+		  "format: a product comes back one prefix at a time");
+	TAP_STREQ(reformat("gpu3", 100), "gpu3", "format: one name");
+	TAP_STREQ(reformat("n[1-3]", 6), "ERR", "format: cut text refused");
+	tap_ok(ddp_hostlist_format(&hl, buf, sizeof(buf)) == 0 && !buf[0],
+	       "format: an empty list is empty text");
 	tap_ok(ddp_hostlist_parse("a[3-1]", 10, &hl, err, sizeof(err)) < 0 &&
 		       strstr(err, "reversed") && hl.n == 0 && !hl.hosts,
 	       "error names the problem and leaves the list empty");

@@ -93,12 +93,19 @@ check_node_side_keys(void)
 		"check_drain_window=1h",
 	};
 	static const char *const plugin_only[] = {
-		"default_bind=numa",	   "nccl_ib_hca==mlx5_0",
-		"nccl_socket_ifname==ib0", "check=warn",
-		"check_min_fraction=0.3",  "check_join_limit=30",
-		"check_time_limit=30",	   "check_path=/opt/ddp-check",
-		"check_requeue_max=1",	   "topology_cache=none",
+		"default_bind=numa",
+		"nccl_ib_hca==mlx5_0",
+		"nccl_socket_ifname==ib0",
+		"check=warn",
+		"check_min_fraction=0.3",
+		"check_join_limit=30",
+		"check_time_limit=30",
+		"check_path=/opt/ddp-check",
+		"check_requeue_max=1",
+		"topology_cache=none",
 		"cpus_per_gpu=off",
+		"restart_max=1",
+		"restart_path=/opt/ddp-restart",
 	};
 	char err[DDP_ERR_LEN], topo[256], want[160];
 	char *av[1];
@@ -265,7 +272,7 @@ scan(struct ddp_srun_req *req, const char *line)
 int
 main(void)
 {
-	struct ddp_opts o = {0, 0, -1, 0, -1};
+	struct ddp_opts o = {0, 0, -1, 0, -1, 0};
 	struct ddp_conf conf;
 	struct ddp_srun_req r;
 	char err[DDP_ERR_LEN], topo[256];
@@ -306,7 +313,7 @@ main(void)
 	tap_ok(ddp_opts_apply(&o, "ddp-colour", "x", err, sizeof(err)) < 0,
 	       "unknown option refused");
 	{
-		struct ddp_opts c = {0, 0, -1, 0, -1};
+		struct ddp_opts c = {0, 0, -1, 0, -1, 0};
 
 		tap_ok(ddp_opts_apply(&c, "ddp-check", "off", err,
 				      sizeof(err)) == 0 &&
@@ -340,6 +347,60 @@ main(void)
 			       c.check == DDP_CHECK_REQUEUE,
 		       "--ddp-check=Requeue refused: modes are lower case");
 	}
+	{
+		struct ddp_opts c = {0, 0, -1, 0, -1, 0};
+
+		tap_ok(ddp_opts_apply(&c, "ddp-restart", "2", err,
+				      sizeof(err)) == 0 &&
+			       c.restart == 2 && !c.enabled &&
+			       ddp_opts_restart_allowed(&c, 3, err,
+							sizeof(err)) == 0,
+		       "--ddp-restart=2 within the site's restart_max of 3");
+		tap_ok(ddp_opts_restart_allowed(&c, 1, err, sizeof(err)) < 0 &&
+			       strstr(err, "--ddp-restart=2") &&
+			       strstr(err, "from 0 to 1") &&
+			       strstr(err, "restart_max"),
+		       "--ddp-restart above restart_max refused, naming the "
+		       "ceiling");
+		tap_ok(ddp_opts_restart_allowed(&c, 0, err, sizeof(err)) < 0 &&
+			       strstr(err, "allows no restart"),
+		       "restart_max = 0: every restart refused");
+		tap_ok(ddp_opts_apply(&c, "ddp-restart", "0", err,
+				      sizeof(err)) == 0 &&
+			       c.restart == 0 &&
+			       ddp_opts_restart_allowed(&c, 0, err,
+							sizeof(err)) == 0,
+		       "--ddp-restart=0: no restart, always allowed");
+		tap_ok(ddp_opts_apply(&c, "ddp-restart", "two", err,
+				      sizeof(err)) < 0 &&
+			       strstr(err, "--ddp-restart=two") &&
+			       strstr(err, "whole number") && c.restart == 0,
+		       "--ddp-restart=two refused, naming the input");
+		tap_ok(ddp_opts_apply(&c, "ddp-restart", "-1", err,
+				      sizeof(err)) < 0 &&
+			       ddp_opts_apply(&c, "ddp-restart", "101", err,
+					      sizeof(err)) < 0 &&
+			       ddp_opts_apply(&c, "ddp-restart", "2 ", err,
+					      sizeof(err)) < 0 &&
+			       ddp_opts_apply(&c, "ddp-restart", NULL, err,
+					      sizeof(err)) < 0,
+		       "--ddp-restart: negative, above 100, trailing space "
+		       "and missing values refused");
+	}
+	tap_ok(scan(&r, "srun -N4 -x node9 --ddp prog -x a") == 0 &&
+		       r.exclude && !strcmp(r.exclude, "node9") &&
+		       r.opts_end == 5,
+	       "scan: -x before the program, where the options end");
+	tap_ok(scan(&r, "srun -xnode9 --exclude=node[1-2] -- prog") == 0 &&
+		       r.exclude && !strcmp(r.exclude, "node[1-2]") &&
+		       r.opts_end == 3,
+	       "scan: the last --exclude wins, options end at --");
+	tap_ok(scan(&r, "srun --exclude node3 --ddp-restart 2") == 0 &&
+		       r.exclude && !strcmp(r.exclude, "node3") &&
+		       r.opts_end == 5,
+	       "scan: --exclude and --ddp-restart take the next word");
+	tap_ok(scan(&r, "srun -N2 prog") == 0 && !r.exclude && r.opts_end == 2,
+	       "scan: no exclusion");
 
 	tap_ok(ddp_plugstack_parse(&conf, topo, sizeof(topo), 3, av_ok, err,
 				   sizeof(err)) == 0 &&

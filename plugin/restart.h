@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * --ddp-restart=N without Slurm: what ddp-restart (plugin/ddp-restart.c)
+ * decides after a failed srun. It reads the report the plugin writes in
+ * srun when a --ddp step ended on a failed rank (DDP_RESTART_REPORT, one
+ * line), decides whether to run the step again and why, counts the
+ * allocation's nodes left without the blamed ones, merges them into the
+ * user's own -x/--exclude, and builds the next srun's argv. The program
+ * around it only runs srun, forwards signals and waits.
+ *
+ * The report line, written atomically by the plugin in srun at
+ * slurm_spank_exit:
+ *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3
+ *   nodes=4 step_nodes=node[1-4]
+ * (one line; blame empty: no node to blame, the step is not run again;
+ * how is exit:N or signal:N). Unknown keys are skipped, so the plugin
+ * may add some.
+ *
+ * Errors: functions return 0 or -1 with err (NUL-terminated when errlen >
+ * 0); they never log. Thread safety: reentrant, they touch only their
+ * arguments.
+ */
+#ifndef DDP_RESTART_H
+#define DDP_RESTART_H
+
+#include <stddef.h>
+
+#include "hostlist.h"
+#include "requeue.h"
+
+/* The variables between the plugin in srun and ddp-restart. */
+#define DDP_RESTART_ENV_SUPERVISOR "DDP_RESTART_SUPERVISOR" /* its pid */
+#define DDP_RESTART_ENV_REPORT "DDP_RESTART_REPORT" /* the report's path */
+/* The restarts so far, which the tasks see: libddp's ddp_restart_count()
+ * (worker/resume.c) reads the same name. */
+#define DDP_RESTART_ENV_COUNT "DDP_RESTART_COUNT"
+
+/* Room for a host list in a report or an --exclude= value. */
+#define DDP_RESTART_LIST_LEN 4096
+/* The most nodes an allocation's host list may expand to here. */
+#define DDP_RESTART_MAX_HOSTS 65536
+
+/* One report, as the plugin in srun wrote it. */
+struct ddp_restart_report {
+	long rank;			  /* -1: not said */
+	char node[DDP_HOSTNAME_MAX + 1];  /* where the rank ran, or "" */
+	int signalled;			  /* how: 1 signal:N, 0 exit:N */
+	long code;			  /* N of how */
+	char blame[DDP_RESTART_LIST_LEN]; /* host list, "" = none */
+	long nodes;			  /* the failed step's nodes */
+};
+
+/*
+ * Parses the first line of text (len bytes, no NUL needed) into r.
+ * how, blame and nodes must be there (blame may be empty); rank and node
+ * are optional; other keys are skipped. Returns 0, or -1 with err naming
+ * the key and its value.
+ */
+int ddp_restart_report_parse(const char *text, size_t len,
+			     struct ddp_restart_report *r, char *err,
+			     size_t errlen);
+
+/* What one supervised run of srun is up to. Fill it with
+ * ddp_restart_init; it holds no memory of its own. */
+struct ddp_restart {
+	unsigned max;			 /* N of --ddp-restart=N */
+	unsigned done;			 /* restarts so far */
+	const char *user_exclude;	 /* the user's -x/--exclude, or NULL */
+	const char *alloc_nodes;	 /* SLURM_JOB_NODELIST, or NULL */
+	struct ddp_requeue_nodes blamed; /* every node blamed so far */
+	/* The next srun's --exclude= value: the user's and the blamed
+	 * nodes; "" before the first restart. */
+	char exclude[DDP_RESTART_LIST_LEN];
+};
+
+/* Starts st for --ddp-restart=max; user_exclude and alloc_nodes are
+ * borrowed and must outlive st. Cannot fail. */
+void ddp_restart_init(struct ddp_restart *st, unsigned max,
+		      const char *user_exclude, const char *alloc_nodes);
+
+/*
+ * Decides after srun ended with a failure. r is the report, or NULL when
+ * there is none (no_report says why, e.g. "srun wrote no report");
+ * stopped is non-zero when ddp-restart forwarded a terminating signal
+ * (the user or Slurm ended the step: never restarted). Returns 1 to run
+ * the step again, with st->done counted, st->exclude the nodes to leave
+ * out and line the one line to print ("step restarted (1 of at most 2)
+ * without node3, from the allocation's node[1-2,4-5]: rank 2 was killed
+ * by signal 9"); 0 not to, with line saying why (with the --exclude= to
+ * run again with when too few nodes are left); -1 when line does not fit
+ * (it then holds the start of the text).
+ */
+int ddp_restart_decide(struct ddp_restart *st,
+		       const struct ddp_restart_report *r,
+		       const char *no_report, int stopped, char *line,
+		       size_t linelen);
+
+/*
+ * The argv of the next srun: argv (argc words, argv[0] srun) with
+ * "--exclude=<exclude>" added where srun's options end (ddp_srun_scan's
+ * opts_end), after the user's own -x/--exclude, so that srun's last one
+ * wins and holds both. exclude "" gives argv unchanged. Returns a
+ * malloc'ed NULL-terminated array (argc + 2 entries) whose words are
+ * argv's, except the added one, which is *added (malloc'ed); the caller
+ * frees both. NULL with err when argv cannot be scanned or memory runs
+ * out.
+ */
+char **ddp_restart_argv(int argc, char *const *argv, const char *exclude,
+			char **added, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,200 @@
+#!/usr/bin/env bats
+# srun --ddp --ddp-restart=N on a 5-node minicluster: a batch job of five
+# nodes runs examples/train on four of them with a checkpoint in a
+# directory every node sees; the test kills rank 2 with SIGKILL once an
+# epoch is done. The plugin in srun ends the step and reports the failed
+# rank and the node to blame (DDP_RESTART_REPORT); ddp-restart runs the
+# step again on the spare node without the blamed one, the ranks see
+# DDP_RESTART_COUNT=1, resume from the checkpoint and end with the
+# parameters of an uninterrupted run of the same world size. A program
+# that exits 1 is not restarted, --ddp-restart outside an allocation is
+# refused, and Ctrl-C (SIGINT to the supervisor) ends everything.
+# shellcheck source=tests/cluster/common.bash
+source "$BATS_TEST_DIRNAME/common.bash"
+
+setup_file() {
+	mc_up --nodes 5
+}
+
+setup() {
+	require_plugin
+	local stage=${MINICLUSTER_STAGE:-$repo_root/build/stage}
+	prefix=$stage${MINICLUSTER_PREFIX:-/usr/local}
+	train=$prefix/libexec/slurm-ddp/examples/train
+	[ -x "$train" ] || skip "examples/train is not staged at $train (run: make stage)"
+	[ -x "$prefix/libexec/slurm-ddp/ddp-restart" ] ||
+		skip "ddp-restart is not staged (run: make stage)"
+	dir=$(mktemp -d)
+	mkdir "$dir/ckpt" "$dir/tmp"
+	chown -R ddptest "$dir"
+}
+
+teardown() {
+	rm -rf "$dir"
+}
+
+# job_field JOB KEY: KEY=value from scontrol show job, or nothing.
+job_field() {
+	mc_run -- scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+}
+
+# wait_done JOB SECONDS: until the job completed or failed.
+wait_done() {
+	local state
+	for _ in $(seq "$2"); do
+		state=$(job_field "$1" JobState)
+		case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) echo "$state"; return 0 ;; esac
+		sleep 1
+	done
+	echo "still ${state:-unknown} after $2 s"
+	return 1
+}
+
+# job_pids JOB [COMM]: the pids of this machine whose environment names
+# JOB (and whose command is COMM), one per line.
+job_pids() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ -z "${2:-}" ] || [ "$(cat "$p/comm" 2>/dev/null)" = "$2" ] || continue
+		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" &&
+			echo "${p#/proc/}"
+	done
+	return 0
+}
+
+# rank_pid JOB STEP RANK: the pid of the program of RANK in JOB's step STEP.
+rank_pid() {
+	local p env
+	for p in $(job_pids "$1" train); do
+		env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+		grep -qx "SLURM_STEP_ID=$2" <<<"$env" &&
+			grep -qx "SLURM_PROCID=$3" <<<"$env" && {
+			echo "$p"
+			return 0
+		}
+	done
+	return 1
+}
+
+train_opts=(--synthetic 4096 --hidden 32 --epochs 12)
+
+# crc_of FILE: the one params_crc the ranks printed in FILE.
+crc_of() {
+	sed -n 's/^rank [0-9]* params_crc=//p' "$1" | sort -u
+}
+
+@test "sbatch -N5, srun -N4 --ddp-restart=2: rank 2 killed, the step runs again without its node, resumes and ends as an uninterrupted run" {
+	local job state pid blamed want got
+	# The parameters of an uninterrupted run of four ranks.
+	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
+	show
+	[ "$status" -eq 0 ]
+	want=$(printf '%s\n' "$output" | sed -n 's/^rank [0-9]* params_crc=//p' | sort -u)
+	[ "$(printf '%s\n' "$want" | wc -l)" -eq 1 ] && [ -n "$want" ]
+
+	cat >"$dir/job.sh" <<-EOF
+		#!/bin/bash
+		export TMPDIR=$dir/tmp
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
+			'echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID nodes \$SLURM_STEP_NODELIST restart=\${DDP_RESTART_COUNT:-unset}"; exec "\$0" "\$@"' \\
+			$train ${train_opts[*]} --checkpoint $dir/ckpt --checkpoint-every 1
+		echo "srun exit \$?"
+	EOF
+	chmod 0755 "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
+	pid=$(rank_pid "$job" 0 2)
+	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
+	echo "# job $job: killing rank 2 (pid $pid) on $blamed" >&3
+	[ -n "$blamed" ]
+	kill -KILL "$pid"
+	state=$(wait_done "$job" 300) || true
+	sed 's/^/# /' "$dir/job.out" >&3
+	[ "$state" = COMPLETED ]
+	grep -qx 'srun exit 0' "$dir/job.out"
+	grep -qE "^ddp: step restarted \(1 of at most 2\) without $blamed, from the allocation's [^:]+: rank 2 was killed by signal 9$" "$dir/job.out"
+	# The restarted step: four ranks on the other nodes, restart count 1.
+	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq 4 ]
+	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
+	grep -E 'restart=1$' "$dir/job.out" | sed 's/.* nodes \([^ ]*\) .*/\1/' | sort -u >"$dir/nodes"
+	[ "$(wc -l <"$dir/nodes")" -eq 1 ]
+	[ "$(mc_run -- scontrol show hostnames "$(cat "$dir/nodes")" | grep -cx "$blamed")" -eq 0 ]
+	grep -q '^train: resuming from ' "$dir/job.out"
+	got=$(crc_of "$dir/job.out")
+	echo "# params_crc: uninterrupted $want, restarted $got" >&3
+	[ "$got" = "$want" ]
+	[ -z "$(ls -A "$dir/tmp")" ]
+}
+
+@test "a program that exits 1 is not restarted" {
+	local job state
+	cat >"$dir/job.sh" <<-EOF
+		#!/bin/bash
+		export TMPDIR=$dir/tmp
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
+			'echo "rank \$RANK restart=\${DDP_RESTART_COUNT:-unset}"; sleep 2; [ "\$RANK" != 2 ] || exit 1'
+		echo "srun exit \$?"
+	EOF
+	chmod 0755 "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	state=$(wait_done "$job" 120) || true
+	sed 's/^/# /' "$dir/job.out" >&3
+	[ "$state" = COMPLETED ] # the batch script's own status
+	grep -qE '^srun exit [1-9]' "$dir/job.out"
+	grep -qE '^ddp: not restarted: ' "$dir/job.out"
+	[ "$(grep -c 'restart=0$' "$dir/job.out")" -eq 4 ]
+	[ "$(grep -c 'restart=1$' "$dir/job.out")" -eq 0 ]
+	[ -z "$(ls -A "$dir/tmp")" ]
+}
+
+@test "--ddp-restart outside an allocation is refused, saying what to do" {
+	run mc_run --user ddptest -- srun -N1 --ddp --ddp-restart=1 true
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"--ddp-restart needs an allocation: run srun inside sbatch or salloc"* ]]
+	run mc_run --user ddptest -- srun -N1 --ddp --ddp-restart=x true
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"--ddp-restart=x: not a number of restarts"* ]]
+}
+
+@test "Ctrl-C: SIGINT to the supervisor ends the step, nothing restarts, nothing is left behind" {
+	local job state sup
+	cat >"$dir/job.sh" <<-EOF
+		#!/bin/bash
+		export TMPDIR=$dir/tmp
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
+			'echo "rank \$RANK restart=\${DDP_RESTART_COUNT:-unset}"; exec sleep 300'
+		echo "srun exit \$?"
+		sleep 1
+	EOF
+	chmod 0755 "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	wait_line "$dir/job.out" '^rank 3 restart=0$' 60
+	wait_line "$dir/job.out" '^rank 0 restart=0$' 60
+	sup=$(job_pids "$job" ddp-restart)
+	echo "# job $job: supervisor $sup" >&3
+	[ -n "$sup" ] && [ "$(printf '%s\n' "$sup" | wc -l)" -eq 1 ]
+	# srun's own Ctrl-C: the first asks for the tasks' state, a second
+	# within a second ends the step.
+	kill -INT "$sup"
+	sleep 0.3
+	kill -INT "$sup"
+	state=$(wait_done "$job" 120) || true
+	sed 's/^/# /' "$dir/job.out" >&3
+	grep -qE '^srun exit [1-9]' "$dir/job.out"
+	grep -qx 'ddp: not restarted: the step was stopped by a signal that ddp-restart passed on to srun' "$dir/job.out"
+	[ "$(grep -c 'restart=1$' "$dir/job.out")" -eq 0 ]
+	[ "$state" = COMPLETED ]
+	[ -z "$(job_pids "$job")" ]
+	[ -z "$(ls -A "$dir/tmp")" ]
+}

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Unit tests of --ddp-restart's decisions (plugin/restart.c): the report
+ * the plugin writes in srun, whether and why a step runs again, the nodes
+ * left, the merged exclusion and the next srun's argv. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp_util.h"
+#include "restart.h"
+#include "tap.h"
+
+static const char killed3[] =
+	"rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 "
+	"nodes=4 step_nodes=node[1-4]\n";
+
+static int
+parse(const char *text, struct ddp_restart_report *r, char *err, size_t errlen)
+{
+	return ddp_restart_report_parse(text, strlen(text), r, err, errlen);
+}
+
+static void
+test_report(void)
+{
+	struct ddp_restart_report r;
+	char err[DDP_ERR_LEN];
+	static const char *const bad[] = {
+		"rank=2 how=signal:9 nodes=4",		   /* no blame= */
+		"rank=2 blame=node3 nodes=4",		   /* no how= */
+		"rank=2 how=exit:1 blame=",		   /* no nodes= */
+		"rank=x how=signal:9 blame=node3 nodes=4", /* rank */
+		"how=signal:0 blame=node3 nodes=4",	   /* signal 0 */
+		"how=exit:256 blame=node3 nodes=4",	   /* exit 256 */
+		"how=killed blame=node3 nodes=4",	   /* how */
+		"how=exit:1 blame=node[3 nodes=4",	   /* blame list */
+		"how=exit:1 blame=node3 nodes=0",	   /* nodes */
+		"how=exit:1 blame=node3 nodes=4 junk",	   /* not key=value */
+	};
+	size_t i;
+
+	tap_ok(parse(killed3, &r, err, sizeof(err)) == 0 && r.rank == 2 &&
+		       !strcmp(r.node, "node3") && r.signalled && r.code == 9 &&
+		       !strcmp(r.blame, "node3") && r.nodes == 4,
+	       "report: the plugin's line, every field");
+	tap_ok(parse("how=exit:1 blame= nodes=2 colour=blue\nrank=9", &r, err,
+		     sizeof(err)) == 0 &&
+		       r.rank == -1 && !r.signalled && r.code == 1 &&
+		       !r.blame[0] && r.nodes == 2,
+	       "report: empty blame, unknown keys and later lines skipped");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		tap_ok(parse(bad[i], &r, err, sizeof(err)) < 0 &&
+			       strstr(err, "restart report"),
+		       "report refused: %s (%s)", bad[i], err);
+	tap_ok(parse("how=exit:1 nodes=2", &r, err, sizeof(err)) < 0 &&
+		       strstr(err, "lacks blame="),
+	       "report: the missing key is named");
+}
+
+static void
+test_decide(void)
+{
+	struct ddp_restart st;
+	struct ddp_restart_report r, r5, exit1;
+	char err[DDP_ERR_LEN], line[2 * DDP_ERR_LEN];
+
+	parse(killed3, &r, err, sizeof(err));
+	parse("rank=0 how=exit:1 blame= nodes=4", &exit1, err, sizeof(err));
+	parse("rank=3 node=node5 how=signal:6 blame=node5 nodes=4", &r5, err,
+	      sizeof(err));
+
+	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1 &&
+		       !strcmp(line, "step restarted (1 of at most 2) without "
+				     "node3, from the allocation's "
+				     "node[1-2,4-5]: rank 2 was killed by "
+				     "signal 9") &&
+		       !strcmp(st.exclude, "node3") && st.done == 1,
+	       "decide: a blamed node and a spare: restart (%s)", line);
+	tap_ok(ddp_restart_decide(&st, &r5, NULL, 0, line, sizeof(line)) == 0 &&
+		       strstr(line, "not restarted: rank 3 was killed by "
+				    "signal 6") &&
+		       strstr(line, "3 nodes left without node5") &&
+		       strstr(line, "the 4 the step needs") &&
+		       strstr(line, "--exclude=node3,node5") &&
+		       !strcmp(st.exclude, "node3") && st.done == 1,
+	       "decide: too few nodes left: the --exclude= to use (%s)", line);
+
+	ddp_restart_init(&st, 1, NULL, "node[1-6]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1,
+	       "decide: first restart of one");
+	tap_ok(ddp_restart_decide(&st, &r5, NULL, 0, line, sizeof(line)) == 0 &&
+		       strstr(line, "no restart is left (1 of at most 1 "
+				    "used)"),
+	       "decide: no restart left (%s)", line);
+
+	ddp_restart_init(&st, 3, "node1,node6", "node[1-8]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1 &&
+		       !strcmp(st.exclude, "node1,node6,node3") &&
+		       strstr(line, "from the allocation's node[2,4-5,7-8]"),
+	       "decide: the user's own exclusion kept (%s)", st.exclude);
+	tap_ok(ddp_restart_decide(&st, &r5, NULL, 0, line, sizeof(line)) == 1 &&
+		       !strcmp(st.exclude, "node1,node6,node3,node5") &&
+		       strstr(line, "(2 of at most 3) without node5") &&
+		       strstr(line, "node[2,4,7-8]"),
+	       "decide: blamed nodes add up over restarts (%s)", line);
+
+	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	tap_ok(ddp_restart_decide(&st, &exit1, NULL, 0, line, sizeof(line)) ==
+			       0 &&
+		       !strcmp(line, "not restarted: rank 0 exited with "
+				     "status 1, and no node is to blame") &&
+		       st.done == 0,
+	       "decide: no node to blame: not restarted (%s)", line);
+	tap_ok(ddp_restart_decide(&st, NULL, "srun wrote no report", 0, line,
+				  sizeof(line)) == 0 &&
+		       !strcmp(line, "not restarted: srun wrote no report"),
+	       "decide: no report: not restarted, saying why");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 1, line, sizeof(line)) == 0 &&
+		       strstr(line, "stopped by a signal") && st.done == 0,
+	       "decide: after a forwarded terminating signal: never");
+	ddp_restart_init(&st, 2, NULL, NULL);
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 0 &&
+		       strstr(line, "SLURM_JOB_NODELIST"),
+	       "decide: no allocation node list: not restarted");
+	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, 20) < 0,
+	       "decide: a line that does not fit fails");
+}
+
+static void
+test_argv(void)
+{
+	char *argv1[] = {"/usr/bin/srun",
+			 "-N4",
+			 "--ddp",
+			 "--ddp-restart",
+			 "2",
+			 "prog",
+			 "-x",
+			 "a",
+			 NULL};
+	char *argv2[] = {"/usr/bin/srun", "-x", "node9", "--ddp", "--",
+			 "prog",	  NULL};
+	char *argv3[] = {"/usr/bin/srun", "--ddp", NULL};
+	char *added = NULL, err[DDP_ERR_LEN];
+	char **out;
+
+	out = ddp_restart_argv(8, argv1, "node3", &added, err, sizeof(err));
+	tap_ok(out && added && !strcmp(out[0], "/usr/bin/srun") &&
+		       !strcmp(out[4], "2") &&
+		       !strcmp(out[5], "--exclude=node3") &&
+		       !strcmp(out[6], "prog") && !strcmp(out[7], "-x") &&
+		       !strcmp(out[8], "a") && !out[9],
+	       "argv: --exclude= where srun's options end, the program's "
+	       "own -x untouched");
+	free(out);
+	free(added);
+	out = ddp_restart_argv(6, argv2, "node9,node3", &added, err,
+			       sizeof(err));
+	tap_ok(out && !strcmp(out[2], "node9") &&
+		       !strcmp(out[4], "--exclude=node9,node3") &&
+		       !strcmp(out[5], "--") && !out[7],
+	       "argv: after the user's own -x, before --");
+	free(out);
+	free(added);
+	out = ddp_restart_argv(2, argv3, "node3", &added, err, sizeof(err));
+	tap_ok(out && !strcmp(out[2], "--exclude=node3") && !out[3],
+	       "argv: no program: at the end");
+	free(out);
+	free(added);
+	out = ddp_restart_argv(2, argv3, "", &added, err, sizeof(err));
+	tap_ok(out && !added && !strcmp(out[1], "--ddp") && !out[2],
+	       "argv: nothing to exclude: unchanged");
+	free(out);
+}
+
+int
+main(void)
+{
+	test_report();
+	test_decide();
+	test_argv();
+	return tap_done();
+}
