@@ -98,7 +98,7 @@ check_node_side_keys(void)
 		"check_min_fraction=0.3",  "check_join_limit=30",
 		"check_time_limit=30",	   "check_path=/opt/ddp-check",
 		"check_requeue_max=1",	   "topology_cache=none",
-		"cpus_per_gpu=off",
+		"cpus_per_gpu=off",	   "kill_on_bad_exit=no",
 	};
 	char err[DDP_ERR_LEN], topo[256], want[160];
 	char *av[1];
