@@ -1,6 +1,7 @@
 # The SPANK plugin spank_ddp.so and its helper ddp-plan. spank_ddp.c holds
 # the SPANK hooks and dispatches to local.c (srun, sbatch, salloc) and
-# remote.c (slurmstepd, with remote_topo.c and remote_check.c); args.c is
+# remote.c (slurmstepd, with remote_topo.c and remote_check.c), failure.c
+# (a failed rank ends the step; srun names the first); args.c is
 # their Slurm-free parsing; the decisions live in the core.
 DDP_PLAN := $(BUILD)/bin/ddp-plan
 $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
@@ -9,7 +10,7 @@ $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 TARGETS += $(DDP_PLAN)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
-PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o args.o)
+PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o failure.o args.o)
 # slurm_spank_* and slurm_hostlist_* resolve in the loading program
 # (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds

@@ -28,6 +28,8 @@ SPANK_PLUGIN(ddp, 1)
 /* The one instance: SPANK loads the plugin once per process. */
 static struct ddp_plugin plugin = {
 	.opts = {.bind = -1, .check = -1},
+	.kill_bad_exit = -1,
+	.watch = {.listen_fd = -1},
 	.node = {.verdict_rfd = -1, .verdict_wfd = -1},
 };
 
@@ -180,6 +182,24 @@ slurm_spank_user_init(spank_t sp, int ac, char **av)
 	return remote_user_init(&plugin, sp);
 }
 
+/* Called in srun once the step exists, before its tasks launch. */
+EXPORT int
+slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_LOCAL)
+		return 0;
+	return failure_local_user_init(&plugin, sp);
+}
+
+/* Called in slurmstepd (as root) as each task's exit is collected. */
+EXPORT int
+slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	if (!spank_remote(sp))
+		return 0;
+	return failure_task_exit(&plugin, sp);
+}
+
 /* Called in slurmstepd in each task, just before it execs. */
 EXPORT int
 slurm_spank_task_init(spank_t sp, int ac, char **av)
@@ -195,5 +215,7 @@ slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	if (spank_remote(sp))
 		remote_exit(&plugin);
+	else if (spank_context() == S_CTX_LOCAL)
+		failure_local_exit(&plugin);
 	return 0;
 }

@@ -216,7 +216,9 @@ test_record(void)
 		close(fd);
 	line[n > 0 ? n : 0] = '\0';
 	tap_ok(strstr(line, "how=exit:1 ") != NULL && strchr(line, '\n') &&
-		       stat(path, &st) == 0 && (st.st_mode & 0777) == 0600,
+		       stat(path, &st) == 0 &&
+		       (st.st_mode & (S_IRWXU | S_IRWXG | S_IRWXO)) ==
+			       S_IRUSR + S_IWUSR,
 	       "one line, mode 0600");
 	snprintf(path, sizeof(path), "%s/missing/report", dir);
 	tap_ok(ddp_failure_write_record(path, &f, err, sizeof(err)) == -1 &&
