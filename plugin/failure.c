@@ -17,6 +17,7 @@
  * The line formats and the blame rule are in common/failure.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -252,6 +253,67 @@ report(spank_t sp, const struct ddp_failure *f)
 	ddp_close(&fd);
 }
 
+void
+failure_user_init(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+	int fd[2];
+
+	if (!n->active || n->prelaunch_rfd >= 0 || !n->local_tasks)
+		return;
+	n->prelaunch_failed = calloc(n->local_tasks, 1);
+	if (!n->prelaunch_failed)
+		return;
+	if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+		ddp_info("--ddp: %s: no pipe for tasks that fail to start: %s",
+			 n->host, strerror(errno));
+		free(n->prelaunch_failed);
+		n->prelaunch_failed = NULL;
+		return;
+	}
+	n->prelaunch_rfd = fd[0];
+	n->prelaunch_wfd = fd[1];
+}
+
+void
+failure_task_init_failed(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	uint32_t local = 0;
+
+	/* One write of 4 bytes, under PIPE_BUF: whole or not at all. */
+	if (n->prelaunch_wfd >= 0 &&
+	    spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS &&
+	    write(n->prelaunch_wfd, &local, sizeof(local)) < 0)
+		ddp_debug("--ddp: task %u: the pipe to slurmstepd: %s", local,
+			  strerror(errno));
+}
+
+/* 1 when the task of local id failed in task_init, before its program. */
+static int
+failed_before_exec(struct ddp_node *n, uint32_t local)
+{
+	uint32_t id;
+
+	if (n->prelaunch_rfd < 0)
+		return 0;
+	while (read(n->prelaunch_rfd, &id, sizeof(id)) == (ssize_t)sizeof(id))
+		if (id < n->local_tasks)
+			n->prelaunch_failed[id] = 1;
+	return local < n->local_tasks && n->prelaunch_failed[local];
+}
+
+void
+failure_remote_exit(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+
+	ddp_close(&n->prelaunch_rfd);
+	ddp_close(&n->prelaunch_wfd);
+	free(n->prelaunch_failed);
+	n->prelaunch_failed = NULL;
+}
+
 /* Whether this step is to be ended: the site's kill_on_bad_exit, and no
  * -K0 (as srun passed it on) or SLURM_KILL_BAD_EXIT=0 from the user. */
 static int
@@ -276,12 +338,15 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 	struct ddp_failure f = {0};
 	char list[DDP_FAILURE_NODES_LEN], what[256];
 	struct timespec ts;
-	uint32_t gid = 0;
+	uint32_t gid = 0, local = 0;
 	int status = 0;
 
 	if (!n->active || n->failure_seen ||
 	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
 	    !ddp_failure_from_wait_status(status, &f))
+		return 0;
+	if (spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS &&
+	    failed_before_exec(n, local))
 		return 0;
 	n->failure_seen = 1;
 	clock_gettime(CLOCK_REALTIME, &ts);

@@ -84,6 +84,14 @@ struct ddp_node {
 	/* 1 once a task of this node failed: slurmstepd ends the step and
 	 * reports to srun for its first failed task alone (failure.c). */
 	int failure_seen;
+	/* The tasks that task_init failed, before their program started
+	 * (failure.c): they write their local id into a pipe made in
+	 * user_init (both ends close-on-exec, non-blocking; -1 when
+	 * closed), which slurmstepd reads into prelaunch_failed (one flag
+	 * per local task) at task_exit. The plugin said why already, and
+	 * --ddp-check=requeue's rank 0 must not be killed mid-requeue. */
+	int prelaunch_rfd, prelaunch_wfd;
+	unsigned char *prelaunch_failed;
 };
 
 /* srun's side of a --ddp step's first failure (failure.c): the socket the
@@ -203,6 +211,21 @@ void remote_exit(struct ddp_plugin *p);
 int failure_local_user_init(struct ddp_plugin *p, spank_t sp);
 
 /*
+ * slurmstepd, from slurm_spank_user_init after remote_user_init: makes
+ * the pipe of the tasks that fail before their program starts, for a
+ * --ddp step. Without it such a task counts as a failed rank. Cannot fail.
+ */
+void failure_user_init(struct ddp_plugin *p);
+
+/* A task, from slurm_spank_task_init when remote_task_init failed: tells
+ * slurmstepd that this task ends before its program started. */
+void failure_task_init_failed(struct ddp_plugin *p, spank_t sp);
+
+/* slurmstepd, from slurm_spank_exit: closes the pipe and frees what
+ * failure_user_init made. */
+void failure_remote_exit(struct ddp_plugin *p);
+
+/*
  * srun, from slurm_spank_exit: takes the reports waiting on the socket
  * (never blocking more than 2 s in all), keeps those with the step's
  * nonce, prints one line naming the earliest failure and, when
@@ -213,7 +236,8 @@ void failure_local_exit(struct ddp_plugin *p);
 
 /*
  * slurmstepd, from slurm_spank_task_exit (as root): at this node's first
- * task of a --ddp step that exited non-zero or was killed, ends the whole
+ * task of a --ddp step that exited non-zero or was killed once its
+ * program had started (not a task that task_init failed), ends the whole
  * step with SIGKILL through slurmctld (unless kill_on_bad_exit = no or
  * the user's -K0) and reports the failure to srun. Bounded: Slurm's
  * MessageTimeout for the kill, 2 s for the report. Errors are logged.

@@ -30,7 +30,10 @@ static struct ddp_plugin plugin = {
 	.opts = {.bind = -1, .check = -1},
 	.kill_bad_exit = -1,
 	.watch = {.listen_fd = -1},
-	.node = {.verdict_rfd = -1, .verdict_wfd = -1},
+	.node = {.verdict_rfd = -1,
+		 .verdict_wfd = -1,
+		 .prelaunch_rfd = -1,
+		 .prelaunch_wfd = -1},
 };
 
 static int opt_cb(int val, const char *optarg, int remote);
@@ -177,9 +180,13 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 EXPORT int
 slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
+	int rc;
+
 	if (!spank_remote(sp))
 		return 0;
-	return remote_user_init(&plugin, sp);
+	rc = remote_user_init(&plugin, sp);
+	failure_user_init(&plugin);
+	return rc;
 }
 
 /* Called in srun once the step exists, before its tasks launch. */
@@ -206,16 +213,20 @@ slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	if (!spank_remote(sp))
 		return 0;
-	return remote_task_init(&plugin, sp);
+	if (remote_task_init(&plugin, sp) == 0)
+		return 0;
+	failure_task_init_failed(&plugin, sp);
+	return -1;
 }
 
 /* Called in every context as the plugin is unloaded. */
 EXPORT int
 slurm_spank_exit(spank_t sp, int ac, char **av)
 {
-	if (spank_remote(sp))
+	if (spank_remote(sp)) {
 		remote_exit(&plugin);
-	else if (spank_context() == S_CTX_LOCAL)
+		failure_remote_exit(&plugin);
+	} else if (spank_context() == S_CTX_LOCAL)
 		failure_local_exit(&plugin);
 	return 0;
 }

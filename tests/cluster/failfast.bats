@@ -191,3 +191,19 @@ survives() {
 	[ "$(wc -l <<<"$output")" -eq 1 ]
 	[[ $output == *"ddp: rank 1 on "*" exited with status 1; the step was ended"* ]]
 }
+
+@test "tasks that --ddp-check stops before their program are no failed ranks: no first-failure line" {
+	local conf rc=0
+	conf=$(mc_state)/etc/ddp.conf
+	cp "$conf" "$BATS_TEST_TMPDIR/ddp.conf.orig"
+	# A check that always finds a problem, as a slow link would.
+	{ cat "$BATS_TEST_TMPDIR/ddp.conf.orig" && echo "check_path = /usr/bin/false"; } | put_conf "$conf"
+	mc_run -- srun --nodes=3 --ntasks-per-node=1 --ddp --ddp-check=fail true >"$out" 2>&1 || rc=$?
+	put_conf "$conf" <"$BATS_TEST_TMPDIR/ddp.conf.orig"
+	output=$(cat "$out")
+	status=$rc
+	show
+	[ "$status" -ne 0 ]
+	[[ $output == *"--ddp-check found a problem"* ]]
+	[ -z "$(first_failure_lines)" ]
+}

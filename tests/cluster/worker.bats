@@ -460,7 +460,8 @@ sys.stdin.read()
 	# the next job (another id) is tried.
 	while [ "$tries" -gt 0 ]; do
 		tries=$((tries - 1))
-		run mc_run -- env DDP_TIMEOUT=4 srun -N2 -w 'node[1-2]' --ntasks-per-node=1 --ddp \
+		# -K0: both sides fail by themselves and say why.
+		run mc_run -- env DDP_TIMEOUT=4 srun -K0 -N2 -w 'node[1-2]' --ntasks-per-node=1 --ddp \
 			"$train" --synthetic 256 --epochs 1
 		[ "$status" -eq 0 ] || break
 	done
