@@ -73,9 +73,14 @@ failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 	if (!p->opts.enabled || p->conf_error[0] || w->listen_fd >= 0)
 		return 0;
 	w->ends_step = p->conf.kill_on_bad_exit && p->kill_bad_exit != 0;
-	if (p->kill_bad_exit == 0 && srun_setenv(sp, NO_KILL_ENV, "0") < 0)
-		ddp_error("cannot pass -K0 on to the step: %s=0 not set",
-			  NO_KILL_ENV);
+	/* Always written: a step started from inside a rank must not keep
+	 * its parent step's values. An empty address means no report. */
+	if (srun_setenv(sp, NO_KILL_ENV, p->kill_bad_exit == 0 ? "0" : "1") <
+		    0 ||
+	    srun_setenv(sp, REPORT_ENV, "") < 0 ||
+	    srun_setenv(sp, NONCE_ENV, "") < 0)
+		ddp_error("cannot set %s and %s for the step", NO_KILL_ENV,
+			  REPORT_ENV);
 	if (spank_get_item(sp, S_JOB_ID, &w->jobid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &w->stepid) != ESPANK_SUCCESS) {
 		ddp_verbose("no step id: no first-failure report");
@@ -98,10 +103,11 @@ failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 		return 0;
 	}
 	if (ddp_fmt(addr, sizeof(addr), "%s:%d", host, port) < 0 ||
-	    srun_setenv(sp, REPORT_ENV, addr) < 0 ||
-	    srun_setenv(sp, NONCE_ENV, w->nonce) < 0) {
+	    srun_setenv(sp, NONCE_ENV, w->nonce) < 0 ||
+	    srun_setenv(sp, REPORT_ENV, addr) < 0) {
 		ddp_verbose("cannot export %s: no first-failure report",
 			    REPORT_ENV);
+		srun_setenv(sp, REPORT_ENV, "");
 		ddp_close(&w->listen_fd);
 	}
 	return 0;
@@ -225,9 +231,11 @@ report(spank_t sp, const struct ddp_failure *f)
 	long port;
 	int fd;
 
-	if (jobenv(sp, REPORT_ENV, addr, sizeof(addr)) < 0 ||
+	/* Unset or empty: an srun that could not listen, or without the
+	 * plugin. */
+	if (jobenv(sp, REPORT_ENV, addr, sizeof(addr)) < 0 || !addr[0] ||
 	    jobenv(sp, NONCE_ENV, nonce, sizeof(nonce)) < 0)
-		return; /* an srun without the report, or an older plugin */
+		return;
 	colon = strrchr(addr, ':');
 	if (!colon || ddp_parse_long(colon + 1, 1, 65535, &port) < 0) {
 		ddp_info("--ddp: %s=%.80s is not host:port", REPORT_ENV, addr);
