@@ -39,7 +39,7 @@
 /* Hex digits of a nonce (16 random bytes), without the NUL. */
 #define DDP_FAILURE_NONCE_HEX 32
 /* Longest step node list a report carries, NUL included. */
-#define DDP_FAILURE_NODES_LEN 1024
+#define DDP_FAILURE_NODES_LEN 4096
 /* Room for one report or record line, newline and NUL included. */
 #define DDP_FAILURE_LINE_MAX (DDP_FAILURE_NODES_LEN + 256)
 
