@@ -307,6 +307,7 @@ enum key_type {
 	KEY_FSTYPES,	 /* 1..max file-system type names: shared_fstypes */
 	KEY_UINT,	 /* whole number in [min, max]: unsigned */
 	KEY_ONOFF,	 /* on or off: int */
+	KEY_YESNO,	 /* yes or no: int */
 	KEY_DURATION,	 /* N[s|m|h|d], seconds in [min, max]: unsigned */
 	KEY_NCCL_HCA,	 /* NCCL device list, names of 1..max: char[] */
 	KEY_NCCL_IFNAME, /* NCCL interface list, names of 1..max: char[] */
@@ -421,6 +422,8 @@ static const struct conf_key keys[] = {
 	{"topology_cache", KEY_PATH_NONE, 1, CONF_PATH_MAX - 1,
 	 PATH_TEXT ", or none", "/run/slurm-ddp/topology.xml",
 	 FIELD(topology_cache), PLUGIN_ONLY},
+	{"kill_on_bad_exit", KEY_YESNO, 0, 1, "yes or no", "yes",
+	 FIELD(kill_on_bad_exit), PLUGIN_ONLY},
 	{"cpus_per_gpu", KEY_CPU_SHARE, 1, DDP_CPUS_PER_GPU_MAX,
 	 "share (each GPU's equal share of its node's cores), a whole number "
 	 "of CPUs per GPU, 1-1024, or off (Slurm's default)",
@@ -550,6 +553,11 @@ set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
 		if (parse_onoff(value, &on) < 0)
 			return -1;
 		*(int *)field = on;
+		return 0;
+	case KEY_YESNO:
+		if (strcmp(value, "yes") && strcmp(value, "no"))
+			return -1;
+		*(int *)field = !strcmp(value, "yes");
 		return 0;
 	case KEY_DURATION:
 		if (parse_duration(value, k->min, k->max, &a) < 0)
@@ -701,6 +709,9 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 	case KEY_ONOFF:
 		return ddp_fmt(buf, len, "%s",
 			       *(const int *)field ? "on" : "off");
+	case KEY_YESNO:
+		return ddp_fmt(buf, len, "%s",
+			       *(const int *)field ? "yes" : "no");
 	case KEY_DURATION:
 		return ddp_fmt(buf, len, "%us", *(const unsigned *)field);
 	case KEY_CHECK:

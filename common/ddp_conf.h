@@ -81,6 +81,10 @@
  *                    partition's DefCpuPerGPU says: share (each GPU's equal
  *                    share of its node's cores), N (1-1024), or off (Slurm's
  *                    default, one CPU per task) [share]
+ *   kill_on_bad_exit yes|no: a task of a --ddp step that exits non-zero or
+ *                    is killed ends the whole step at once, as Slurm's
+ *                    KillOnBadExit would (users opt out with srun -K0)
+ *                    [yes]
  *
  * The NCCL keys are site-wide on purpose: NCCL requires NCCL_IB_HCA to be
  * the same on every rank, and the plugin never derives them per rank or per
@@ -208,7 +212,8 @@ struct ddp_conf {
 	unsigned check_drain_users;    /* distinct users, 1-1000 */
 	unsigned check_drain_window;   /* seconds */
 	char topology_cache[PATH_MAX]; /* "" = none */
-	int cpus_per_gpu; /* N >= 1, or DDP_CPUS_PER_GPU_SHARE / _OFF */
+	int cpus_per_gpu;     /* N >= 1, or DDP_CPUS_PER_GPU_SHARE / _OFF */
+	int kill_on_bad_exit; /* 1: a failed task ends its --ddp step */
 };
 
 /* Fills conf with the defaults listed above. Cannot fail. */

@@ -397,6 +397,16 @@ note_flag(const char *opt, const char *val, struct ddp_srun_req *req)
 		req->ddp = 1;
 		return 1;
 	}
+	if (!strcmp(opt, "K") || !strcmp(opt, "kill-on-bad-exit")) {
+		long v;
+
+		/* srun reads the value as a number: 0 is off, anything
+		 * else (or none) on. */
+		req->kill_bad_exit =
+			!val || ddp_parse_long(val, 0, 0x7fffffffL, &v) < 0 ||
+			v != 0;
+		return 1;
+	}
 	if (!strcmp(opt, "ddp-check")) {
 		enum ddp_check m;
 
@@ -507,12 +517,14 @@ ddp_srun_scan(int argc, char *const *argv,
 		{"SLURM_TRES_PER_TASK", "tres-per-task"},
 		{"SLURM_EXCLUSIVE", "exclusive"},
 		{"SLURM_PARTITION", "partition"},
+		{"SLURM_KILL_BAD_EXIT", "kill-on-bad-exit"},
 	};
 	struct ddp_srun_req cmd = {.ntasks_per_node = -1,
 				   .ntasks = -1,
 				   .nodes = -1,
 				   .gpus_per_node = -1,
-				   .gpus = -1};
+				   .gpus = -1,
+				   .kill_bad_exit = -1};
 	struct ddp_srun_req env = cmd;
 	const char *env_cpus_by = NULL;
 	size_t k;
@@ -593,6 +605,8 @@ ddp_srun_scan(int argc, char *const *argv,
 		req->cpus_by = env_cpus_by;
 	if (!req->partition[0])
 		memcpy(req->partition, env.partition, sizeof(req->partition));
+	if (req->kill_bad_exit < 0)
+		req->kill_bad_exit = env.kill_bad_exit;
 	if (req->gpus_per_node < 0 && req->gpus >= 0 && req->nodes > 0) {
 		/* -G is a total over the nodes: Slurm puts at least the
 		 * rounded-up share on some node. */

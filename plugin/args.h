@@ -89,6 +89,9 @@ struct ddp_srun_req {
 	/* The index in argv where srun's options end: the program, "--",
 	 * or argc when there is neither. */
 	int opts_end;
+	/* -K/--kill-on-bad-exit[=0|1] or SLURM_KILL_BAD_EXIT: 1 or 0, -1
+	 * when neither says. */
+	int kill_bad_exit;
 	char partition[128]; /* -p/--partition or SLURM_PARTITION, or "" */
 };
 
@@ -102,7 +105,8 @@ struct ddp_srun_req {
  * per node when it divides evenly. Returns 0, or -1 with err naming the
  * option (or variable) when a value this plugin needs is malformed, or
  * asks for more than DDP_GPU_MAX GPUs on one node (--gpus-per-node,
- * --gres, or -G's rounded-up share of the nodes).
+ * --gres, or -G's rounded-up share of the nodes). -K/--kill-on-bad-exit
+ * and SLURM_KILL_BAD_EXIT are read the way srun reads them (no value: 1).
  */
 int ddp_srun_scan(int argc, char *const *argv,
 		  const char *(*getenv_fn)(const char *),

@@ -476,6 +476,7 @@ local_post_opt(struct ddp_plugin *p)
 		ddp_error("%s", err);
 		goto out;
 	}
+	p->kill_bad_exit = req.kill_bad_exit;
 	if (req.help) {
 		rc = 0;
 		goto out;

@@ -1,9 +1,10 @@
 # The SPANK plugin spank_ddp.so and its helpers ddp-plan and ddp-restart.
 # spank_ddp.c holds the SPANK hooks and dispatches to local.c (srun,
 # sbatch, salloc) and remote.c (slurmstepd, with remote_topo.c and
-# remote_check.c); args.c is their Slurm-free parsing; the decisions live in
-# the core. ddp-restart (--ddp-restart's supervisor, which srun's side of
-# the plugin runs in srun's place) is a thin program around restart.c, the
+# remote_check.c), failure.c (a failed rank ends the step; srun names the
+# first); args.c is their Slurm-free parsing; the decisions live in the
+# core. ddp-restart (--ddp-restart's supervisor, which srun's side of the
+# plugin runs in srun's place) is a thin program around restart.c, the
 # Slurm-free decisions.
 DDP_PLAN := $(BUILD)/bin/ddp-plan
 $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
@@ -18,7 +19,7 @@ $(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)
 TARGETS += $(DDP_RESTART)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
-PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o args.o)
+PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o failure.o args.o)
 # slurm_spank_* and slurm_hostlist_* resolve in the loading program
 # (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds

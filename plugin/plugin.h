@@ -28,6 +28,7 @@
 
 #include "args.h"
 #include "ddp_conf.h"
+#include "failure.h"
 #include "gpulist.h"
 #include "hostlist.h"
 #include "placement.h"
@@ -80,6 +81,27 @@ struct ddp_node {
 	 * both ends close-on-exec and non-blocking; -1 when closed. */
 	int verdict_rfd, verdict_wfd;
 	uid_t uid; /* the job's user */
+	/* 1 once a task of this node failed: slurmstepd ends the step and
+	 * reports to srun for its first failed task alone (failure.c). */
+	int failure_seen;
+	/* The tasks that task_init failed, before their program started
+	 * (failure.c): they write their local id into a pipe made in
+	 * user_init (both ends close-on-exec, non-blocking; -1 when
+	 * closed), which slurmstepd reads into prelaunch_failed (one flag
+	 * per local task) at task_exit. The plugin said why already, and
+	 * --ddp-check=requeue's rank 0 must not be killed mid-requeue. */
+	int prelaunch_rfd, prelaunch_wfd;
+	unsigned char *prelaunch_failed;
+};
+
+/* srun's side of a --ddp step's first failure (failure.c): the socket the
+ * nodes' slurmstepd report to, open from local_user_init to exit, and the
+ * nonce that tells their reports from forged ones. */
+struct ddp_failure_watch {
+	int listen_fd; /* -1 when closed */
+	char nonce[DDP_FAILURE_NONCE_HEX + 1];
+	uint32_t jobid, stepid;
+	int ends_step; /* 1: kill_on_bad_exit is on and no -K0 */
 };
 
 struct ddp_plugin {
@@ -103,6 +125,10 @@ struct ddp_plugin {
 	/* A request share_cpus knows srun would refuse, raised by
 	 * local_post_opt, or "". */
 	char cpus_error[DDP_ERR_LEN];
+	/* srun's -K/--kill-on-bad-exit or SLURM_KILL_BAD_EXIT as
+	 * local_post_opt scanned it: 1, 0, or -1 when neither says. */
+	int kill_bad_exit;
+	struct ddp_failure_watch watch;
 	struct ddp_node node;
 };
 
@@ -185,6 +211,51 @@ int remote_task_init(struct ddp_plugin *p, spank_t sp);
  * verdicts about this node (<state_dir>/verdicts), removes the step's key
  * file and frees the node's state. */
 void remote_exit(struct ddp_plugin *p);
+
+/*
+ * srun, from slurm_spank_local_user_init (the step exists, its tasks are
+ * not launched): for a --ddp step, listens on an ephemeral TCP port and
+ * exports DDP_FAILURE_REPORT=host:port and DDP_FAILURE_NONCE to the
+ * step (empty when it cannot listen), and DDP_KILL_ON_BAD_EXIT, 0 when
+ * the user opted out with -K0, else 1 (failure.c). A failure is logged and only
+ * costs the first-failure line. Returns 0.
+ */
+int failure_local_user_init(struct ddp_plugin *p, spank_t sp);
+
+/*
+ * slurmstepd, from slurm_spank_user_init after remote_user_init: makes
+ * the pipe of the tasks that fail before their program starts, for a
+ * --ddp step. Without it such a task counts as a failed rank. Cannot fail.
+ */
+void failure_user_init(struct ddp_plugin *p);
+
+/* A task, from slurm_spank_task_init when remote_task_init failed: tells
+ * slurmstepd that this task ends before its program started. */
+void failure_task_init_failed(struct ddp_plugin *p, spank_t sp);
+
+/* slurmstepd, from slurm_spank_exit: closes the pipe and frees what
+ * failure_user_init made. */
+void failure_remote_exit(struct ddp_plugin *p);
+
+/*
+ * srun, from slurm_spank_exit: takes the reports waiting on the socket
+ * (never blocking more than 2 s in all), keeps those with the step's
+ * nonce, prints one line naming the earliest failure and, when
+ * DDP_RESTART_REPORT names a file, writes its record there
+ * (failure.h). Closes the socket. Cannot fail.
+ */
+void failure_local_exit(struct ddp_plugin *p);
+
+/*
+ * slurmstepd, from slurm_spank_task_exit (as root): at this node's first
+ * task of a --ddp step that exited non-zero or was killed once its
+ * program had started (not a task that task_init failed), ends the whole
+ * step with SIGKILL through slurmctld (unless kill_on_bad_exit = no or
+ * the user's -K0) and reports the failure to srun. Bounded: Slurm's
+ * MessageTimeout for the kill, 2 s for the report. Errors are logged.
+ * Returns 0.
+ */
+int failure_task_exit(struct ddp_plugin *p, spank_t sp);
 
 /* --ddp-check as given, else the site's check (remote_check.c). */
 enum ddp_check remote_check_mode(const struct ddp_plugin *p);

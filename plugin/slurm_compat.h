@@ -23,6 +23,11 @@
  *                     job_desc_msg_t (step_id, no job_id field):
  *                     ddp_slurm_load_job, ddp_slurm_requeue,
  *                     DDP_SLURM_JOB_DESC_SET_ID.
+ *   ending a step     slurm_kill_job_step signals every task of a step
+ *                     through slurmctld: 22.05 (job, step, signal);
+ *                     24.11 (job, step, signal, flags); 26.05
+ *                     (slurm_step_id_t *, signal, flags):
+ *                     ddp_slurm_kill_job_step.
  *   expedited requeue 25.11 added sbatch --requeue=expedite, the job flag
  *                     EXPEDITED_REQUEUE in job_info_t.bitflags:
  *                     DDP_SLURM_HAVE_EXPEDITED_REQUEUE.
@@ -96,6 +101,26 @@ ddp_slurm_job(uint32_t job_id)
 	slurm_load_job((resp), (id), (flags))
 #define ddp_slurm_requeue(id, flags) slurm_requeue((id), (flags))
 #define DDP_SLURM_JOB_DESC_SET_ID(desc, id) ((desc)->job_id = (id))
+#endif
+
+/* slurm_kill_job_step of step of job with sig and no flags: Slurm's error
+ * code (SLURM_SUCCESS, or SLURM_ERROR with errno). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+static inline int
+ddp_slurm_kill_job_step(uint32_t job, uint32_t step, uint16_t sig)
+{
+	slurm_step_id_t id = SLURM_STEP_ID_INITIALIZER;
+
+	id.job_id = job;
+	id.step_id = step;
+	return slurm_kill_job_step(&id, sig, 0);
+}
+#elif SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#define ddp_slurm_kill_job_step(job, step, sig) \
+	slurm_kill_job_step((job), (step), (sig), 0)
+#else
+#define ddp_slurm_kill_job_step(job, step, sig) \
+	slurm_kill_job_step((job), (step), (sig))
 #endif
 
 /* 1 where a job can carry sbatch --requeue=expedite (EXPEDITED_REQUEUE). */

@@ -28,7 +28,12 @@ SPANK_PLUGIN(ddp, 1)
 /* The one instance: SPANK loads the plugin once per process. */
 static struct ddp_plugin plugin = {
 	.opts = {.bind = -1, .check = -1},
-	.node = {.verdict_rfd = -1, .verdict_wfd = -1},
+	.kill_bad_exit = -1,
+	.watch = {.listen_fd = -1},
+	.node = {.verdict_rfd = -1,
+		 .verdict_wfd = -1,
+		 .prelaunch_rfd = -1,
+		 .prelaunch_wfd = -1},
 };
 
 static int opt_cb(int val, const char *optarg, int remote);
@@ -183,9 +188,31 @@ slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 EXPORT int
 slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
+	int rc;
+
 	if (!spank_remote(sp))
 		return 0;
-	return remote_user_init(&plugin, sp);
+	rc = remote_user_init(&plugin, sp);
+	failure_user_init(&plugin);
+	return rc;
+}
+
+/* Called in srun once the step exists, before its tasks launch. */
+EXPORT int
+slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_LOCAL)
+		return 0;
+	return failure_local_user_init(&plugin, sp);
+}
+
+/* Called in slurmstepd (as root) as each task's exit is collected. */
+EXPORT int
+slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	if (!spank_remote(sp))
+		return 0;
+	return failure_task_exit(&plugin, sp);
 }
 
 /* Called in slurmstepd in each task, just before it execs. */
@@ -194,14 +221,20 @@ slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	if (!spank_remote(sp))
 		return 0;
-	return remote_task_init(&plugin, sp);
+	if (remote_task_init(&plugin, sp) == 0)
+		return 0;
+	failure_task_init_failed(&plugin, sp);
+	return -1;
 }
 
 /* Called in every context as the plugin is unloaded. */
 EXPORT int
 slurm_spank_exit(spank_t sp, int ac, char **av)
 {
-	if (spank_remote(sp))
+	if (spank_remote(sp)) {
 		remote_exit(&plugin);
+		failure_remote_exit(&plugin);
+	} else if (spank_context() == S_CTX_LOCAL)
+		failure_local_exit(&plugin);
 	return 0;
 }

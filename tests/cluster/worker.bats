@@ -116,10 +116,11 @@ crcs() { printf '%s\n' "$output" | grep -oE '^rank [0-9]+ params_crc=[0-9a-f]+$'
 
 @test "a rank killed with SIGKILL mid-training ends every other rank within the timeout + 5 s" {
 	local timeout=20 killed end host
+	# -K0: libddp's own detection, without the plugin ending the step.
 	# Rank 2 is killed once training is under way: rank 0 opens the gate
 	# when it prints the first epoch's line.
 	new_gate
-	run mc_run -- env DDP_TIMEOUT=$timeout GATE="$GATE" srun --nodes=2 --gpus-per-node=2 --ddp \
+	run mc_run -- env DDP_TIMEOUT=$timeout GATE="$GATE" srun -K0 --nodes=2 --gpus-per-node=2 --ddp \
 		bash -c 'set -o pipefail
 			case $RANK in
 			0) "$0" --synthetic 2048 --epochs 500 |
@@ -470,7 +471,8 @@ sys.stdin.read()
 	# the next job (another id) is tried.
 	while [ "$tries" -gt 0 ]; do
 		tries=$((tries - 1))
-		run mc_run -- env DDP_TIMEOUT=4 srun -N2 -w 'node[1-2]' --ntasks-per-node=1 --ddp \
+		# -K0: both sides fail by themselves and say why.
+		run mc_run -- env DDP_TIMEOUT=4 srun -K0 -N2 -w 'node[1-2]' --ntasks-per-node=1 --ddp \
 			"$train" --synthetic 256 --epochs 1
 		[ "$status" -eq 0 ] || break
 	done

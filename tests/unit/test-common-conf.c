@@ -256,6 +256,20 @@ test_check_keys(void)
 	refused("topology_cache", "/run/../tmp/t.xml", "absolute path");
 	tap_ok(c.cpus_per_gpu == DDP_CPUS_PER_GPU_SHARE,
 	       "default cpus_per_gpu: share");
+	tap_ok(c.kill_on_bad_exit == 1, "default kill_on_bad_exit: yes");
+	tap_ok(ddp_conf_set(&c, "kill_on_bad_exit", "no", err, sizeof(err)) ==
+			       0 &&
+		       c.kill_on_bad_exit == 0 &&
+		       ddp_conf_format(&c, "kill_on_bad_exit", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "no"),
+	       "kill_on_bad_exit no, shown as no");
+	tap_ok(ddp_conf_set(&c, "kill_on_bad_exit", "off", err, sizeof(err)) <
+			       0 &&
+		       c.kill_on_bad_exit == 0 && strstr(err, "yes or no"),
+	       "kill_on_bad_exit takes yes or no only");
+	tap_ok(ddp_conf_key_node_side("kill_on_bad_exit") == 0,
+	       "kill_on_bad_exit is the plugin's alone");
 	tap_ok(ddp_conf_set(&c, "cpus_per_gpu", "6", err, sizeof(err)) == 0 &&
 		       c.cpus_per_gpu == 6 &&
 		       ddp_conf_format(&c, "cpus_per_gpu", value,
@@ -300,7 +314,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 29 && defaults_ok == nkeys,
+	tap_ok(nkeys == 30 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);

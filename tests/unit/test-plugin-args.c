@@ -106,6 +106,7 @@ check_node_side_keys(void)
 		"cpus_per_gpu=off",
 		"restart_max=1",
 		"restart_path=/opt/ddp-restart",
+		"kill_on_bad_exit=no",
 	};
 	char err[DDP_ERR_LEN], topo[256], want[160];
 	char *av[1];
@@ -155,6 +156,41 @@ check_node_side_keys(void)
 }
 
 static int scan(struct ddp_srun_req *req, const char *line);
+
+/* srun's -K/--kill-on-bad-exit and SLURM_KILL_BAD_EXIT, which the plugin
+ * honours for --ddp steps: the command line wins, no value means on. */
+static void
+check_kill_bad_exit(void)
+{
+	static const struct {
+		const char *line;
+		int want;
+	} cases[] = {
+		{"srun --ddp ./t", -1},
+		{"srun -K0 --ddp ./t", 0},
+		{"srun -K --ddp ./t", 1},
+		{"srun -K1 --ddp ./t", 1},
+		{"srun -lK0 --ddp ./t", 0},
+		{"srun --kill-on-bad-exit=0 --ddp ./t", 0},
+		{"srun --kill-on-bad-exit --ddp ./t", 1},
+		{"srun --ddp ./t -K0", -1},
+	};
+	struct ddp_srun_req r;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		tap_ok(scan(&r, cases[i].line) == 0 &&
+			       r.kill_bad_exit == cases[i].want,
+		       "kill-on-bad-exit: '%s' is %d", cases[i].line,
+		       cases[i].want);
+	fake_env[0][0] = "SLURM_KILL_BAD_EXIT";
+	fake_env[0][1] = "0";
+	tap_ok(scan(&r, "srun --ddp ./t") == 0 && r.kill_bad_exit == 0,
+	       "kill-on-bad-exit: SLURM_KILL_BAD_EXIT=0 is off");
+	tap_ok(scan(&r, "srun -K --ddp ./t") == 0 && r.kill_bad_exit == 1,
+	       "kill-on-bad-exit: -K wins over SLURM_KILL_BAD_EXIT");
+	memset(fake_env, 0, sizeof(fake_env));
+}
 
 /* What states a step's CPUs, the partition, and the share arithmetic. */
 static void
@@ -592,5 +628,6 @@ main(void)
 		    "reason"))
 		tap_diag("%s", scan_err);
 	check_cpus();
+	check_kill_bad_exit();
 	return tap_done();
 }

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The first failure of a --ddp step without Slurm: what a failed task's
+ * slurmstepd tells srun, how srun checks and orders those reports, whom
+ * a failure blames, the line srun prints and the record a restart
+ * supervisor reads (DDP_RESTART_REPORT). plugin/failure.c asks Slurm for
+ * the task's exit and moves the reports; everything it decides is here.
+ *
+ * The report, one line from a node's slurmstepd to srun over TCP:
+ *   NONCE RANK NODE HOW TIME NODES STEP_NODES\n
+ * NONCE is the step's DDP_FAILURE_NONCE (DDP_FAILURE_NONCE_HEX lowercase
+ * hex digits), HOW "exit:N" (N 1-255) or "signal:N" (N 1-64), TIME
+ * CLOCK_REALTIME seconds with milliseconds ("1764240000.123"), NODES and
+ * STEP_NODES the step's node count and Slurm host list, which srun alone
+ * does not know when the step ends.
+ *
+ * The record, one line in the file DDP_RESTART_REPORT names:
+ *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 nodes=4
+ *   step_nodes=node[1-4]
+ * (one line, the fields in this order, blame= empty when no node is to
+ * blame).
+ *
+ * Blame: a task killed by a signal blames its node, except SIGTERM, SIGINT
+ * and SIGHUP, which Slurm (scancel, time limits) and people use to end
+ * steps; a non-zero exit status blames nobody: the program failed by
+ * itself (a bug, a bad input), and another node would fail the same way.
+ *
+ * Errors: functions return 0 or -1 (with err, NUL-terminated when errlen
+ * > 0, where they take one); they never log. Thread safety: reentrant,
+ * they touch only their arguments (and, for the record, the file system).
+ */
+#ifndef DDP_FAILURE_H
+#define DDP_FAILURE_H
+
+#include <stddef.h>
+
+#include "hostlist.h"
+
+/* Hex digits of a nonce (16 random bytes), without the NUL. */
+#define DDP_FAILURE_NONCE_HEX 32
+/* Longest step node list a report carries, NUL included. */
+#define DDP_FAILURE_NODES_LEN 4096
+/* Room for one report or record line, newline and NUL included. */
+#define DDP_FAILURE_LINE_MAX (DDP_FAILURE_NODES_LEN + 256)
+
+/* One failed task, as its node's slurmstepd saw it end. */
+struct ddp_failure {
+	long rank;			 /* global rank, 0-2^31 */
+	char node[DDP_HOSTNAME_MAX + 1]; /* its Slurm node name */
+	int signal;			 /* > 0: killed by this signal */
+	int status;			 /* else its exit status, 1-255 */
+	long long time_ms;		 /* CLOCK_REALTIME, milliseconds */
+	unsigned long nodes;		 /* the step's node count */
+	char step_nodes[DDP_FAILURE_NODES_LEN]; /* the step's host list */
+};
+
+/*
+ * Fills the how of f from a wait status (as waitpid gives it): returns 1
+ * for a failure (a non-zero exit status, or a signal), with f->signal or
+ * f->status set; 0 for an exit with status 0, or a status that is
+ * neither (f untouched).
+ */
+int ddp_failure_from_wait_status(int wstatus, struct ddp_failure *f);
+
+/*
+ * A fresh nonce: DDP_FAILURE_NONCE_HEX hex digits of the kernel's random
+ * bytes into out (len > DDP_FAILURE_NONCE_HEX). Returns 0, or -1 with
+ * errno when the kernel gives none.
+ */
+int ddp_failure_nonce(char *out, size_t len);
+
+/*
+ * The report line of f for nonce into buf, newline included. Returns 0,
+ * or -1 when a field is not what the report allows (a node name or host
+ * list with characters outside Slurm's host list syntax, a nonce of the
+ * wrong form) or buf is too small.
+ */
+int ddp_failure_format_report(const struct ddp_failure *f, const char *nonce,
+			      char *buf, size_t len);
+
+/*
+ * Reads one report line (a trailing newline allowed) into f. Returns 0;
+ * -1 with err for a malformed line; -2 when it is well formed but carries
+ * another nonce than nonce (compared in constant time), so a forged
+ * report is told apart from a broken one.
+ */
+int ddp_failure_parse_report(const char *line, const char *nonce,
+			     struct ddp_failure *f, char *err, size_t errlen);
+
+/* 1 when a failed before b: the earlier time, then the lower rank. */
+int ddp_failure_earlier(const struct ddp_failure *a,
+			const struct ddp_failure *b);
+
+/* The node f blames (its node, see Blame above), or "" for none. */
+const char *ddp_failure_blame(const struct ddp_failure *f);
+
+/* The name of signal sig without "SIG" ("KILL"), or NULL when unknown. */
+const char *ddp_failure_signal_name(int sig);
+
+/*
+ * What happened, for srun's line: "rank 2 on node3 was killed by signal 9
+ * (SIGKILL)" or "rank 5 on node2 exited with status 1". Returns 0, or -1
+ * when buf is too small.
+ */
+int ddp_failure_describe(const struct ddp_failure *f, char *buf, size_t len);
+
+/* The record line of f (see above) into buf, newline included. Returns 0,
+ * or -1 when buf is too small. */
+int ddp_failure_format_record(const struct ddp_failure *f, char *buf,
+			      size_t len);
+
+/*
+ * Writes f's record to path at once: a temporary file beside it, mode
+ * 0600, renamed over path, so that a reader sees the whole old file or
+ * the whole new one. Returns 0, or -1 with err naming the file.
+ */
+int ddp_failure_write_record(const char *path, const struct ddp_failure *f,
+			     char *err, size_t errlen);
+
+#endif

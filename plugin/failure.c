@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A failed rank ends its --ddp step at once, and srun names the first one.
+ * Slurm leaves the other ranks running when one dies (KillOnBadExit is off
+ * by default, and srun reads its -K before any plugin option is known),
+ * and a training program only notices at its own timeout: libddp's, or
+ * Gloo's and NCCL's watchdogs, minutes later. So slurmstepd, as root, ends
+ * the step itself at its node's first failed task, and tells srun which
+ * task that was; srun keeps the earliest report of all nodes.
+ *
+ * The report travels over TCP, not a file: srun may run on a host that
+ * shares no file system with the nodes. srun listens before the tasks
+ * start and reads only when the step is over, so no thread is needed: the
+ * nodes' connections wait in the listen backlog (SOMAXCONN), one per node
+ * at most. The nonce, in the job's environment (readable by the job's user
+ * and root alone), tells the nodes' reports from anyone else's.
+ * The line formats and the blame rule are in common/failure.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "slurm_compat.h"
+
+#include "ddp_log.h"
+#include "ddp_net.h"
+#include "ddp_util.h"
+#include "failure.h"
+#include "hostlist.h"
+#include "plugin.h"
+
+#define REPORT_ENV "DDP_FAILURE_REPORT"
+#define NONCE_ENV "DDP_FAILURE_NONCE"
+/* -K0 as srun's command line said it: srun itself never exports it. */
+#define NO_KILL_ENV "DDP_KILL_ON_BAD_EXIT"
+#define RECORD_ENV "DDP_RESTART_REPORT"
+/* How long a node's report may take, and srun's reading of all of them. */
+#define REPORT_SECONDS 2.0
+/* Reports srun reads at most: one per node of the largest step. */
+#define REPORTS_MAX 65536
+
+/* Sets name=value in srun's environment, which srun merges into the
+ * step's after slurm_spank_local_user_init. */
+static int
+srun_setenv(spank_t sp, const char *name, const char *value)
+{
+	spank_err_t rc = spank_setenv(sp, name, value, 1);
+
+	if (rc == ESPANK_SUCCESS)
+		return 0;
+	/* Slurm versions whose spank_setenv is remote-only. */
+	if (rc == ESPANK_NOT_REMOTE)
+		return setenv(name, value, 1);
+	return -1;
+}
+
+int
+failure_local_user_init(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_failure_watch *w = &p->watch;
+	char host[DDP_HOSTNAME_MAX + 1] = "", addr[DDP_HOSTNAME_MAX + 16];
+	int port = 0;
+
+	if (!p->opts.enabled || p->conf_error[0] || w->listen_fd >= 0)
+		return 0;
+	w->ends_step = p->conf.kill_on_bad_exit && p->kill_bad_exit != 0;
+	/* Always written: a step started from inside a rank must not keep
+	 * its parent step's values. An empty address means no report. */
+	if (srun_setenv(sp, NO_KILL_ENV, p->kill_bad_exit == 0 ? "0" : "1") <
+		    0 ||
+	    srun_setenv(sp, REPORT_ENV, "") < 0 ||
+	    srun_setenv(sp, NONCE_ENV, "") < 0)
+		ddp_error("cannot set %s and %s for the step", NO_KILL_ENV,
+			  REPORT_ENV);
+	if (spank_get_item(sp, S_JOB_ID, &w->jobid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &w->stepid) != ESPANK_SUCCESS) {
+		ddp_verbose("no step id: no first-failure report");
+		return 0;
+	}
+	if (gethostname(host, sizeof(host) - 1) < 0 || !host[0]) {
+		ddp_verbose("no host name: no first-failure report");
+		return 0;
+	}
+	if (ddp_failure_nonce(w->nonce, sizeof(w->nonce)) < 0) {
+		ddp_verbose("no random nonce (%s): no first-failure report",
+			    strerror(errno));
+		return 0;
+	}
+	w->listen_fd = ddp_net_listen(0, &port);
+	if (w->listen_fd < 0) {
+		ddp_verbose("cannot listen for failure reports (%s): no "
+			    "first-failure report",
+			    strerror(errno));
+		return 0;
+	}
+	if (ddp_fmt(addr, sizeof(addr), "%s:%d", host, port) < 0 ||
+	    srun_setenv(sp, NONCE_ENV, w->nonce) < 0 ||
+	    srun_setenv(sp, REPORT_ENV, addr) < 0) {
+		ddp_verbose("cannot export %s: no first-failure report",
+			    REPORT_ENV);
+		srun_setenv(sp, REPORT_ENV, "");
+		ddp_close(&w->listen_fd);
+	}
+	return 0;
+}
+
+/* Reads one report from fd before deadline into line; 0, or -1. */
+static int
+read_report(int fd, double deadline, char *line, size_t len)
+{
+	size_t got = 0;
+
+	while (got + 1 < len) {
+		ssize_t n;
+
+		if (ddp_net_wait(fd, POLLIN, deadline) <= 0)
+			return -1;
+		n = recv(fd, line + got, len - 1 - got, 0);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(line, '\n', got))
+			break;
+	}
+	line[got] = '\0';
+	return got ? 0 : -1;
+}
+
+void
+failure_local_exit(struct ddp_plugin *p)
+{
+	struct ddp_failure_watch *w = &p->watch;
+	struct ddp_failure first, f;
+	char line[DDP_FAILURE_LINE_MAX], why[160], what[256];
+	double deadline = ddp_now() + REPORT_SECONDS;
+	const char *record;
+	int found = 0, forged = 0, n;
+
+	if (w->listen_fd < 0)
+		return;
+	for (n = 0; n < REPORTS_MAX; n++) {
+		int fd = accept4(w->listen_fd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int rc;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break; /* EAGAIN: no more waiting */
+		}
+		rc = read_report(fd, deadline, line, sizeof(line));
+		ddp_close(&fd);
+		if (rc < 0)
+			continue;
+		rc = ddp_failure_parse_report(line, w->nonce, &f, why,
+					      sizeof(why));
+		if (rc == -2)
+			forged++;
+		else if (rc < 0)
+			ddp_verbose("a malformed failure report: %s", why);
+		else if (!found || ddp_failure_earlier(&f, &first)) {
+			first = f;
+			found = 1;
+		}
+	}
+	ddp_close(&w->listen_fd);
+	if (forged)
+		ddp_verbose("%d failure report(s) with a wrong nonce ignored",
+			    forged);
+	if (!found)
+		return;
+	if (ddp_failure_describe(&first, what, sizeof(what)) < 0)
+		ddp_fmt(what, sizeof(what), "rank %ld failed", first.rank);
+	ddp_user("%s; the step was %s (first failure of step %u.%u)", what,
+		 w->ends_step ? "ended" : "not ended (kill-on-bad-exit off)",
+		 w->jobid, w->stepid);
+	record = getenv(RECORD_ENV);
+	if (record && record[0] &&
+	    ddp_failure_write_record(record, &first, line, sizeof(line)) < 0)
+		ddp_error("%s: %s", RECORD_ENV, line);
+}
+
+/* Copies a job environment variable into buf; 0 when set and it fits. */
+static int
+jobenv(spank_t sp, const char *name, char *buf, size_t size)
+{
+	if (spank_getenv(sp, name, buf, (int)size) != ESPANK_SUCCESS) {
+		buf[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+/* The Slurm name of this node (what --exclude takes): its entry in the
+ * step's node list, else the host name. */
+static void
+node_name(const struct ddp_node *n, const char *list, char *out, size_t len)
+{
+	struct ddp_hostlist hl = {0};
+	char err[128];
+
+	if (ddp_hostlist_parse(list, (size_t)n->nnodes + 1, &hl, err,
+			       sizeof(err)) == 0 &&
+	    n->nodeid < hl.n &&
+	    ddp_fmt(out, len, "%s", hl.hosts[n->nodeid]) == 0) {
+		ddp_hostlist_free(&hl);
+		return;
+	}
+	ddp_hostlist_free(&hl);
+	ddp_fmt(out, len, "%s", n->host);
+}
+
+/* Sends f to srun's DDP_FAILURE_REPORT, bounded by REPORT_SECONDS. */
+static void
+report(spank_t sp, const struct ddp_failure *f)
+{
+	char addr[DDP_HOSTNAME_MAX + 16], nonce[DDP_FAILURE_NONCE_HEX + 2];
+	char line[DDP_FAILURE_LINE_MAX], why[160], *colon;
+	double deadline = ddp_now() + REPORT_SECONDS;
+	long port;
+	int fd;
+
+	/* Unset or empty: an srun that could not listen, or without the
+	 * plugin. */
+	if (jobenv(sp, REPORT_ENV, addr, sizeof(addr)) < 0 || !addr[0] ||
+	    jobenv(sp, NONCE_ENV, nonce, sizeof(nonce)) < 0)
+		return;
+	colon = strrchr(addr, ':');
+	if (!colon || ddp_parse_long(colon + 1, 1, 65535, &port) < 0) {
+		ddp_info("--ddp: %s=%.80s is not host:port", REPORT_ENV, addr);
+		return;
+	}
+	*colon = '\0';
+	if (ddp_failure_format_report(f, nonce, line, sizeof(line)) < 0) {
+		ddp_info("--ddp: the failure of rank %ld cannot be reported "
+			 "(%s, or the step's node list, out of form)",
+			 f->rank, NONCE_ENV);
+		return;
+	}
+	fd = ddp_net_connect_once(addr, (int)port, deadline, why, sizeof(why));
+	if (fd < 0) {
+		ddp_info("--ddp: cannot report rank %ld's failure to srun at "
+			 "%s:%ld: %s",
+			 f->rank, addr, port, why);
+		return;
+	}
+	if (ddp_net_send_all(fd, line, strlen(line), deadline) < 0)
+		ddp_info("--ddp: reporting rank %ld's failure to srun: %s",
+			 f->rank, strerror(errno));
+	ddp_close(&fd);
+}
+
+void
+failure_user_init(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+	int fd[2];
+
+	if (!n->active || n->prelaunch_rfd >= 0 || !n->local_tasks)
+		return;
+	n->prelaunch_failed = calloc(n->local_tasks, 1);
+	if (!n->prelaunch_failed)
+		return;
+	if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+		ddp_info("--ddp: %s: no pipe for tasks that fail to start: %s",
+			 n->host, strerror(errno));
+		free(n->prelaunch_failed);
+		n->prelaunch_failed = NULL;
+		return;
+	}
+	n->prelaunch_rfd = fd[0];
+	n->prelaunch_wfd = fd[1];
+}
+
+void
+failure_task_init_failed(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	uint32_t local = 0;
+
+	/* One write of 4 bytes, under PIPE_BUF: whole or not at all. */
+	if (n->prelaunch_wfd >= 0 &&
+	    spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS &&
+	    write(n->prelaunch_wfd, &local, sizeof(local)) < 0)
+		ddp_debug("--ddp: task %u: the pipe to slurmstepd: %s", local,
+			  strerror(errno));
+}
+
+/* 1 when the task of local id failed in task_init, before its program. */
+static int
+failed_before_exec(struct ddp_node *n, uint32_t local)
+{
+	uint32_t id;
+
+	if (n->prelaunch_rfd < 0)
+		return 0;
+	while (read(n->prelaunch_rfd, &id, sizeof(id)) == (ssize_t)sizeof(id))
+		if (id < n->local_tasks)
+			n->prelaunch_failed[id] = 1;
+	return local < n->local_tasks && n->prelaunch_failed[local];
+}
+
+void
+failure_remote_exit(struct ddp_plugin *p)
+{
+	struct ddp_node *n = &p->node;
+
+	ddp_close(&n->prelaunch_rfd);
+	ddp_close(&n->prelaunch_wfd);
+	free(n->prelaunch_failed);
+	n->prelaunch_failed = NULL;
+}
+
+/* Whether this step is to be ended: the site's kill_on_bad_exit, and no
+ * -K0 (as srun passed it on) or SLURM_KILL_BAD_EXIT=0 from the user. */
+static int
+ends_step(const struct ddp_plugin *p, spank_t sp)
+{
+	char v[16];
+
+	if (!p->conf.kill_on_bad_exit)
+		return 0;
+	if (jobenv(sp, NO_KILL_ENV, v, sizeof(v)) == 0 && !strcmp(v, "0"))
+		return 0;
+	if (jobenv(sp, "SLURM_KILL_BAD_EXIT", v, sizeof(v)) == 0 &&
+	    !strcmp(v, "0"))
+		return 0;
+	return 1;
+}
+
+int
+failure_task_exit(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	struct ddp_failure f = {0};
+	char list[DDP_FAILURE_NODES_LEN], what[256];
+	struct timespec ts;
+	uint32_t gid = 0, local = 0;
+	int status = 0;
+
+	if (!n->active || n->failure_seen ||
+	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
+	    !ddp_failure_from_wait_status(status, &f))
+		return 0;
+	if (spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS &&
+	    failed_before_exec(n, local))
+		return 0;
+	n->failure_seen = 1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	f.time_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	f.rank = spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS
+			 ? (long)gid
+			 : -1;
+	f.nodes = n->nnodes;
+	if (jobenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) < 0)
+		list[0] = '\0';
+	ddp_fmt(f.step_nodes, sizeof(f.step_nodes), "%s", list);
+	node_name(n, list, f.node, sizeof(f.node));
+	if (ddp_failure_describe(&f, what, sizeof(what)) < 0)
+		ddp_fmt(what, sizeof(what), "rank %ld failed", f.rank);
+	/* End the step first: every second counts for the other ranks'
+	 * GPUs, and srun cannot end before this task's exit reaches it,
+	 * which comes after the report. */
+	if (ends_step(p, sp)) {
+		ddp_info("--ddp: %s: ending step %u.%u", what, n->jobid,
+			 n->stepid);
+		if (ddp_slurm_kill_job_step(n->jobid, n->stepid, SIGKILL) !=
+		    SLURM_SUCCESS)
+			ddp_error("--ddp: %s: cannot end step %u.%u: %s", what,
+				  n->jobid, n->stepid, slurm_strerror(errno));
+	} else {
+		ddp_info("--ddp: %s: step %u.%u left running "
+			 "(kill_on_bad_exit = no, or -K0)",
+			 what, n->jobid, n->stepid);
+	}
+	if (f.rank >= 0)
+		report(sp, &f);
+	return 0;
+}
