@@ -105,6 +105,8 @@ ddp_strerror(enum ddp_status status)
 		return "communicator failed earlier";
 	case DDP_ERR_RENDEZVOUS:
 		return "rendezvous failed";
+	case DDP_ERR_UNSUPPORTED:
+		return "not supported in this configuration";
 	}
 	return "unknown status";
 }
