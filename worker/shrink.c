@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * ddp_comm_shrink (ddp.h has the contract), above the communicator: the
- * survivors of a lost rank agree on who is gone over the connections
- * they already have, then carry on in a communicator of their own on the
- * same connections.
+ * ddp_comm_shrink (ddp.h has the contract; shrink.h its in-place form for
+ * the gradient sync), above the communicator: the survivors of a lost
+ * rank agree on who is gone over the connections they already have, then
+ * carry on in a communicator of their own on the same connections.
  *
  * A failed collective leaves each connection at an unknown point of a
  * frame (partly sent, partly read, an ABORT behind it), and a peer that
@@ -31,6 +31,7 @@
 #include "comm.h"
 #include "ddp_util.h"
 #include "peers.h"
+#include "shrink.h"
 
 /*
  * The markers that end the old communicator's bytes on a connection: a
@@ -697,11 +698,48 @@ out:
 	return st;
 }
 
+/* wk_comm_shrink_check with the lock held. */
+static enum ddp_status
+can_shrink(struct ddp_comm *comm)
+{
+	int a, b;
+
+	if (comm->backend != DDP_BACKEND_TCP)
+		return wk_err(DDP_ERR_UNSUPPORTED,
+			      "ddp_comm_shrink: the NCCL backend cannot shrink "
+			      "(its communicator holds the lost rank); use "
+			      "DDP_BACKEND=tcp, or end the step and relaunch "
+			      "it without the lost node");
+	if (mesh_complete(&comm->mesh, &a, &b) == 0)
+		return DDP_OK;
+	if (a < 0)
+		return wk_err(DDP_ERR_NOMEM, "ddp_comm_shrink: out of memory");
+	return wk_err(DDP_ERR_UNSUPPORTED,
+		      "ddp_comm_shrink: ranks %d and %d of this %d-rank world "
+		      "have no connection of their own (the mesh connects "
+		      "only the peers the collectives use), and the "
+		      "survivors' collectives would need it; it works where "
+		      "every rank reaches every other (all ranks on one "
+		      "node, up to %d); else end the step and relaunch it "
+		      "without the lost node",
+		      a, b, comm->mesh.size, WK_HIER_LOCAL_MAX);
+}
+
+enum ddp_status
+wk_comm_shrink_check(struct ddp_comm *comm)
+{
+	enum ddp_status st;
+
+	pthread_mutex_lock(&comm->lock);
+	st = can_shrink(comm);
+	pthread_mutex_unlock(&comm->lock);
+	return st;
+}
+
 enum ddp_status
 ddp_comm_shrink(struct ddp_comm *comm, struct ddp_comm **out)
 {
 	enum ddp_status st;
-	int a, b;
 
 	if (out)
 		*out = NULL;
@@ -709,29 +747,9 @@ ddp_comm_shrink(struct ddp_comm *comm, struct ddp_comm **out)
 		return wk_err(DDP_ERR_INVALID,
 			      "ddp_comm_shrink: NULL argument");
 	pthread_mutex_lock(&comm->lock);
-	if (comm->backend != DDP_BACKEND_TCP) {
-		st = wk_err(DDP_ERR_UNSUPPORTED,
-			    "ddp_comm_shrink: the NCCL backend cannot shrink "
-			    "(its communicator holds the lost rank); use "
-			    "DDP_BACKEND=tcp, or end the step and relaunch "
-			    "it without the lost node");
+	st = can_shrink(comm);
+	if (st)
 		goto out;
-	}
-	if (mesh_complete(&comm->mesh, &a, &b) < 0) {
-		st = a < 0 ? wk_err(DDP_ERR_NOMEM,
-				    "ddp_comm_shrink: out of memory")
-			   : wk_err(DDP_ERR_UNSUPPORTED,
-				    "ddp_comm_shrink: ranks %d and %d of this "
-				    "%d-rank world have no connection of their "
-				    "own (the mesh connects only the peers the "
-				    "collectives use), and the survivors' "
-				    "collectives would need it; it works where "
-				    "every rank reaches every other (all ranks "
-				    "on one node, up to %d); else end the step "
-				    "and relaunch it without the lost node",
-				    a, b, comm->mesh.size, WK_HIER_LOCAL_MAX);
-		goto out;
-	}
 	/* A rank that shrinks before it saw the loss tells the others,
 	 * so that they stop their collective and shrink too. */
 	if (!comm->failed) {
@@ -745,4 +763,59 @@ ddp_comm_shrink(struct ddp_comm *comm, struct ddp_comm **out)
 out:
 	pthread_mutex_unlock(&comm->lock);
 	return st;
+}
+
+/*
+ * Exchanges everything of a and b but their locks, and points each one's
+ * host backend back at its own mesh. Both are TCP communicators (the only
+ * ones that shrink); a field added to struct ddp_comm must be added here.
+ */
+static void
+swap_state(struct ddp_comm *a, struct ddp_comm *b)
+{
+	struct ddp_comm t;
+
+	memcpy(&t, a, sizeof(t));
+	a->mesh = b->mesh;
+	a->local_rank = b->local_rank;
+	a->failed = b->failed;
+	a->fail_status = b->fail_status;
+	memcpy(a->fail_msg, b->fail_msg, sizeof(a->fail_msg));
+	a->backend = b->backend;
+	a->bops = b->bops;
+	a->host = b->host;
+	a->bdl = b->bdl;
+	a->check_calls = b->check_calls;
+	a->gpus = b->gpus;
+	b->mesh = t.mesh;
+	b->local_rank = t.local_rank;
+	b->failed = t.failed;
+	b->fail_status = t.fail_status;
+	memcpy(b->fail_msg, t.fail_msg, sizeof(b->fail_msg));
+	b->backend = t.backend;
+	b->bops = t.bops;
+	b->host = t.host;
+	b->bdl = t.bdl;
+	b->check_calls = t.check_calls;
+	b->gpus = t.gpus;
+	a->bstate = &a->host;
+	a->host.mesh = &a->mesh;
+	b->bstate = &b->host;
+	b->host.mesh = &b->mesh;
+}
+
+enum ddp_status
+wk_comm_shrink_in_place(struct ddp_comm *comm)
+{
+	struct ddp_comm *n = NULL;
+	enum ddp_status st = ddp_comm_shrink(comm, &n);
+
+	if (st)
+		return st;
+	pthread_mutex_lock(&comm->lock);
+	swap_state(comm, n);
+	pthread_mutex_unlock(&comm->lock);
+	/* n now holds the old world: the lost ranks' connections. */
+	ddp_comm_destroy(n);
+	return DDP_OK;
 }

@@ -6,7 +6,10 @@
  * give the exact sum over the survivors, on the small (recursive
  * doubling) and the large (ring) path. A second rank that dies while the
  * others shrink is dropped too. A mesh that does not connect every pair
- * of ranks (one rank per node) is refused, naming a pair.
+ * of ranks (one rank per node) is refused, naming a pair. The gradient
+ * sync under DDP_ON_FAILURE=shrink returns DDP_SHRUNK once, with the
+ * step's average over the survivors, and goes on; DDP_ON_FAILURE is
+ * checked.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -259,6 +262,177 @@ test_args(void)
 	       "DDP_ERR_UNSUPPORTED has a description");
 }
 
+/* ---- the gradient sync under DDP_ON_FAILURE=shrink ---- */
+
+#define NPARAM 6
+static const size_t pcount[NPARAM] = {1000, 20000, 300, 70000, 5, 40000};
+
+/* Gradient value of rank r at step k (exact in float64, sums too). */
+static double
+gval(int r, int k)
+{
+	return (double)((r + 1) * (k + 3));
+}
+
+static int
+grad_main(int rank, int size, int port, FILE *out, void *arg)
+{
+	const struct scen *s = arg;
+	struct ddp_grad_sync_opts o = {4096, 160000};
+	static double param[NPARAM][70000], own[NPARAM][70000];
+	struct ddp_grad_sync *gs = NULL;
+	struct ddp_config cfg;
+	struct ddp_comm *c = NULL;
+	enum ddp_status st = DDP_OK;
+	double *g[NPARAM], t0 = 0, sum, want;
+	int i, k, step, shrunk = -1, ok = 1, rc = 3, alive[64], m = 0;
+	size_t e;
+
+	setenv("DDP_ON_FAILURE", "shrink", 1);
+	tw_cfg(&cfg, rank, size, port, TIMEOUT_S);
+	if (ddp_comm_init(&cfg, &c) || ddp_grad_sync_create(c, &o, &gs)) {
+		fprintf(out, "INIT %s\n", ddp_last_error());
+		return 1;
+	}
+	/* Odd parameters' gradients live in the reducer (views). */
+	for (i = 0; i < NPARAM; i++)
+		ddp_grad_sync_add(gs, param[i], i % 2 ? NULL : own[i],
+				  pcount[i], DDP_FLOAT64);
+	st = ddp_grad_sync_start(gs);
+	for (i = 0; i < NPARAM && !st; i++)
+		g[i] = ddp_grad_sync_grad(gs, i);
+	for (i = 0; i < size; i++)
+		if (i != s->victim)
+			alive[m++] = i;
+	for (step = 0; step < 12 && (!st || st == DDP_SHRUNK); step++) {
+		/* Every rank has finished step 4 when the victim dies in
+		 * step 5's backward: a death right after a step can leave
+		 * the survivors at different steps (refused, ddp.h). */
+		if (step == 5 && rank != s->victim &&
+		    write(s->pipe_w, "x", 1) != 1)
+			fprintf(out, "pipe: %s\n", strerror(errno));
+		for (k = 0; step == 5 && rank == s->victim && k < size - 1; k++)
+			if (read_byte(s->pipe_r) < 0)
+				break;
+		for (i = 0; i < NPARAM; i++)
+			fill(g[i], pcount[i], gval(rank, step));
+		/* Backward: the last parameters first. */
+		for (i = NPARAM - 1; i >= 0; i--) {
+			if (rank == s->victim && step == 5 && i == 2)
+				raise(SIGKILL);
+			ddp_grad_sync_ready(gs, i);
+		}
+		st = ddp_grad_sync_wait(gs);
+		if (st == DDP_SHRUNK) {
+			shrunk = step;
+			fprintf(out, "SHRUNK at step %d: %s\n", step,
+				ddp_last_error());
+			t0 = tw_now();
+		}
+		if (st && st != DDP_SHRUNK)
+			break;
+		sum = 0;
+		for (k = 0; k < (shrunk >= 0 ? m : size); k++)
+			sum += gval(shrunk >= 0 ? alive[k] : k, step);
+		want = sum / (shrunk >= 0 ? m : size);
+		for (i = 0; i < NPARAM; i++)
+			for (e = 0; e < pcount[i]; e += pcount[i] / 4 + 1)
+				ok &= g[i][e] == want &&
+				      g[i][pcount[i] - 1] == want;
+	}
+	if (st && st != DDP_SHRUNK) {
+		fprintf(out, "STATUS %d AT step %d: %s\n", (int)st, step,
+			ddp_last_error());
+	} else {
+		fprintf(out,
+			"DONE shrunk %d size %d rank %d exact %d after %.3f "
+			"ms\n",
+			shrunk, ddp_comm_size(c), ddp_comm_rank(c), ok,
+			(tw_now() - t0) * 1e3);
+		rc = 0;
+	}
+	ddp_grad_sync_destroy(gs);
+	ddp_comm_destroy(c);
+	return rc;
+}
+
+static void
+test_grad(int size, int victim)
+{
+	struct scen s = {victim, -1, 0, 0, -1, -1};
+	struct tw_rank rk[8];
+	int i, ok = 1, newr = 0, sh, sz, r, ex, p[2];
+	const char *line;
+
+	if (pipe(p) < 0) {
+		tap_ok(0, "pipe: %s", strerror(errno));
+		return;
+	}
+	s.pipe_r = p[0];
+	s.pipe_w = p[1];
+	tw_run_job(size, grad_main, &s, 3 * TIMEOUT_S, rk);
+	close(p[0]);
+	close(p[1]);
+	for (i = 0; i < size; i++) {
+		if (i == victim)
+			continue;
+		line = strstr(rk[i].out, "DONE ");
+		ok &= tw_exit(&rk[i]) == 0 && line &&
+		      sscanf(line, "DONE shrunk %d size %d rank %d exact %d",
+			     &sh, &sz, &r, &ex) == 4 &&
+		      sh == 5 && sz == size - 1 && r == newr && ex == 1;
+		newr++;
+	}
+	if (!tap_ok(ok,
+		    "gradient sync, DDP_ON_FAILURE=shrink, %d ranks, rank %d "
+		    "killed in backward: DDP_SHRUNK once, the step's average "
+		    "over the %d survivors, then on with ranks renumbered",
+		    size, victim, size - 1))
+		tw_diag_all(size, rk);
+	tw_free_job(size, rk);
+}
+
+/* DDP_ON_FAILURE is checked by ddp_grad_sync_create (one rank). */
+static void
+test_on_failure_env(void)
+{
+	struct ddp_config cfg;
+	struct ddp_comm *c = NULL;
+	struct ddp_grad_sync *gs = NULL;
+	enum ddp_status st;
+	int ok;
+
+	tw_cfg(&cfg, 0, 1, tw_free_port(), TIMEOUT_S);
+	if (ddp_comm_init(&cfg, &c)) {
+		tap_ok(0, "one-rank communicator: %s", ddp_last_error());
+		return;
+	}
+	setenv("DDP_ON_FAILURE", "retry", 1);
+	st = ddp_grad_sync_create(c, NULL, &gs);
+	tap_ok(st == DDP_ERR_ENV && !gs &&
+		       strstr(ddp_last_error(), "DDP_ON_FAILURE='retry'") &&
+		       strstr(ddp_last_error(), "abort") &&
+		       strstr(ddp_last_error(), "shrink"),
+	       "DDP_ON_FAILURE=retry is refused naming the value and the "
+	       "accepted ones: %s",
+	       ddp_last_error());
+	ok = 1;
+	setenv("DDP_ON_FAILURE", "abort", 1);
+	ok &= ddp_grad_sync_create(c, NULL, &gs) == DDP_OK;
+	ddp_grad_sync_destroy(gs);
+	gs = NULL;
+	setenv("DDP_ON_FAILURE", "shrink", 1);
+	ok &= ddp_grad_sync_create(c, NULL, &gs) == DDP_OK;
+	ddp_grad_sync_destroy(gs);
+	gs = NULL;
+	setenv("DDP_ON_FAILURE", "", 1);
+	ok &= ddp_grad_sync_create(c, NULL, &gs) == DDP_OK;
+	ddp_grad_sync_destroy(gs);
+	unsetenv("DDP_ON_FAILURE");
+	tap_ok(ok, "DDP_ON_FAILURE abort, shrink and empty are accepted");
+	ddp_comm_destroy(c);
+}
+
 int
 main(void)
 {
@@ -272,5 +446,8 @@ main(void)
 	test_loss(8, 5, -1, 1);
 	test_loss(4, 0, -1, 1);
 	test_sparse();
+	test_on_failure_env();
+	test_grad(4, 2);
+	test_grad(8, 0);
 	return tap_done();
 }

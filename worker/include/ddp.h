@@ -70,6 +70,9 @@ enum ddp_status {
 	/* Not possible with this backend or layout; the message names what
 	 * would work (ddp_comm_shrink). */
 	DDP_ERR_UNSUPPORTED = 13,
+	/* Not a failure: ddp_grad_sync_wait under DDP_ON_FAILURE=shrink lost
+	 * a rank and went on with the survivors (the world is smaller). */
+	DDP_SHRUNK = 14,
 };
 
 /*
@@ -462,7 +465,11 @@ struct ddp_grad_sync_opts {
 /*
  * Creates a reducer on comm (borrowed: comm must outlive it). opts may be
  * NULL for the defaults. *gs receives the reducer; free with
- * ddp_grad_sync_destroy.
+ * ddp_grad_sync_destroy. Reads DDP_ON_FAILURE (ddp_grad_sync_wait):
+ * DDP_ERR_ENV for a value other than abort or shrink, and
+ * DDP_ERR_UNSUPPORTED for shrink where comm could not shrink (the
+ * message of ddp_comm_shrink). With shrink the reducer keeps a host copy
+ * of each bucket's own gradients: twice the buckets' memory.
  */
 DDP_EXPORT enum ddp_status
 ddp_grad_sync_create(struct ddp_comm *comm,
@@ -510,6 +517,18 @@ DDP_EXPORT enum ddp_status ddp_grad_sync_ready(struct ddp_grad_sync *gs,
  * gradient holds the average over all ranks. Fails with DDP_ERR_INVALID at
  * once (naming the index) if a gradient was not marked ready, instead of
  * waiting forever. Returns DDP_OK immediately in no-sync mode.
+ *
+ * DDP_ON_FAILURE=shrink (the default is abort: a lost rank fails the
+ * sync, DDP_ERR_PEER, as any collective): when the step's reduction
+ * lost a rank, the survivors shrink comm in place (ddp_comm_shrink: the
+ * program's comm pointer is then the survivors' world, ddp_comm_size
+ * and ddp_comm_rank change), reduce the whole step again from their own
+ * gradients, and this call returns DDP_SHRUNK, once: every gradient
+ * then holds the average over the survivors, and the steps after go on
+ * as before. A rank that dies just after a step's last bucket may leave
+ * some survivors past that step and others not: they all fail with
+ * DDP_ERR_PEER naming the steps (the model copies differ; restore a
+ * checkpoint). Other failures (a hang, a mismatch) fail as with abort.
  *
  * Every DDP_STRAGGLER_EVERY synchronised steps (default 100, 0: never) it
  * also compares how late each rank reached the step's first bucket, on
