@@ -613,7 +613,7 @@ agree_and_build(struct ddp_comm *comm, struct ddp_comm **out)
 	struct wk_mesh *c = &comm->mesh;
 	struct sk s;
 	enum ddp_status st;
-	int i, stable = 0;
+	int i, left, stable = 0;
 	uint32_t round;
 
 	memset(&s, 0, sizeof(s));
@@ -677,6 +677,20 @@ agree_and_build(struct ddp_comm *comm, struct ddp_comm **out)
 			    "ddp_comm_shrink: the survivors did not agree "
 			    "within %d rounds",
 			    s.rounds);
+		goto out;
+	}
+	for (i = 0, left = 0; i < c->size; i++)
+		left += !s.gone[i];
+	/* A rank that came after the others' timeout finds them all gone
+	 * and must not go on alone: only a half or more goes on. */
+	if (2 * left < c->size) {
+		st = wk_err(DDP_ERR_PEER,
+			    "ddp_comm_shrink: rank %d (%s) reaches only %d of "
+			    "the %d ranks: it was dropped by the others (it "
+			    "entered ddp_comm_shrink after their timeout, "
+			    "DDP_TIMEOUT=%g) or more than half of the world "
+			    "is lost; end the program",
+			    c->rank, c->myhost, left, c->size, c->timeout_s);
 		goto out;
 	}
 	st = drain_out(&s);

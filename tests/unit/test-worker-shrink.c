@@ -28,8 +28,9 @@ struct scen {
 	int second;	  /* dies once the others are shrinking, or -1 */
 	int one_per_node; /* every rank names a host of its own */
 	int mid;	  /* victim dies inside a 32 MiB ring allreduce */
-	int pipe_r;	  /* the others' bytes: "shrinking" (second), or */
-	int pipe_w;	  /* "entering the 32 MiB allreduce" (mid) */
+	int late;	  /* shrinks once the others are done, or -1 */
+	int pipe_r;	  /* the others' bytes: "shrinking" (second), */
+	int pipe_w;	  /* "in the 32 MiB allreduce" (mid), "shrunk" */
 };
 
 struct huge_call {
@@ -129,7 +130,8 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 		snprintf(host, sizeof(host), "node%d", rank);
 		setenv("DDP_HOSTNAME", host, 1);
 	}
-	tw_cfg(&cfg, rank, size, port, TIMEOUT_S);
+	/* The others drop a late rank after their timeout. */
+	tw_cfg(&cfg, rank, size, port, s->late >= 0 ? 1.0 : TIMEOUT_S);
 	if (ddp_comm_init(&cfg, &c)) {
 		fprintf(out, "INIT %s\n", ddp_last_error());
 		return 1;
@@ -161,8 +163,13 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 	}
 	if (s->second >= 0 && write(s->pipe_w, "x", 1) != 1)
 		fprintf(out, "pipe: %s\n", strerror(errno));
+	for (k = 0; rank == s->late && k < size - 2; k++)
+		if (read_byte(s->pipe_r) < 0)
+			break;
 	if (st == DDP_ERR_PEER)
 		st = ddp_comm_shrink(c, &n);
+	if (!st && s->late >= 0 && write(s->pipe_w, "x", 1) != 1)
+		fprintf(out, "pipe: %s\n", strerror(errno));
 	if (st)
 		fprintf(out, "STATUS %d SHRINK %s\n", (int)st,
 			ddp_last_error());
@@ -175,27 +182,31 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 
 /* Runs one loss among size ranks and checks every survivor's report. */
 static void
-test_loss(int size, int victim, int second, int mid)
+test_loss(int size, int victim, int second, int mid, int late)
 {
-	struct scen s = {victim, second, 0, mid, -1, -1};
+	struct scen s = {victim, second, 0, mid, late, -1, -1};
 	struct tw_rank rk[8];
 	int p[2], i, m = 0, newr = 0, ok = 1, nr, ns, big;
 	double sum = 0, ms, worst = 0, got;
 	const char *line;
 
-	if ((second >= 0 || mid) && pipe(p) == 0) {
+	if ((second >= 0 || mid || late >= 0) && pipe(p) == 0) {
 		s.pipe_r = p[0];
 		s.pipe_w = p[1];
 	}
 	for (i = 0; i < size; i++) {
-		if (i != victim && i != second) {
+		if (i != victim && i != second && i != late) {
 			m++;
 			sum += i + 1;
 		}
 	}
 	tw_run_job(size, rank_main, &s, 3 * TIMEOUT_S, rk);
+	if (late >= 0)
+		ok &= tw_exit(&rk[late]) == 3 &&
+		      tw_status_of(&rk[late]) == DDP_ERR_PEER &&
+		      strstr(rk[late].out, "reaches only") != NULL;
 	for (i = 0; i < size; i++) {
-		if (i == victim || i == second)
+		if (i == victim || i == second || i == late)
 			continue;
 		line = strstr(rk[i].out, "NEW ");
 		if (tw_exit(&rk[i]) != 0 || !line ||
@@ -211,18 +222,22 @@ test_loss(int size, int victim, int second, int mid)
 		newr++;
 	}
 	if (!tap_ok(ok,
-		    "%d ranks, rank %d killed%s%s: %d survivors renumbered "
+		    "%d ranks, rank %d killed%s%s%s: %d survivors renumbered "
 		    "0..%d in order, exact sums (%.0f) after the shrink",
 		    size, victim, mid ? " inside a 32 MiB ring allreduce" : "",
-		    second >= 0 ? ", another while the others shrink" : "", m,
-		    m - 1, sum))
+		    second >= 0 ? ", another while the others shrink" : "",
+		    late >= 0 ? ", another too late (dropped: it fails "
+				"rather than go on alone)"
+			      : "",
+		    m, m - 1, sum))
 		tw_diag_all(size, rk);
 	else
 		tap_diag("loss seen to the shrunk world's first allreduce: "
-			 "%.1f ms at most (bound: DDP_TIMEOUT %g s)",
-			 worst, TIMEOUT_S);
+			 "%.1f ms at most (bound: DDP_TIMEOUT %g s%s)",
+			 worst, late >= 0 ? 1.0 : TIMEOUT_S,
+			 late >= 0 ? ", waited out for the late rank" : "");
 	tw_free_job(size, rk);
-	if (second >= 0 || mid) {
+	if (second >= 0 || mid || late >= 0) {
 		close(p[0]);
 		close(p[1]);
 	}
@@ -232,7 +247,7 @@ test_loss(int size, int victim, int second, int mid)
 static void
 test_sparse(void)
 {
-	struct scen s = {3, -1, 1, 0, -1, -1};
+	struct scen s = {3, -1, 1, 0, -1, -1, -1};
 	struct tw_rank rk[8];
 	int i, ok = 1;
 
@@ -359,7 +374,7 @@ grad_main(int rank, int size, int port, FILE *out, void *arg)
 static void
 test_grad(int size, int victim)
 {
-	struct scen s = {victim, -1, 0, 0, -1, -1};
+	struct scen s = {victim, -1, 0, 0, -1, -1, -1};
 	struct tw_rank rk[8];
 	int i, ok = 1, newr = 0, sh, sz, r, ex, p[2];
 	const char *line;
@@ -438,13 +453,14 @@ main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	test_args();
-	test_loss(4, 2, -1, 0);
-	test_loss(8, 5, -1, 0);
-	test_loss(8, 0, -1, 0);
-	test_loss(4, 0, -1, 0);
-	test_loss(8, 3, 6, 0);
-	test_loss(8, 5, -1, 1);
-	test_loss(4, 0, -1, 1);
+	test_loss(4, 2, -1, 0, -1);
+	test_loss(8, 5, -1, 0, -1);
+	test_loss(8, 0, -1, 0, -1);
+	test_loss(4, 0, -1, 0, -1);
+	test_loss(8, 3, 6, 0, -1);
+	test_loss(8, 5, -1, 1, -1);
+	test_loss(4, 0, -1, 1, -1);
+	test_loss(6, 1, -1, 0, 4);
 	test_sparse();
 	test_on_failure_env();
 	test_grad(4, 2);

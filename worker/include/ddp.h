@@ -214,7 +214,11 @@ DDP_EXPORT void ddp_comm_destroy(struct ddp_comm *comm);
  * any survivor, and any rank that has not entered ddp_comm_shrink (or
  * sent its view) within comm's timeout (DDP_TIMEOUT,
  * ddp_comm_set_timeout), so a rank that dies during the shrink is
- * dropped as well. Survivors keep their order: the new ranks are 0 to
+ * dropped as well. Only a half of the world or more goes on: a rank that
+ * reaches fewer fails (DDP_ERR_PEER), so that a rank the others dropped
+ * (it came after their timeout) never trains on alone, and no one goes
+ * on when more than half the ranks are lost at once. Survivors keep
+ * their order: the new ranks are 0 to
  * M - 1 in the order of the old ones (old rank 0 stays 0 unless it was
  * lost), M = ddp_comm_size(out); ddp_comm_host(out, r) names each. With
  * the TCP backend on one node, the shrink takes a few round trips once
@@ -244,9 +248,10 @@ DDP_EXPORT void ddp_comm_destroy(struct ddp_comm *comm);
  * DDP_ERR_UNSUPPORTED (the NCCL backend, whose communicator holds the
  * lost rank, or a mesh that does not connect every pair of ranks, as
  * across nodes: the message names the pair; end the step and relaunch),
- * DDP_ERR_PEER (this rank was dropped by the others, or a rank died
- * between two survivors' last views so that they disagree: end the
- * program), DDP_ERR_TIMEOUT, DDP_ERR_NOMEM, DDP_ERR_SYSTEM.
+ * DDP_ERR_PEER (this rank was dropped by the others, it reaches fewer
+ * than half of the ranks, or a rank died between two survivors' last
+ * views so that they disagree: end the program), DDP_ERR_TIMEOUT,
+ * DDP_ERR_NOMEM, DDP_ERR_SYSTEM.
  */
 DDP_EXPORT enum ddp_status ddp_comm_shrink(struct ddp_comm *comm,
 					   struct ddp_comm **out);
