@@ -5,7 +5,9 @@
  * shrink, get ranks 0..M-1 in their old order, and the next allreduces
  * give the exact sum over the survivors, on the small (recursive
  * doubling) and the large (ring) path. A second rank that dies while the
- * others shrink is dropped too. A mesh that does not connect every pair
+ * others shrink is dropped too, and one that comes after the others'
+ * timeout fails rather than go on alone; a rank that shrinks a healthy
+ * world makes the others follow. A mesh that does not connect every pair
  * of ranks (one rank per node) is refused, naming a pair. The gradient
  * sync under DDP_ON_FAILURE=shrink returns DDP_SHRUNK once, with the
  * step's average over the survivors, and goes on; DDP_ON_FAILURE is
@@ -29,6 +31,7 @@ struct scen {
 	int one_per_node; /* every rank names a host of its own */
 	int mid;	  /* victim dies inside a 32 MiB ring allreduce */
 	int late;	  /* shrinks once the others are done, or -1 */
+	int quit;	  /* victim shrinks a healthy comm instead of dying */
 	int pipe_r;	  /* the others' bytes: "shrinking" (second), */
 	int pipe_w;	  /* "in the 32 MiB allreduce" (mid), "shrunk" */
 };
@@ -137,6 +140,8 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 		return 1;
 	}
 	for (i = 0; i < 1000 && !st; i++) {
+		if (rank == s->victim && i == 20 && s->quit)
+			break;
 		if (rank == s->victim && i == 20)
 			die(c, s, size);
 		if (s->mid && i == 20) {
@@ -166,7 +171,7 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 	for (k = 0; rank == s->late && k < size - 2; k++)
 		if (read_byte(s->pipe_r) < 0)
 			break;
-	if (st == DDP_ERR_PEER)
+	if (st == DDP_ERR_PEER || (rank == s->victim && s->quit))
 		st = ddp_comm_shrink(c, &n);
 	if (!st && s->late >= 0 && write(s->pipe_w, "x", 1) != 1)
 		fprintf(out, "pipe: %s\n", strerror(errno));
@@ -182,9 +187,9 @@ rank_main(int rank, int size, int port, FILE *out, void *arg)
 
 /* Runs one loss among size ranks and checks every survivor's report. */
 static void
-test_loss(int size, int victim, int second, int mid, int late)
+test_loss(int size, int victim, int second, int mid, int late, int quit)
 {
-	struct scen s = {victim, second, 0, mid, late, -1, -1};
+	struct scen s = {victim, second, 0, mid, late, quit, -1, -1};
 	struct tw_rank rk[8];
 	int p[2], i, m = 0, newr = 0, ok = 1, nr, ns, big;
 	double sum = 0, ms, worst = 0, got;
@@ -195,7 +200,7 @@ test_loss(int size, int victim, int second, int mid, int late)
 		s.pipe_w = p[1];
 	}
 	for (i = 0; i < size; i++) {
-		if (i != victim && i != second && i != late) {
+		if ((i != victim || quit) && i != second && i != late) {
 			m++;
 			sum += i + 1;
 		}
@@ -206,7 +211,7 @@ test_loss(int size, int victim, int second, int mid, int late)
 		      tw_status_of(&rk[late]) == DDP_ERR_PEER &&
 		      strstr(rk[late].out, "reaches only") != NULL;
 	for (i = 0; i < size; i++) {
-		if (i == victim || i == second || i == late)
+		if ((i == victim && !quit) || i == second || i == late)
 			continue;
 		line = strstr(rk[i].out, "NEW ");
 		if (tw_exit(&rk[i]) != 0 || !line ||
@@ -222,9 +227,12 @@ test_loss(int size, int victim, int second, int mid, int late)
 		newr++;
 	}
 	if (!tap_ok(ok,
-		    "%d ranks, rank %d killed%s%s%s: %d survivors renumbered "
+		    "%d ranks, rank %d %s%s%s%s: %d survivors renumbered "
 		    "0..%d in order, exact sums (%.0f) after the shrink",
-		    size, victim, mid ? " inside a 32 MiB ring allreduce" : "",
+		    size, victim,
+		    quit ? "shrinks a healthy world (the others follow)"
+			 : "killed",
+		    mid ? " inside a 32 MiB ring allreduce" : "",
 		    second >= 0 ? ", another while the others shrink" : "",
 		    late >= 0 ? ", another too late (dropped: it fails "
 				"rather than go on alone)"
@@ -247,7 +255,7 @@ test_loss(int size, int victim, int second, int mid, int late)
 static void
 test_sparse(void)
 {
-	struct scen s = {3, -1, 1, 0, -1, -1, -1};
+	struct scen s = {3, -1, 1, 0, -1, 0, -1, -1};
 	struct tw_rank rk[8];
 	int i, ok = 1;
 
@@ -374,7 +382,7 @@ grad_main(int rank, int size, int port, FILE *out, void *arg)
 static void
 test_grad(int size, int victim)
 {
-	struct scen s = {victim, -1, 0, 0, -1, -1, -1};
+	struct scen s = {victim, -1, 0, 0, -1, 0, -1, -1};
 	struct tw_rank rk[8];
 	int i, ok = 1, newr = 0, sh, sz, r, ex, p[2];
 	const char *line;
@@ -453,14 +461,15 @@ main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	test_args();
-	test_loss(4, 2, -1, 0, -1);
-	test_loss(8, 5, -1, 0, -1);
-	test_loss(8, 0, -1, 0, -1);
-	test_loss(4, 0, -1, 0, -1);
-	test_loss(8, 3, 6, 0, -1);
-	test_loss(8, 5, -1, 1, -1);
-	test_loss(4, 0, -1, 1, -1);
-	test_loss(6, 1, -1, 0, 4);
+	test_loss(4, 2, -1, 0, -1, 0);
+	test_loss(8, 5, -1, 0, -1, 0);
+	test_loss(8, 0, -1, 0, -1, 0);
+	test_loss(4, 0, -1, 0, -1, 0);
+	test_loss(8, 3, 6, 0, -1, 0);
+	test_loss(8, 5, -1, 1, -1, 0);
+	test_loss(4, 0, -1, 1, -1, 0);
+	test_loss(6, 1, -1, 0, 4, 0);
+	test_loss(4, 2, -1, 0, -1, 1);
 	test_sparse();
 	test_on_failure_env();
 	test_grad(4, 2);
