@@ -4,7 +4,9 @@
  * environment, init (rendezvous, then the backend all ranks agree on),
  * the public entry points' checks and dispatch to the backend's ops. The
  * gradient sync (grad.c) sits on it, with its naming of late ranks
- * (straggler.h). Uses every layer below:
+ * (straggler.h), and so does ddp_comm_shrink (shrink.c), which builds a
+ * communicator of the survivors from a failed one. Uses every layer
+ * below:
  *
  *   status.h       last error, log, clock
  *   proto.h        wire formats (pure)       reduce.h  reductions (pure)

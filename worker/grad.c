@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "ddp_util.h"
 #include "reduce.h"
+#include "shrink.h"
 #include "straggler.h"
 
 struct gs_param {
@@ -33,6 +34,11 @@ struct gs_bucket {
 	int pending;
 	void *flat;
 	void *fence; /* the backend's "gradients final" mark, or NULL */
+	/* DDP_ON_FAILURE=shrink: this rank's own gradients, kept before
+	 * the reduction (kept: this step's are in), so that a step whose
+	 * reduction lost a rank is reduced again over the survivors. */
+	void *saved;
+	int kept;
 };
 
 struct ddp_grad_sync {
@@ -53,6 +59,7 @@ struct ddp_grad_sync {
 	pthread_cond_t work;
 	pthread_cond_t done;
 	int stop;
+	int busy;	/* the thread is reducing a bucket */
 	int next;	/* next bucket the thread reduces */
 	int launched;	/* buckets handed to the network this step */
 	int overlapped; /* launched before the last wait() */
@@ -60,7 +67,29 @@ struct ddp_grad_sync {
 	char errmsg[DDP_ERR_LEN];
 	double first_wait; /* this step's wait in the first bucket (s) */
 	struct wk_late late;
+	int shrink;   /* DDP_ON_FAILURE=shrink */
+	double steps; /* steps synchronised so far */
 };
+
+/* DDP_ON_FAILURE: abort (unset, the default) or shrink. */
+static enum ddp_status
+env_on_failure(int *shrink)
+{
+	const char *v = getenv("DDP_ON_FAILURE");
+
+	*shrink = 0;
+	if (!v || !*v || strcmp(v, "abort") == 0)
+		return DDP_OK;
+	if (strcmp(v, "shrink") == 0) {
+		*shrink = 1;
+		return DDP_OK;
+	}
+	return wk_err(DDP_ERR_ENV,
+		      "DDP_ON_FAILURE='%.64s': use abort (the default: a "
+		      "lost rank fails the gradient sync) or shrink (go on "
+		      "with the survivors, ddp_comm_shrink)",
+		      v);
+}
 
 enum ddp_status
 ddp_grad_sync_create(struct ddp_comm *comm,
@@ -69,10 +98,16 @@ ddp_grad_sync_create(struct ddp_comm *comm,
 {
 	struct ddp_grad_sync *gs;
 	enum ddp_status st;
+	int shrink;
 
 	if (!comm || !out)
 		return wk_err(DDP_ERR_INVALID, "ddp_grad_sync_create: NULL");
 	*out = NULL;
+	st = env_on_failure(&shrink);
+	if (!st && shrink)
+		st = wk_comm_shrink_check(comm);
+	if (st)
+		return st;
 	gs = calloc(1, sizeof(*gs));
 	if (!gs)
 		return wk_err(DDP_ERR_NOMEM, "ddp_grad_sync_create: no memory");
@@ -83,6 +118,7 @@ ddp_grad_sync_create(struct ddp_comm *comm,
 		return st;
 	}
 	gs->comm = comm;
+	gs->shrink = shrink;
 	gs->opts.first_bucket_bytes = 1 << 20;
 	gs->opts.bucket_cap_bytes = 25 << 20;
 	if (opts && opts->first_bucket_bytes)
@@ -193,7 +229,11 @@ build_buckets(struct ddp_grad_sync *gs)
 	for (i = 0; i < gs->nb; i++) {
 		gs->b[i].pending = gs->b[i].nparams;
 		gs->b[i].flat = ddp_mem_alloc(gs->comm, gs->b[i].bytes);
-		if (!gs->b[i].flat)
+		/* Host memory: only the TCP backend shrinks. */
+		if (gs->shrink)
+			gs->b[i].saved =
+				malloc(gs->b[i].bytes ? gs->b[i].bytes : 1);
+		if (!gs->b[i].flat || (gs->shrink && !gs->b[i].saved))
 			return wk_err(DDP_ERR_NOMEM,
 				      "grad sync: cannot allocate a %zu-byte "
 				      "bucket",
@@ -215,6 +255,28 @@ reduce_bucket(struct ddp_grad_sync *gs, struct gs_bucket *b)
 			     b->pieces, b->npieces);
 }
 
+/* Copies bucket i's gradients into its saved copy (save 1) or back. */
+static void
+keep_bucket(struct ddp_grad_sync *gs, int i, int save)
+{
+	struct gs_bucket *b = &gs->b[i];
+	size_t bytes;
+	uint8_t *at;
+	int k;
+
+	for (k = 0; k < gs->np; k++) {
+		if (gs->p[k].bucket != i)
+			continue;
+		bytes = gs->p[k].count * ddp_dtype_size(gs->p[k].dtype);
+		at = (uint8_t *)b->saved + gs->p[k].offset;
+		if (save)
+			memcpy(at, gs->p[k].grad, bytes);
+		else
+			memcpy(gs->p[k].grad, at, bytes);
+	}
+	b->kept = 1;
+}
+
 /* The communication thread: reduces buckets strictly in bucket order, so
  * every rank issues the same sequence of allreduces. */
 static void *
@@ -234,7 +296,10 @@ comm_thread(void *arg)
 			break;
 		i = gs->next;
 		gs->launched++;
+		gs->busy = 1;
 		pthread_mutex_unlock(&gs->m);
+		if (gs->shrink)
+			keep_bucket(gs, i, 1);
 		t0 = ddp_now();
 		st = reduce_bucket(gs, &gs->b[i]);
 		/* The first bucket's wait is this rank's arrival against the
@@ -246,6 +311,7 @@ comm_thread(void *arg)
 		if (!st && i == gs->nb - 1)
 			st = wk_bucket_sync(gs->comm);
 		pthread_mutex_lock(&gs->m);
+		gs->busy = 0;
 		if (i == 0)
 			gs->first_wait = waited;
 		if (st) {
@@ -323,6 +389,61 @@ ddp_grad_sync_start(struct ddp_grad_sync *gs)
 	return DDP_OK;
 }
 
+/* The step's failure is a lost rank that DDP_ON_FAILURE=shrink handles. */
+static int
+recoverable(const struct ddp_grad_sync *gs)
+{
+	return gs->shrink && gs->err == DDP_ERR_PEER;
+}
+
+/*
+ * DDP_ON_FAILURE=shrink after the step's reduction lost a rank (the
+ * thread idle, gs->m not held): the communicator shrinks in place, the
+ * survivors check that they are all at this step, and every bucket is
+ * reduced again from this rank's own gradients; a rank lost during that
+ * is dropped the same way. DDP_OK or the error.
+ */
+static enum ddp_status
+recover(struct ddp_grad_sync *gs)
+{
+	enum ddp_status st = DDP_ERR_PEER;
+	double at[2];
+	int i;
+
+	/* The buckets the thread never reached hold this rank's own
+	 * gradients still: keep them too, a reduction may fail again. */
+	for (i = 0; i < gs->nb; i++)
+		if (!gs->b[i].kept)
+			keep_bucket(gs, i, 1);
+	/* Each shrink drops a rank at least: the loop ends. */
+	while (st == DDP_ERR_PEER) {
+		st = wk_comm_shrink_in_place(gs->comm);
+		if (st)
+			return st;
+		at[0] = gs->steps;
+		at[1] = -gs->steps;
+		st = wk_ctl_allreduce(gs->comm, at, 2, DDP_FLOAT64, DDP_MAX);
+		if (st)
+			return st;
+		if (at[0] != gs->steps || -at[1] != gs->steps)
+			return wk_err(DDP_ERR_PEER,
+				      "grad sync: after the loss of a rank the "
+				      "survivors were at different steps (%.0f "
+				      "to %.0f): some finished a step before "
+				      "the loss that others did not, so the "
+				      "model copies differ; restore a "
+				      "checkpoint",
+				      -at[1], at[0]);
+		for (i = 0; i < gs->nb; i++)
+			keep_bucket(gs, i, 0);
+		for (i = 0; i < gs->nb && !st; i++)
+			st = reduce_bucket(gs, &gs->b[i]);
+		if (!st)
+			st = wk_bucket_sync(gs->comm);
+	}
+	return st;
+}
+
 enum ddp_status
 ddp_grad_sync_ready(struct ddp_grad_sync *gs, int index)
 {
@@ -335,7 +456,9 @@ ddp_grad_sync_ready(struct ddp_grad_sync *gs, int index)
 			"ddp_grad_sync_ready: bad index %d or not started",
 			index);
 	pthread_mutex_lock(&gs->m);
-	if (gs->err) {
+	/* A lost rank under DDP_ON_FAILURE=shrink is ddp_grad_sync_wait's
+	 * to handle: backward goes on. */
+	if (gs->err && !recoverable(gs)) {
 		st = wk_err(gs->err, "%s", gs->errmsg);
 	} else if (gs->no_sync) {
 		st = DDP_OK;
@@ -347,7 +470,7 @@ ddp_grad_sync_ready(struct ddp_grad_sync *gs, int index)
 	} else {
 		gs->p[index].ready = 1;
 		b = &gs->b[gs->p[index].bucket];
-		if (--b->pending == 0)
+		if (--b->pending == 0 && !gs->err)
 			st = wk_fence_record(gs->comm, &b->fence);
 		if (st) {
 			gs->err = st;
@@ -378,9 +501,27 @@ ddp_grad_sync_wait(struct ddp_grad_sync *gs)
 		if (!gs->p[i].ready)
 			missing = i;
 	/* Let what is in flight finish; the rest cannot start. */
-	while (!gs->err && gs->next < gs->nb && gs->b[gs->next].pending == 0)
+	while ((!gs->err && gs->next < gs->nb &&
+		gs->b[gs->next].pending == 0) ||
+	       gs->busy)
 		pthread_cond_wait(&gs->done, &gs->m);
-	if (gs->err) {
+	if (recoverable(gs) && missing < 0) {
+		/* The thread is idle while gs->err is set. */
+		pthread_mutex_unlock(&gs->m);
+		st = recover(gs);
+		pthread_mutex_lock(&gs->m);
+		gs->err = st;
+		if (st)
+			ddp_fmt(gs->errmsg, sizeof(gs->errmsg), "%s",
+				wk_errbuf());
+		else
+			st = wk_err(DDP_SHRUNK,
+				    "grad sync: a rank was lost; this step's "
+				    "gradients are the average over the %d "
+				    "survivors, and this rank is now rank %d",
+				    ddp_comm_size(gs->comm),
+				    ddp_comm_rank(gs->comm));
+	} else if (gs->err) {
 		st = wk_err(gs->err, "%s", gs->errmsg);
 	} else if (missing >= 0) {
 		gs->err = wk_err(DDP_ERR_INVALID,
@@ -393,17 +534,25 @@ ddp_grad_sync_wait(struct ddp_grad_sync *gs)
 	}
 	for (i = 0; i < gs->np; i++)
 		gs->p[i].ready = 0;
-	for (i = 0; i < gs->nb; i++)
+	for (i = 0; i < gs->nb; i++) {
 		gs->b[i].pending = gs->b[i].nparams;
+		gs->b[i].kept = 0;
+	}
 	gs->next = 0;
 	gs->launched = 0;
-	if (!st)
+	if (!st || st == DDP_SHRUNK) {
+		gs->steps++;
 		report = wk_late_step(&gs->late, gs->first_wait);
+	}
 out:
 	pthread_mutex_unlock(&gs->m);
 	/* Between steps the communicator is this thread's (ddp.h). */
-	if (report)
-		st = wk_late_report(&gs->late, gs->comm);
+	if (report) {
+		enum ddp_status rst = wk_late_report(&gs->late, gs->comm);
+
+		if (rst)
+			st = rst;
+	}
 	return st;
 }
 
@@ -464,6 +613,7 @@ ddp_grad_sync_destroy(struct ddp_grad_sync *gs)
 	for (i = 0; i < gs->nb; i++) {
 		if (gs->b[i].flat)
 			ddp_mem_free(gs->comm, gs->b[i].flat);
+		free(gs->b[i].saved);
 		wk_fence_free(gs->comm, gs->b[i].fence);
 	}
 	free(gs->b);

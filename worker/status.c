@@ -105,6 +105,10 @@ ddp_strerror(enum ddp_status status)
 		return "communicator failed earlier";
 	case DDP_ERR_RENDEZVOUS:
 		return "rendezvous failed";
+	case DDP_ERR_UNSUPPORTED:
+		return "not supported in this configuration";
+	case DDP_SHRUNK:
+		return "a rank was lost; the survivors went on without it";
 	}
 	return "unknown status";
 }

@@ -15,7 +15,8 @@
  *  - Failure is sticky: after a communication error (dead peer, timeout,
  *    mismatched collective) a communicator is broken and every further
  *    collective returns DDP_ERR_ABORTED with the original explanation.
- *    Destroy it and end the program (exit non-zero so srun ends the step).
+ *    Destroy it and end the program (exit non-zero so srun ends the step),
+ *    or, after a lost rank, go on without it (ddp_comm_shrink).
  *  - The library never calls exit() or abort() and never raises signals
  *    (sockets use MSG_NOSIGNAL).
  *  - Logging: silent except for refused rendezvous connections, which are
@@ -66,6 +67,12 @@ enum ddp_status {
 	DDP_ERR_ABORTED = 11,
 	/* The rendezvous could not be completed (unreachable, refused). */
 	DDP_ERR_RENDEZVOUS = 12,
+	/* Not possible with this backend or layout; the message names what
+	 * would work (ddp_comm_shrink). */
+	DDP_ERR_UNSUPPORTED = 13,
+	/* Not a failure: ddp_grad_sync_wait under DDP_ON_FAILURE=shrink lost
+	 * a rank and went on with the survivors (the world is smaller). */
+	DDP_SHRUNK = 14,
 };
 
 /*
@@ -192,6 +199,62 @@ DDP_EXPORT enum ddp_status ddp_comm_init_env(struct ddp_comm **comm);
  * one thread, after every other use of comm has returned.
  */
 DDP_EXPORT void ddp_comm_destroy(struct ddp_comm *comm);
+
+/*
+ * Continues without lost ranks: after a collective on comm failed with
+ * DDP_ERR_PEER (a rank died, or aborted because one did), every survivor
+ * calls ddp_comm_shrink(comm, &out). The survivors agree on who is gone,
+ * and *out receives a new communicator of the survivors; comm stays
+ * failed (DDP_ERR_ABORTED) and is still freed with ddp_comm_destroy,
+ * before or after out. The caller then goes on with out: gradients
+ * and model state are its own to repair (a step that failed half way
+ * is redone, or skipped, on out).
+ *
+ * Who is dropped: every rank whose connection closed or failed, seen by
+ * any survivor, and any rank that has not entered ddp_comm_shrink (or
+ * sent its view) within comm's timeout (DDP_TIMEOUT,
+ * ddp_comm_set_timeout), so a rank that dies during the shrink is
+ * dropped as well. Only a half of the world or more goes on: a rank that
+ * reaches fewer fails (DDP_ERR_PEER), so that a rank the others dropped
+ * (it came after their timeout) never trains on alone, and no one goes
+ * on when more than half the ranks are lost at once. Survivors keep
+ * their order: the new ranks are 0 to
+ * M - 1 in the order of the old ones (old rank 0 stays 0 unless it was
+ * lost), M = ddp_comm_size(out); ddp_comm_host(out, r) names each. With
+ * the TCP backend on one node, the shrink takes a few round trips once
+ * every survivor has entered it (milliseconds), bounded by comm's timeout
+ * for the survivors to enter and for each exchange of views.
+ *
+ * In-flight collectives: the collective that failed is not completed; a
+ * survivor's buffers hold undefined data (some survivors may have
+ * finished a collective that others did not). out starts with no call
+ * made; its first collective must be the same on every survivor. A rank
+ * that has not noticed the loss yet when another one shrinks is told by
+ * an ABORT and fails its collective with DDP_ERR_PEER: it then calls
+ * ddp_comm_shrink too. A rank that calls it on a healthy comm makes
+ * every other rank do so.
+ *
+ * Connections: out uses the survivors' connections of comm (no new
+ * rendezvous), which therefore must connect every pair of ranks: so it
+ * is when all ranks are on one node (up to 128 ranks). out runs the flat
+ * algorithms (recursive doubling, the ring), never the node's
+ * shared-memory allreduce (DDP_TCP_ALGO=hier is read as auto).
+ *
+ * Thread safety: call it from one thread, when no other call on comm
+ * runs (a gradient reducer on comm must have returned from
+ * ddp_grad_sync_wait; destroy it and create one on out).
+ *
+ * Errors (comm stays failed, *out NULL): DDP_ERR_INVALID (NULL),
+ * DDP_ERR_UNSUPPORTED (the NCCL backend, whose communicator holds the
+ * lost rank, or a mesh that does not connect every pair of ranks, as
+ * across nodes: the message names the pair; end the step and relaunch),
+ * DDP_ERR_PEER (this rank was dropped by the others, it reaches fewer
+ * than half of the ranks, or a rank died between two survivors' last
+ * views so that they disagree: end the program), DDP_ERR_TIMEOUT,
+ * DDP_ERR_NOMEM, DDP_ERR_SYSTEM.
+ */
+DDP_EXPORT enum ddp_status ddp_comm_shrink(struct ddp_comm *comm,
+					   struct ddp_comm **out);
 
 /* This rank, the world size and the local rank of comm. Thread-safe. */
 DDP_EXPORT int ddp_comm_rank(const struct ddp_comm *comm);
@@ -407,7 +470,11 @@ struct ddp_grad_sync_opts {
 /*
  * Creates a reducer on comm (borrowed: comm must outlive it). opts may be
  * NULL for the defaults. *gs receives the reducer; free with
- * ddp_grad_sync_destroy.
+ * ddp_grad_sync_destroy. Reads DDP_ON_FAILURE (ddp_grad_sync_wait):
+ * DDP_ERR_ENV for a value other than abort or shrink, and
+ * DDP_ERR_UNSUPPORTED for shrink where comm could not shrink (the
+ * message of ddp_comm_shrink). With shrink the reducer keeps a host copy
+ * of each bucket's own gradients: twice the buckets' memory.
  */
 DDP_EXPORT enum ddp_status
 ddp_grad_sync_create(struct ddp_comm *comm,
@@ -455,6 +522,18 @@ DDP_EXPORT enum ddp_status ddp_grad_sync_ready(struct ddp_grad_sync *gs,
  * gradient holds the average over all ranks. Fails with DDP_ERR_INVALID at
  * once (naming the index) if a gradient was not marked ready, instead of
  * waiting forever. Returns DDP_OK immediately in no-sync mode.
+ *
+ * DDP_ON_FAILURE=shrink (the default is abort: a lost rank fails the
+ * sync, DDP_ERR_PEER, as any collective): when the step's reduction
+ * lost a rank, the survivors shrink comm in place (ddp_comm_shrink: the
+ * program's comm pointer is then the survivors' world, ddp_comm_size
+ * and ddp_comm_rank change), reduce the whole step again from their own
+ * gradients, and this call returns DDP_SHRUNK, once: every gradient
+ * then holds the average over the survivors, and the steps after go on
+ * as before. A rank that dies just after a step's last bucket may leave
+ * some survivors past that step and others not: they all fail with
+ * DDP_ERR_PEER naming the steps (the model copies differ; restore a
+ * checkpoint). Other failures (a hang, a mismatch) fail as with abort.
  *
  * Every DDP_STRAGGLER_EVERY synchronised steps (default 100, 0: never) it
  * also compares how late each rank reached the step's first bucket, on
