@@ -4,9 +4,11 @@
  * killed or hung rank is named within the timeout, rendezvous errors say
  * what to check, the environment is parsed strictly, and a rank that ends
  * normally is told apart from one that dies; a peer's data listener that
- * refused this rank's mesh connection is named as a refusal.
+ * refused this rank's mesh connection is named as a refusal; the rank
+ * at fault reaches DDP_FAILURE_FD's pipe.
  */
 #include <errno.h>
+#include <fcntl.h>
 
 #include "proto.h"
 #include "tap.h"
@@ -145,16 +147,59 @@ test_mismatch(void)
 	tw_free_job(3, rk);
 }
 
+/*
+ * Reads what the ranks wrote to the pipe of DDP_FAILURE_FD (fd) and closes
+ * it: one "RANK names DEAD HOST WHY" line from each survivor that failed
+ * on its own account; at least one line, each naming dead for why.
+ */
+static void
+check_named(int fd[2], int size, int dead, const char *why)
+{
+	char buf[4096], host[80], w[16], *line, *save = NULL;
+	ssize_t n;
+	int lines = 0, ok = fd[0] >= 0, self, named;
+
+	if (fd[0] < 0) {
+		tap_ok(0, "a pipe for DDP_FAILURE_FD");
+		return;
+	}
+	close(fd[1]);
+	n = read(fd[0], buf, sizeof(buf) - 1);
+	close(fd[0]);
+	buf[n > 0 ? n : 0] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		lines++;
+		ok &= sscanf(line, "%d names %d %79s %15s", &self, &named, host,
+			     w) == 4 &&
+		      self != dead && self >= 0 && self < size &&
+		      named == dead && !strcmp(w, why);
+	}
+	tap_ok(ok && lines >= 1 && lines < size,
+	       "DDP_FAILURE_FD: %d survivor(s) name rank %d (%s): %.200s",
+	       lines, dead, why, buf);
+}
+
 static void
 test_dead(int kind, int size, double timeout, int dead)
 {
 	struct scen s = {kind, timeout, dead};
 	struct tw_rank rk[8];
-	char want[32];
+	char want[32], fdnum[16];
 	double worst = 0, t;
-	int i, ok = 1;
+	int i, ok = 1, cause[2];
 
+	/* The survivors name the dead rank to DDP_FAILURE_FD's pipe, as
+	 * slurmstepd hands it to a --ddp step's tasks. */
+	if (pipe2(cause, O_NONBLOCK) < 0 ||
+	    snprintf(fdnum, sizeof(fdnum), "%d", cause[1]) >=
+		    (int)sizeof(fdnum))
+		cause[0] = cause[1] = -1;
+	else
+		setenv("DDP_FAILURE_FD", fdnum, 1);
 	tw_run_job(size, rank_main, &s, timeout + 3, rk);
+	unsetenv("DDP_FAILURE_FD");
+	check_named(cause, size, dead, kind == KILLED ? "lost" : "hang");
 	/* "lost rank N": a survivor that fails on a neighbour which failed
 	 * first still names the rank that died, not the neighbour. */
 	snprintf(want, sizeof(want),
