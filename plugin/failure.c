@@ -37,6 +37,7 @@
 #include "failure.h"
 #include "hostlist.h"
 #include "plugin.h"
+#include "verdict.h"
 
 #define REPORT_ENV "DDP_FAILURE_REPORT"
 #define NONCE_ENV "DDP_FAILURE_NONCE"
@@ -45,6 +46,8 @@
 #define RECORD_ENV "DDP_RESTART_REPORT"
 /* The task's end of the pipe libddp names the rank at fault on. */
 #define CAUSE_ENV "DDP_FAILURE_FD"
+/* The verdict a rank killed on this node leaves (verdict.h). */
+#define KILLED_CHECK "rank-killed"
 /* How long a node's report may take, and srun's reading of all of them. */
 #define REPORT_SECONDS 2.0
 /* Reports srun reads at most: one per node of the largest step. */
@@ -374,6 +377,39 @@ read_naming(struct ddp_node *n, struct ddp_failure *f)
 			 f->named_why);
 }
 
+/*
+ * Records the verdict KILLED_CHECK about this node for f, a task of its
+ * own that a signal killed and that blames the node, so that the drain
+ * rule (two users' jobs at least) may act on it. Not for SIGKILL: it is
+ * what ends a step, and every node of a step that a failure ended sees its
+ * tasks die of it. Nor for what a task merely names: that is the user's
+ * word alone.
+ */
+static void
+record_killed(const struct ddp_plugin *p, const struct ddp_failure *f)
+{
+	const struct ddp_node *n = &p->node;
+	struct ddp_verdict v = {0};
+	char err[DDP_ERR_LEN];
+
+	if (f->signal <= 0 || f->signal == SIGKILL ||
+	    !ddp_failure_blame(f)[0] || !p->conf.state_dir[0])
+		return;
+	v.time = (long long)time(NULL);
+	v.uid = (unsigned long)n->uid;
+	if (ddp_fmt(v.job, sizeof(v.job), "%u", n->jobid) < 0 ||
+	    ddp_fmt(v.step, sizeof(v.step), "%u", n->stepid) < 0 ||
+	    ddp_fmt(v.node, sizeof(v.node), "%s", n->host) < 0 ||
+	    ddp_fmt(v.check, sizeof(v.check), "%s", KILLED_CHECK) < 0 ||
+	    ddp_fmt(v.value, sizeof(v.value), "%d", f->signal) < 0 ||
+	    ddp_fmt(v.median, sizeof(v.median), "-") < 0 ||
+	    ddp_fmt(v.unit, sizeof(v.unit), "-") < 0)
+		return;
+	if (ddp_verdict_append(p->conf.state_dir, &v, err, sizeof(err)) < 0)
+		ddp_error("--ddp: %s: the verdict %s is not recorded: %s",
+			  n->host, KILLED_CHECK, err);
+}
+
 /* Whether this step is to be ended: the site's kill_on_bad_exit, and no
  * -K0 (as srun passed it on) or SLURM_KILL_BAD_EXIT=0 from the user. */
 static int
@@ -439,5 +475,6 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 	}
 	if (f.rank >= 0)
 		report(sp, &f);
+	record_killed(p, &f);
 	return 0;
 }
