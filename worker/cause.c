@@ -85,17 +85,17 @@ wk_cause_name(int self, int rank, const char *host, const char *why)
 static int
 parse_named(const char *s, int *rank, char *host, size_t len)
 {
-	char *end;
+	char digits[16];
+	size_t n = strspn(s, "0123456789");
 	long r;
-	size_t n;
 
-	if (*s < '0' || *s > '9')
+	if (n == 0 || n >= sizeof(digits) || s[n] != ' ' || s[n + 1] != '(')
 		return -1;
-	errno = 0;
-	r = strtol(s, &end, 10);
-	if (errno || r > INT_MAX || end[0] != ' ' || end[1] != '(')
+	memcpy(digits, s, n);
+	digits[n] = '\0';
+	if (ddp_parse_long(digits, 0, INT_MAX, &r) < 0)
 		return -1;
-	s = end + 2;
+	s += n + 2;
 	n = strcspn(s, "),");
 	if (n == 0 || n >= len || (s[n] != ')' && s[n] != ','))
 		return -1;
