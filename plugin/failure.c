@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -299,12 +300,15 @@ void
 failure_task_init(struct ddp_plugin *p, spank_t sp)
 {
 	struct ddp_node *n = &p->node;
-	char num[16];
+	struct stat st;
+	char num[48];
 
 	/* This task's copy alone goes across exec: slurmstepd's keeps
-	 * close-on-exec. */
-	if (n->cause_wfd < 0 ||
-	    ddp_fmt(num, sizeof(num), "%d", n->cause_wfd) < 0 ||
+	 * close-on-exec. The inode tells libddp this pipe from whatever a
+	 * process that inherits the variable alone has open as the number. */
+	if (n->cause_wfd < 0 || fstat(n->cause_wfd, &st) < 0 ||
+	    ddp_fmt(num, sizeof(num), "%d:%lu", n->cause_wfd,
+		    (unsigned long)st.st_ino) < 0 ||
 	    fcntl(n->cause_wfd, F_SETFD, 0) < 0 ||
 	    spank_setenv(sp, CAUSE_ENV, num, 1) != ESPANK_SUCCESS)
 		ddp_debug("--ddp: no %s for this task", CAUSE_ENV);

@@ -40,19 +40,35 @@ host_ok(const char *host)
 	return 1;
 }
 
-/* The descriptor of DDP_FAILURE_FD when it is a pipe, made non-blocking;
- * else -1. */
+/*
+ * The descriptor of DDP_FAILURE_FD ("N", or "N:INODE" as the plugin sets
+ * it) when it is a pipe (that pipe, with INODE), made non-blocking; else
+ * -1. The inode tells the plugin's pipe from whatever a process that
+ * inherited the variable, but not the descriptor, has open as N.
+ */
 static int
 cause_fd(void)
 {
-	const char *v = getenv(CAUSE_ENV);
+	const char *v = getenv(CAUSE_ENV), *colon;
+	char num[16];
 	struct stat st;
-	long fd;
+	long fd, ino = -1;
+	size_t n;
 	int fl;
 
-	if (!v || !*v || ddp_parse_long(v, 3, INT_MAX, &fd) < 0)
+	if (!v || !*v)
 		return -1;
-	if (fstat((int)fd, &st) < 0 || !S_ISFIFO(st.st_mode))
+	colon = strchr(v, ':');
+	n = colon ? (size_t)(colon - v) : strlen(v);
+	if (n == 0 || n >= sizeof(num))
+		return -1;
+	memcpy(num, v, n);
+	num[n] = '\0';
+	if (ddp_parse_long(num, 3, INT_MAX, &fd) < 0 ||
+	    (colon && ddp_parse_long(colon + 1, 0, LONG_MAX, &ino) < 0))
+		return -1;
+	if (fstat((int)fd, &st) < 0 || !S_ISFIFO(st.st_mode) ||
+	    (ino >= 0 && (unsigned long)ino != (unsigned long)st.st_ino))
 		return -1;
 	fl = fcntl((int)fd, F_GETFL);
 	if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)

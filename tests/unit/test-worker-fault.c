@@ -9,7 +9,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
+#include "cause.h"
 #include "proto.h"
 #include "tap.h"
 #include "tcp.h"
@@ -185,15 +188,16 @@ test_dead(int kind, int size, double timeout, int dead)
 {
 	struct scen s = {kind, timeout, dead};
 	struct tw_rank rk[8];
-	char want[32], fdnum[16];
+	char want[32], fdnum[48];
+	struct stat st;
 	double worst = 0, t;
 	int i, ok = 1, cause[2];
 
 	/* The survivors name the dead rank to DDP_FAILURE_FD's pipe, as
 	 * slurmstepd hands it to a --ddp step's tasks. */
-	if (pipe2(cause, O_NONBLOCK) < 0 ||
-	    snprintf(fdnum, sizeof(fdnum), "%d", cause[1]) >=
-		    (int)sizeof(fdnum))
+	if (pipe2(cause, O_NONBLOCK) < 0 || fstat(cause[1], &st) < 0 ||
+	    snprintf(fdnum, sizeof(fdnum), "%d:%lu", cause[1],
+		     (unsigned long)st.st_ino) >= (int)sizeof(fdnum))
 		cause[0] = cause[1] = -1;
 	else
 		setenv("DDP_FAILURE_FD", fdnum, 1);
@@ -228,6 +232,55 @@ test_dead(int kind, int size, double timeout, int dead)
 	else
 		tap_diag("rank 0 said: %.300s", strstr(rk[0].out, "MSG ") + 4);
 	tw_free_job(size, rk);
+}
+
+/* What a child that names rank 1 with DDP_FAILURE_FD=value writes to the
+ * pipe fd[1] (read from fd[0]), into buf. */
+static void
+named_with(const char *value, int fd[2], char *buf, size_t len)
+{
+	pid_t pid = fork();
+	ssize_t n;
+
+	if (pid == 0) {
+		setenv("DDP_FAILURE_FD", value, 1);
+		wk_cause_name(0, 1, "node2", "lost");
+		wk_cause_name(0, 3, "node4", "hang");
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	n = read(fd[0], buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+static void
+test_cause_fd(void)
+{
+	char value[64], buf[256];
+	struct stat st;
+	int fd[2];
+
+	if (pipe2(fd, O_NONBLOCK) < 0 || fstat(fd[1], &st) < 0) {
+		tap_ok(0, "a pipe");
+		return;
+	}
+	snprintf(value, sizeof(value), "%d:%lu", fd[1],
+		 (unsigned long)st.st_ino);
+	named_with(value, fd, buf, sizeof(buf));
+	tap_ok(!strcmp(buf, "0 names 1 node2 lost\n"),
+	       "DDP_FAILURE_FD=N:INODE: the first naming alone: %s", buf);
+	snprintf(value, sizeof(value), "%d:%lu", fd[1],
+		 (unsigned long)st.st_ino + 1);
+	named_with(value, fd, buf, sizeof(buf));
+	tap_ok(!buf[0], "another pipe's inode: nothing written");
+	snprintf(value, sizeof(value), "%d", fd[0]);
+	named_with(value, fd, buf, sizeof(buf));
+	tap_ok(!buf[0], "the read end: nothing written");
+	named_with("1x", fd, buf, sizeof(buf));
+	tap_ok(!buf[0], "a malformed DDP_FAILURE_FD: nothing written");
+	close(fd[0]);
+	close(fd[1]);
 }
 
 static void
@@ -419,6 +472,7 @@ main(void)
 	test_dead(HUNG, 3, 2, 2);
 	test_clean_exit();
 	test_refused_mesh();
+	test_cause_fd();
 	tap_ok(strcmp(ddp_strerror(DDP_ERR_PEER), "peer died or aborted") == 0,
 	       "ddp_strerror describes statuses");
 	return tap_done();
