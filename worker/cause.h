@@ -14,8 +14,8 @@
  * Only the first naming of a process is written: the first failure is
  * the cause, what follows is its consequence. DDP_FAILURE_FD is "N" or
  * "N:INODE" (the pipe's inode, as the plugin sets it); without it, or
- * when N is no pipe (or another one), nothing is written. The write never blocks (the
- * descriptor is made non-blocking) and a full pipe drops the line.
+ * when N is no pipe (or another one), nothing is written. The write never
+ * blocks (the descriptor is made non-blocking) and a full pipe drops the line.
  * Thread-safe: the first caller wins, atomically.
  */
 #ifndef DDP_WK_CAUSE_H
