@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -104,6 +105,25 @@ fields_ok(const struct ddp_failure *f)
 			      : f->status > 0 && f->status <= 255);
 }
 
+/* 1 when WHY is one a naming may carry. */
+static int
+why_ok(const char *why)
+{
+	return !strcmp(why, "lost") || !strcmp(why, "hang") ||
+	       !strcmp(why, "unreachable");
+}
+
+/* The naming's fields, checked. */
+static int
+naming_ok(const struct ddp_failure *f)
+{
+	return f->named_by >= 0 && f->named_by <= 0x7fffffffL &&
+	       f->named_rank >= 0 && f->named_rank <= 0x7fffffffL &&
+	       f->named_rank != f->named_by &&
+	       word_ok(f->named_node, sizeof(f->named_node), "") &&
+	       why_ok(f->named_why);
+}
+
 int
 ddp_failure_format_report(const struct ddp_failure *f, const char *nonce,
 			  char *buf, size_t len)
@@ -113,9 +133,17 @@ ddp_failure_format_report(const struct ddp_failure *f, const char *nonce,
 	if (!nonce_ok(nonce) || !fields_ok(f) ||
 	    format_how(f, how, sizeof(how)) < 0)
 		return -1;
-	return ddp_fmt(buf, len, "%s %ld %s %s %lld.%03lld %lu %s\n", nonce,
+	if (!f->named)
+		return ddp_fmt(buf, len, "%s %ld %s %s %lld.%03lld %lu %s\n",
+			       nonce, f->rank, f->node, how, f->time_ms / 1000,
+			       f->time_ms % 1000, f->nodes, f->step_nodes);
+	if (!naming_ok(f))
+		return -1;
+	return ddp_fmt(buf, len,
+		       "%s %ld %s %s %lld.%03lld %lu %s %ld %ld %s %s\n", nonce,
 		       f->rank, f->node, how, f->time_ms / 1000,
-		       f->time_ms % 1000, f->nodes, f->step_nodes);
+		       f->time_ms % 1000, f->nodes, f->step_nodes, f->named_by,
+		       f->named_rank, f->named_node, f->named_why);
 }
 
 /* Copies the next space-separated field of *p into buf and moves *p past
@@ -175,6 +203,57 @@ parse_time(const char *s, long long *ms)
 	return 0;
 }
 
+/* A rank of a naming ("0"-"2147483647", no sign) into *v. */
+static int
+parse_rank(const char *s, long *v)
+{
+	return s[0] >= '0' && s[0] <= '9' &&
+			       ddp_parse_long(s, 0, 0x7fffffffL, v) == 0
+		       ? 0
+		       : -1;
+}
+
+/* "BY NAMED NAMED_HOST WHY" at *p, the end of the line, into f. */
+static int
+parse_naming_fields(const char **p, struct ddp_failure *f)
+{
+	char by[16], named[16];
+	struct ddp_failure g = *f;
+
+	if (next_field(p, by, sizeof(by)) < 0 || parse_rank(by, &g.named_by) ||
+	    next_field(p, named, sizeof(named)) < 0 ||
+	    parse_rank(named, &g.named_rank) ||
+	    next_field(p, g.named_node, sizeof(g.named_node)) < 0 ||
+	    next_field(p, g.named_why, sizeof(g.named_why)) < 0 || **p ||
+	    !naming_ok(&g))
+		return -1;
+	g.named = 1;
+	*f = g;
+	return 0;
+}
+
+int
+ddp_failure_parse_naming(const char *line, struct ddp_failure *f)
+{
+	char copy[DDP_HOSTNAME_MAX + 96], fields[sizeof(copy)], by[16];
+	const char *p = copy;
+	size_t n = strlen(line);
+	long v;
+
+	if (n && line[n - 1] == '\n')
+		n--;
+	if (n >= sizeof(copy) || memchr(line, '\n', n))
+		return -1;
+	memcpy(copy, line, n);
+	copy[n] = '\0';
+	if (next_field(&p, by, sizeof(by)) < 0 || parse_rank(by, &v) ||
+	    strncmp(p, "names ", 6) ||
+	    ddp_fmt(fields, sizeof(fields), "%s %s", by, p + 6) < 0)
+		return -1;
+	p = fields;
+	return parse_naming_fields(&p, f);
+}
+
 int
 ddp_failure_parse_report(const char *line, const char *nonce,
 			 struct ddp_failure *f, char *err, size_t errlen)
@@ -212,8 +291,12 @@ ddp_failure_parse_report(const char *line, const char *nonce,
 	    ddp_parse_long(nodes, 1, 1000000, &v) < 0 || nodes[0] == '+')
 		return ddp_errf(err, errlen, "no node count");
 	out.nodes = (unsigned long)v;
-	if (next_field(&p, out.step_nodes, sizeof(out.step_nodes)) < 0 || *p)
-		return ddp_errf(err, errlen, "no step node list, or more");
+	if (next_field(&p, out.step_nodes, sizeof(out.step_nodes)) < 0)
+		return ddp_errf(err, errlen, "no step node list");
+	if (*p && parse_naming_fields(&p, &out) < 0)
+		return ddp_errf(err, errlen,
+				"a naming that is not BY NAMED "
+				"NAMED_HOST WHY, or more");
 	if (!fields_ok(&out))
 		return ddp_errf(err, errlen, "a name outside Slurm's syntax");
 	/* Constant time: the nonce is what makes a report genuine. */
@@ -236,6 +319,8 @@ ddp_failure_earlier(const struct ddp_failure *a, const struct ddp_failure *b)
 const char *
 ddp_failure_blame(const struct ddp_failure *f)
 {
+	if (f->blame_decided)
+		return f->blamed;
 	if (f->signal <= 0 || f->signal == SIGTERM || f->signal == SIGINT ||
 	    f->signal == SIGHUP)
 		return "";
@@ -345,4 +430,146 @@ out:
 	if (tmp[0] && rc < 0)
 		unlink(tmp);
 	return rc;
+}
+
+int
+ddp_failure_set_add(struct ddp_failure_set *set, const struct ddp_failure *f)
+{
+	struct ddp_failure_seen *e;
+
+	if (set->nseen == set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 16;
+		struct ddp_failure_seen *grown =
+			realloc(set->seen, cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		set->seen = grown;
+		set->cap = cap;
+	}
+	e = &set->seen[set->nseen++];
+	e->rank = f->rank;
+	ddp_fmt(e->node, sizeof(e->node), "%s", f->node);
+	e->signal = f->signal;
+	e->status = f->status;
+	e->time_ms = f->time_ms;
+	if (!set->have_first || ddp_failure_earlier(f, &set->first)) {
+		set->first = *f;
+		set->have_first = 1;
+	}
+	if (f->named &&
+	    (!set->have_naming || ddp_failure_earlier(f, &set->naming))) {
+		set->naming = *f;
+		set->have_naming = 1;
+	}
+	return 0;
+}
+
+/* The earliest report of rank, or NULL. */
+static const struct ddp_failure_seen *
+seen_rank(const struct ddp_failure_set *set, long rank)
+{
+	const struct ddp_failure_seen *best = NULL;
+	size_t i;
+
+	for (i = 0; i < set->nseen; i++) {
+		const struct ddp_failure_seen *e = &set->seen[i];
+
+		if (e->rank == rank && (!best || e->time_ms < best->time_ms))
+			best = e;
+	}
+	return best;
+}
+
+/* 1 when node is one of the host list nodes (count nodes). */
+static int
+step_has(const char *nodes, unsigned long count, const char *node)
+{
+	struct ddp_hostlist hl = {0};
+	char err[128];
+	size_t i;
+	int found = 0;
+
+	if (ddp_hostlist_parse(nodes, count + 1, &hl, err, sizeof(err)) < 0)
+		return 0;
+	for (i = 0; i < hl.n && !found; i++)
+		found = !strcmp(hl.hosts[i], node);
+	ddp_hostlist_free(&hl);
+	return found;
+}
+
+/* Decides blame of *c: node, or none for NULL or "". */
+static void
+decide_blame(struct ddp_failure *c, const char *node)
+{
+	c->blame_decided = 1;
+	ddp_fmt(c->blamed, sizeof(c->blamed), "%s", node ? node : "");
+}
+
+/* Rule 2 (failure.h): the cause the naming n names, into c. */
+static void
+named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
+	    struct ddp_failure *c, char *what, size_t whatlen)
+{
+	const struct ddp_failure_seen *own = seen_rank(set, n->named_rank);
+	const char *node;
+
+	*c = *n;
+	c->named = 0;
+	c->rank = n->named_rank;
+	if (own) {
+		ddp_fmt(c->node, sizeof(c->node), "%s", own->node);
+		c->signal = own->signal;
+		c->status = own->status;
+		c->time_ms = own->time_ms;
+	}
+	if (own && own->signal <= 0) {
+		decide_blame(c, NULL);
+		ddp_failure_describe(c, what, whatlen);
+		return;
+	}
+	if (own && !strcmp(n->named_why, "lost")) {
+		decide_blame(c, c->node);
+		ddp_failure_describe(c, what, whatlen);
+		return;
+	}
+	node = own ? own->node
+	       : step_has(n->step_nodes, n->nodes, n->named_node)
+		       ? n->named_node
+		       : NULL;
+	if (!own)
+		ddp_fmt(c->node, sizeof(c->node), "%s",
+			node ? node : n->named_node);
+	decide_blame(c, node);
+	ddp_fmt(what, whatlen, "rank %ld on %s %s (named by rank %ld)", c->rank,
+		c->node,
+		!strcmp(n->named_why, "hang")	? "hangs"
+		: !strcmp(n->named_why, "lost") ? "was lost"
+						: "is unreachable",
+		n->named_by);
+}
+
+int
+ddp_failure_set_cause(const struct ddp_failure_set *set,
+		      struct ddp_failure *cause, char *what, size_t whatlen)
+{
+	if (!set->have_first)
+		return 0;
+	if (ddp_failure_blame(&set->first)[0] || !set->have_naming) {
+		*cause = set->first;
+		cause->named = 0;
+		decide_blame(cause, ddp_failure_blame(&set->first));
+		if (ddp_failure_describe(cause, what, whatlen) < 0)
+			ddp_fmt(what, whatlen, "rank %ld failed", cause->rank);
+		return 1;
+	}
+	named_cause(set, &set->naming, cause, what, whatlen);
+	return 1;
+}
+
+void
+ddp_failure_set_free(struct ddp_failure_set *set)
+{
+	free(set->seen);
+	memset(set, 0, sizeof(*set));
 }

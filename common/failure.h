@@ -7,12 +7,16 @@
  * the task's exit and moves the reports; everything it decides is here.
  *
  * The report, one line from a node's slurmstepd to srun over TCP:
- *   NONCE RANK NODE HOW TIME NODES STEP_NODES\n
+ *   NONCE RANK NODE HOW TIME NODES STEP_NODES[ BY NAMED NAMED_HOST WHY]\n
  * NONCE is the step's DDP_FAILURE_NONCE (DDP_FAILURE_NONCE_HEX lowercase
  * hex digits), HOW "exit:N" (N 1-255) or "signal:N" (N 1-64), TIME
  * CLOCK_REALTIME seconds with milliseconds ("1764240000.123"), NODES and
  * STEP_NODES the step's node count and Slurm host list, which srun alone
- * does not know when the step ends.
+ * does not know when the step ends. The four optional fields, all or
+ * none, are the naming: a task of the node (rank BY) wrote to its
+ * DDP_FAILURE_FD that it failed because of rank NAMED on NAMED_HOST (as
+ * libddp knows the host), WHY "lost", "hang" or "unreachable" (libddp(3));
+ * the naming line is "BY names NAMED NAMED_HOST WHY".
  *
  * The record, one line in the file DDP_RESTART_REPORT names:
  *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 nodes=4
@@ -24,6 +28,27 @@
  * and SIGHUP, which Slurm (scancel, time limits) and people use to end
  * steps; a non-zero exit status blames nobody: the program failed by
  * itself (a bug, a bad input), and another node would fail the same way.
+ *
+ * The cause of a step's failure, from all its reports (ddp_failure_set):
+ * 1. The earliest report, when it blames (a signal death, above): it is
+ *    the cause, its node is blamed.
+ * 2. Else the earliest report that carries a naming names rank R. R's
+ *    own report (the earliest of R's, if any) is looked up:
+ *    - R exited with a status by itself: R is the cause, nobody is
+ *      blamed (the program failed, the others lost it);
+ *    - WHY is "lost" and R was killed by a signal: R's report is the
+ *      cause ("rank 2 on node3 was killed by signal 9 (SIGKILL)"), R's
+ *      node is blamed, whichever signal it was;
+ *    - else (a hang, an unreachable rank, or a lost one that no report
+ *      names): R is the cause, said as "rank 2 on node3 hangs (named by
+ *      rank 0)", "is unreachable" or "was lost"; the node blamed is R's
+ *      report's, else NAMED_HOST when it is one of STEP_NODES, else none.
+ *    The cause's how and time are R's report's, else the naming one's.
+ * 3. Else the earliest report is the cause, and blames nobody.
+ * A naming comes from the job's own program and is trusted as such: the
+ * node it blames only leaves that job's own restarted step
+ * (--ddp-restart); slurmstepd records verdicts (verdict.h) only for what
+ * it saw itself.
  *
  * Errors: functions return 0 or -1 (with err, NUL-terminated when errlen
  * > 0, where they take one); they never log. Thread safety: reentrant,
@@ -41,7 +66,9 @@
 /* Longest step node list a report carries, NUL included. */
 #define DDP_FAILURE_NODES_LEN 4096
 /* Room for one report or record line, newline and NUL included. */
-#define DDP_FAILURE_LINE_MAX (DDP_FAILURE_NODES_LEN + 256)
+#define DDP_FAILURE_LINE_MAX (DDP_FAILURE_NODES_LEN + 384)
+/* Longest WHY of a naming, NUL included. */
+#define DDP_FAILURE_WHY_MAX 16
 
 /* One failed task, as its node's slurmstepd saw it end. */
 struct ddp_failure {
@@ -52,6 +79,36 @@ struct ddp_failure {
 	long long time_ms;		 /* CLOCK_REALTIME, milliseconds */
 	unsigned long nodes;		 /* the step's node count */
 	char step_nodes[DDP_FAILURE_NODES_LEN]; /* the step's host list */
+	/* The naming (named > 0): rank named_by failed because of rank
+	 * named_rank on named_node, for named_why. */
+	int named;
+	long named_by, named_rank;
+	char named_node[DDP_HOSTNAME_MAX + 1];
+	char named_why[DDP_FAILURE_WHY_MAX];
+	/* Set by ddp_failure_set_cause: the node blamed is blamed, whatever
+	 * the rule for f alone says. */
+	int blame_decided;
+	char blamed[DDP_HOSTNAME_MAX + 1];
+};
+
+/* One report, as much of it as the cause needs (ddp_failure_set). */
+struct ddp_failure_seen {
+	long rank;
+	char node[DDP_HOSTNAME_MAX + 1];
+	int signal, status;
+	long long time_ms;
+};
+
+/*
+ * All reports of a step, for its cause (see above). Zero it to start;
+ * ddp_failure_set_free releases it. Not thread-safe: one owner.
+ */
+struct ddp_failure_set {
+	struct ddp_failure first;  /* the earliest report */
+	struct ddp_failure naming; /* the earliest one with a naming */
+	int have_first, have_naming;
+	struct ddp_failure_seen *seen; /* every report, owned */
+	size_t nseen, cap;
 };
 
 /*
@@ -87,11 +144,19 @@ int ddp_failure_format_report(const struct ddp_failure *f, const char *nonce,
 int ddp_failure_parse_report(const char *line, const char *nonce,
 			     struct ddp_failure *f, char *err, size_t errlen);
 
+/*
+ * Reads a task's naming line ("BY names NAMED NAMED_HOST WHY", a trailing
+ * newline allowed) into f's naming fields. Returns 0, or -1 (f untouched)
+ * for anything else: the line comes from the job's program.
+ */
+int ddp_failure_parse_naming(const char *line, struct ddp_failure *f);
+
 /* 1 when a failed before b: the earlier time, then the lower rank. */
 int ddp_failure_earlier(const struct ddp_failure *a,
 			const struct ddp_failure *b);
 
-/* The node f blames (its node, see Blame above), or "" for none. */
+/* The node f blames (its node, see Blame above; blamed when
+ * blame_decided), or "" for none. */
 const char *ddp_failure_blame(const struct ddp_failure *f);
 
 /* The name of signal sig without "SIG" ("KILL"), or NULL when unknown. */
@@ -103,6 +168,25 @@ const char *ddp_failure_signal_name(int sig);
  * when buf is too small.
  */
 int ddp_failure_describe(const struct ddp_failure *f, char *buf, size_t len);
+
+/*
+ * Adds report f to set. Returns 0, or -1 with errno when out of memory
+ * (the set stays as it was).
+ */
+int ddp_failure_set_add(struct ddp_failure_set *set,
+			const struct ddp_failure *f);
+
+/*
+ * The cause of the step whose reports set holds (see above) into cause,
+ * its blame decided (cause->blame_decided), and srun's words for it into
+ * what (whatlen > 0). Returns 1, or 0 when set holds no report.
+ */
+int ddp_failure_set_cause(const struct ddp_failure_set *set,
+			  struct ddp_failure *cause, char *what,
+			  size_t whatlen);
+
+/* Releases what set owns and zeroes it. */
+void ddp_failure_set_free(struct ddp_failure_set *set);
 
 /* The record line of f (see above) into buf, newline included. Returns 0,
  * or -1 when buf is too small. */

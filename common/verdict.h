@@ -12,7 +12,11 @@
  *   v1 time=<epoch> job=<id> step=<id> uid=<n> node=<host> check=<token>
  *      value=<v> median=<m> unit=<u>
  *
- * (one line). The health check (ddp-nodectl health) and `ddp-nodectl
+ * (one line). slurmstepd also appends a verdict of its own, check
+ * "rank-killed" with the signal as value (median and unit "-"), when a
+ * signal other than SIGKILL killed a task of a --ddp step on its node
+ * (plugin/failure.c): it saw that itself, but it is counted as any other
+ * finding. The health check (ddp-nodectl health) and `ddp-nodectl
  * verdicts` read it.
  *
  * Trust: node, check, value, median and unit come from user processes and

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,12 +38,17 @@
 #include "failure.h"
 #include "hostlist.h"
 #include "plugin.h"
+#include "verdict.h"
 
 #define REPORT_ENV "DDP_FAILURE_REPORT"
 #define NONCE_ENV "DDP_FAILURE_NONCE"
 /* -K0 as srun's command line said it: srun itself never exports it. */
 #define NO_KILL_ENV "DDP_KILL_ON_BAD_EXIT"
 #define RECORD_ENV "DDP_RESTART_REPORT"
+/* The task's end of the pipe libddp names the rank at fault on. */
+#define CAUSE_ENV "DDP_FAILURE_FD"
+/* The verdict a rank killed on this node leaves (verdict.h). */
+#define KILLED_CHECK "rank-killed"
 /* How long a node's report may take, and srun's reading of all of them. */
 #define REPORT_SECONDS 2.0
 /* Reports srun reads at most: one per node of the largest step. */
@@ -141,11 +147,12 @@ void
 failure_local_exit(struct ddp_plugin *p)
 {
 	struct ddp_failure_watch *w = &p->watch;
-	struct ddp_failure first, f;
+	struct ddp_failure_set set = {0};
+	struct ddp_failure cause, f;
 	char line[DDP_FAILURE_LINE_MAX], why[160], what[256];
 	double deadline = ddp_now() + REPORT_SECONDS;
 	const char *record;
-	int found = 0, forged = 0, n;
+	int forged = 0, n;
 
 	if (w->listen_fd < 0)
 		return;
@@ -169,25 +176,24 @@ failure_local_exit(struct ddp_plugin *p)
 			forged++;
 		else if (rc < 0)
 			ddp_verbose("a malformed failure report: %s", why);
-		else if (!found || ddp_failure_earlier(&f, &first)) {
-			first = f;
-			found = 1;
-		}
+		else if (ddp_failure_set_add(&set, &f) < 0)
+			ddp_verbose("a failure report dropped: out of memory");
 	}
 	ddp_close(&w->listen_fd);
 	if (forged)
 		ddp_verbose("%d failure report(s) with a wrong nonce ignored",
 			    forged);
-	if (!found)
+	if (!ddp_failure_set_cause(&set, &cause, what, sizeof(what))) {
+		ddp_failure_set_free(&set);
 		return;
-	if (ddp_failure_describe(&first, what, sizeof(what)) < 0)
-		ddp_fmt(what, sizeof(what), "rank %ld failed", first.rank);
+	}
+	ddp_failure_set_free(&set);
 	ddp_user("%s; the step was %s (first failure of step %u.%u)", what,
 		 w->ends_step ? "ended" : "not ended (kill-on-bad-exit off)",
 		 w->jobid, w->stepid);
 	record = getenv(RECORD_ENV);
 	if (record && record[0] &&
-	    ddp_failure_write_record(record, &first, line, sizeof(line)) < 0)
+	    ddp_failure_write_record(record, &cause, line, sizeof(line)) < 0)
 		ddp_error("%s: %s", RECORD_ENV, line);
 }
 
@@ -281,6 +287,31 @@ failure_user_init(struct ddp_plugin *p)
 	}
 	n->prelaunch_rfd = fd[0];
 	n->prelaunch_wfd = fd[1];
+	if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+		ddp_info("--ddp: %s: no pipe for %s: %s", n->host, CAUSE_ENV,
+			 strerror(errno));
+		return;
+	}
+	n->cause_rfd = fd[0];
+	n->cause_wfd = fd[1];
+}
+
+void
+failure_task_init(struct ddp_plugin *p, spank_t sp)
+{
+	struct ddp_node *n = &p->node;
+	struct stat st;
+	char num[48];
+
+	/* This task's copy alone goes across exec: slurmstepd's keeps
+	 * close-on-exec. The inode tells libddp this pipe from whatever a
+	 * process that inherits the variable alone has open as the number. */
+	if (n->cause_wfd < 0 || fstat(n->cause_wfd, &st) < 0 ||
+	    ddp_fmt(num, sizeof(num), "%d:%lu", n->cause_wfd,
+		    (unsigned long)st.st_ino) < 0 ||
+	    fcntl(n->cause_wfd, F_SETFD, 0) < 0 ||
+	    spank_setenv(sp, CAUSE_ENV, num, 1) != ESPANK_SUCCESS)
+		ddp_debug("--ddp: no %s for this task", CAUSE_ENV);
 }
 
 void
@@ -318,8 +349,69 @@ failure_remote_exit(struct ddp_plugin *p)
 
 	ddp_close(&n->prelaunch_rfd);
 	ddp_close(&n->prelaunch_wfd);
+	ddp_close(&n->cause_rfd);
+	ddp_close(&n->cause_wfd);
 	free(n->prelaunch_failed);
 	n->prelaunch_failed = NULL;
+}
+
+/*
+ * The first well-formed naming the node's tasks wrote to DDP_FAILURE_FD,
+ * into f. Each task writes one line with one write() (libddp), so lines
+ * arrive whole; whatever else is there is the program's and ignored.
+ */
+static void
+read_naming(struct ddp_node *n, struct ddp_failure *f)
+{
+	char buf[4096], *line, *save = NULL;
+	ssize_t got;
+
+	if (n->cause_rfd < 0)
+		return;
+	got = read(n->cause_rfd, buf, sizeof(buf) - 1);
+	if (got <= 0)
+		return;
+	buf[got] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line && !f->named;
+	     line = strtok_r(NULL, "\n", &save))
+		(void)ddp_failure_parse_naming(line, f);
+	if (f->named)
+		ddp_info("--ddp: rank %ld names rank %ld (%s) as the cause: %s",
+			 f->named_by, f->named_rank, f->named_node,
+			 f->named_why);
+}
+
+/*
+ * Records the verdict KILLED_CHECK about this node for f, a task of its
+ * own that a signal killed and that blames the node, so that the drain
+ * rule (two users' jobs at least) may act on it. Not for SIGKILL: it is
+ * what ends a step, and every node of a step that a failure ended sees its
+ * tasks die of it. Nor for what a task merely names: that is the user's
+ * word alone.
+ */
+static void
+record_killed(const struct ddp_plugin *p, const struct ddp_failure *f)
+{
+	const struct ddp_node *n = &p->node;
+	struct ddp_verdict v = {0};
+	char err[DDP_ERR_LEN];
+
+	if (f->signal <= 0 || f->signal == SIGKILL ||
+	    !ddp_failure_blame(f)[0] || !p->conf.state_dir[0])
+		return;
+	v.time = (long long)time(NULL);
+	v.uid = (unsigned long)n->uid;
+	if (ddp_fmt(v.job, sizeof(v.job), "%u", n->jobid) < 0 ||
+	    ddp_fmt(v.step, sizeof(v.step), "%u", n->stepid) < 0 ||
+	    ddp_fmt(v.node, sizeof(v.node), "%s", n->host) < 0 ||
+	    ddp_fmt(v.check, sizeof(v.check), "%s", KILLED_CHECK) < 0 ||
+	    ddp_fmt(v.value, sizeof(v.value), "%d", f->signal) < 0 ||
+	    ddp_fmt(v.median, sizeof(v.median), "-") < 0 ||
+	    ddp_fmt(v.unit, sizeof(v.unit), "-") < 0)
+		return;
+	if (ddp_verdict_append(p->conf.state_dir, &v, err, sizeof(err)) < 0)
+		ddp_error("--ddp: %s: the verdict %s is not recorded: %s",
+			  n->host, KILLED_CHECK, err);
 }
 
 /* Whether this step is to be ended: the site's kill_on_bad_exit, and no
@@ -367,6 +459,7 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 		list[0] = '\0';
 	ddp_fmt(f.step_nodes, sizeof(f.step_nodes), "%s", list);
 	node_name(n, list, f.node, sizeof(f.node));
+	read_naming(n, &f);
 	if (ddp_failure_describe(&f, what, sizeof(what)) < 0)
 		ddp_fmt(what, sizeof(what), "rank %ld failed", f.rank);
 	/* End the step first: every second counts for the other ranks'
@@ -386,5 +479,6 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 	}
 	if (f.rank >= 0)
 		report(sp, &f);
+	record_killed(p, &f);
 	return 0;
 }

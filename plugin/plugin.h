@@ -92,6 +92,11 @@ struct ddp_node {
 	 * --ddp-check=requeue's rank 0 must not be killed mid-requeue. */
 	int prelaunch_rfd, prelaunch_wfd;
 	unsigned char *prelaunch_failed;
+	/* What the tasks' libddp names as the rank at fault (failure.c,
+	 * DDP_FAILURE_FD in libddp(3)): a pipe made in user_init, both ends
+	 * non-blocking; the write end loses close-on-exec in each task's
+	 * task_init alone. -1 when closed. */
+	int cause_rfd, cause_wfd;
 };
 
 /* srun's side of a --ddp step's first failure (failure.c): the socket the
@@ -225,7 +230,9 @@ int failure_local_user_init(struct ddp_plugin *p, spank_t sp);
 /*
  * slurmstepd, from slurm_spank_user_init after remote_user_init: makes
  * the pipe of the tasks that fail before their program starts, for a
- * --ddp step. Without it such a task counts as a failed rank. Cannot fail.
+ * --ddp step, and the pipe of DDP_FAILURE_FD. Without the first such a
+ * task counts as a failed rank; without the second the report carries no
+ * naming. Cannot fail.
  */
 void failure_user_init(struct ddp_plugin *p);
 
@@ -233,14 +240,20 @@ void failure_user_init(struct ddp_plugin *p);
  * slurmstepd that this task ends before its program started. */
 void failure_task_init_failed(struct ddp_plugin *p, spank_t sp);
 
-/* slurmstepd, from slurm_spank_exit: closes the pipe and frees what
+/* A task, from slurm_spank_task_init when remote_task_init succeeded:
+ * hands the program the write end of DDP_FAILURE_FD's pipe, across exec.
+ * Cannot fail: without it the program names nobody. */
+void failure_task_init(struct ddp_plugin *p, spank_t sp);
+
+/* slurmstepd, from slurm_spank_exit: closes the pipes and frees what
  * failure_user_init made. */
 void failure_remote_exit(struct ddp_plugin *p);
 
 /*
  * srun, from slurm_spank_exit: takes the reports waiting on the socket
  * (never blocking more than 2 s in all), keeps those with the step's
- * nonce, prints one line naming the earliest failure and, when
+ * nonce, prints one line naming the cause of the step's failure (the
+ * earliest report, or the rank a task named: failure.h) and, when
  * DDP_RESTART_REPORT names a file, writes its record there
  * (failure.h). Closes the socket. Cannot fail.
  */
@@ -251,7 +264,10 @@ void failure_local_exit(struct ddp_plugin *p);
  * task of a --ddp step that exited non-zero or was killed once its
  * program had started (not a task that task_init failed), ends the whole
  * step with SIGKILL through slurmctld (unless kill_on_bad_exit = no or
- * the user's -K0) and reports the failure to srun. Bounded: Slurm's
+ * the user's -K0) and reports the failure to srun, with the first naming
+ * the node's tasks wrote to DDP_FAILURE_FD; a task killed by a signal
+ * that blames its node, SIGKILL aside, leaves the verdict "rank-killed"
+ * in state_dir (verdict.h). Bounded: Slurm's
  * MessageTimeout for the kill, 2 s for the report. Errors are logged.
  * Returns 0.
  */

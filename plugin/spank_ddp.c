@@ -33,7 +33,9 @@ static struct ddp_plugin plugin = {
 	.node = {.verdict_rfd = -1,
 		 .verdict_wfd = -1,
 		 .prelaunch_rfd = -1,
-		 .prelaunch_wfd = -1},
+		 .prelaunch_wfd = -1,
+		 .cause_rfd = -1,
+		 .cause_wfd = -1},
 };
 
 static int opt_cb(int val, const char *optarg, int remote);
@@ -221,8 +223,10 @@ slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	if (!spank_remote(sp))
 		return 0;
-	if (remote_task_init(&plugin, sp) == 0)
+	if (remote_task_init(&plugin, sp) == 0) {
+		failure_task_init(&plugin, sp);
 		return 0;
+	}
 	failure_task_init_failed(&plugin, sp);
 	return -1;
 }

@@ -10,6 +10,7 @@
  *
  *   status.h       last error, log, clock
  *   proto.h        wire formats (pure)       reduce.h  reductions (pure)
+ *   cause.h        the rank at fault, to slurmstepd (DDP_FAILURE_FD)
  *   ddp_net.h      sockets (common/)         shm.h     node shared memory
  *   auth.h         munge credentials
  *   backend.h      the data-plane backend contract

@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "cause.h"
 #include "ddp_host.h"
 #include "ddp_util.h"
 #include "ddp_net.h"
@@ -49,6 +50,7 @@ lost_peer(struct wk_mesh *c, int p, const struct wk_frame *f, const char *how)
 			      "the ranks made different numbers of collective "
 			      "calls",
 			      p, c->peers[p].host, c->rank, c->myhost, d);
+	wk_cause_name(c->rank, p, c->peers[p].host, "lost");
 	return wk_err(DDP_ERR_PEER,
 		      "lost rank %d (%s) during %s on rank %d (%s): %s; the "
 		      "process died or was killed",
@@ -107,6 +109,7 @@ hang_error(struct wk_mesh *c)
 	if (!n)
 		return DDP_OK;
 	describe(&c->cur, d, sizeof(d));
+	wk_cause_name(c->rank, absent[0], c->peers[absent[0]].host, "hang");
 	who[0] = '\0';
 	for (i = 0; i < n; i++) {
 		a = absent[i];
@@ -148,6 +151,7 @@ peer_aborted(struct wk_mesh *c, int p, const struct wk_frame *f)
 	st = c->told ? hang_error(c) : DDP_OK;
 	if (st)
 		return st;
+	wk_cause_from_reason(c->rank, msg);
 	return wk_err(DDP_ERR_PEER, "rank %d (%s) aborted: %s", p,
 		      c->peers[p].host, msg);
 }
@@ -389,6 +393,7 @@ timeout_error(struct wk_mesh *c, int p, short events,
 	while (c->peers[q].waits_for >= 0 && c->peers[q].waits_for != c->rank &&
 	       steps++ < c->size)
 		q = c->peers[q].waits_for;
+	wk_cause_name(c->rank, q, c->peers[q].host, "unreachable");
 	if (q != p)
 		return wk_err(DDP_ERR_TIMEOUT,
 			      "rank %d (%s) timed out after %g s in %s waiting "

@@ -207,3 +207,36 @@ survives() {
 	[[ $output == *"--ddp-check found a problem"* ]]
 	[ -z "$(first_failure_lines)" ]
 }
+
+@test "libddp: rank 2 stopped with SIGSTOP (DDP_TIMEOUT=5): the line says rank 2 hangs on its node, named by a survivor, and DDP_RESTART_REPORT blames its node" {
+	[ -x "$train" ] || skip "examples/train is not built (run: make stage)"
+	local report job step pid stopped rc=0 line
+	report=$(mc_state)/restart-report.$$
+	rm -f "$report"
+	mc_run -- env DDP_TIMEOUT=5 DDP_RESTART_REPORT="$report" srun --nodes=3 --ntasks-per-node=1 --ddp \
+		"$train" --synthetic 2048 --epochs 100000 >"$out" 2>&1 &
+	srun_pid=$!
+	wait_line "$out" '^epoch [0-9]+ loss ' 180
+	read -r job step < <(job_step)
+	[ -n "$job" ]
+	read -r pid node < <(rank_pid "$job" "$step" 2 train)
+	[ -n "$pid" ] && [ -n "$node" ]
+	stopped=$(date +%s.%N)
+	mc_exec node1 -- kill -STOP "$pid"
+	wait "$srun_pid" || rc=$?
+	took=$(awk -v a="$stopped" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+	srun_pid=
+	output=$(cat "$out")
+	status=$rc
+	show
+	echo "# srun returned ${took} s after rank 2 ($node) was stopped" >&3
+	[ "$status" -ne 0 ]
+	awk -v t="$took" 'BEGIN { exit !(t < 20) }'
+	line=$(cat "$report")
+	rm -f "$report"
+	echo "# $line" >&3
+	[[ $line =~ ^rank=2\ node=$node\ how=[a-z]+:[0-9]+\ time=[0-9]+\.[0-9]{3}\ blame=$node\ nodes=3\ step_nodes=[^\ ]+$ ]]
+	output=$(grep -E '\(first failure of step [0-9]+\.[0-9]+\)$' <<<"$output")
+	[ "$(wc -l <<<"$output")" -eq 1 ]
+	[[ $output == *"ddp: rank 2 on $node hangs (named by rank "[01]"); the step was ended (first failure of step "* ]]
+}

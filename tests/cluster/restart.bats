@@ -198,3 +198,49 @@ crc_of() {
 	[ -z "$(job_pids "$job")" ]
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
+
+@test "sbatch -N5, srun -N4 --ddp-restart=2, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP, a survivor names it, the step runs again without its node and ends as an uninterrupted run" {
+	local job state pid blamed want got stopped took
+	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
+	show
+	[ "$status" -eq 0 ]
+	want=$(printf '%s\n' "$output" | sed -n 's/^rank [0-9]* params_crc=//p' | sort -u)
+	[ "$(printf '%s\n' "$want" | wc -l)" -eq 1 ] && [ -n "$want" ]
+
+	cat >"$dir/job.sh" <<-EOF
+		#!/bin/bash
+		export TMPDIR=$dir/tmp DDP_TIMEOUT=5
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
+			'echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID nodes \$SLURM_STEP_NODELIST restart=\${DDP_RESTART_COUNT:-unset}"; exec "\$0" "\$@"' \\
+			$train ${train_opts[*]} --checkpoint $dir/ckpt --checkpoint-every 1
+		echo "srun exit \$?"
+	EOF
+	chmod 0755 "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
+	pid=$(rank_pid "$job" 0 2)
+	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
+	echo "# job $job: stopping rank 2 (pid $pid) on $blamed" >&3
+	[ -n "$blamed" ]
+	stopped=$SECONDS
+	kill -STOP "$pid"
+	wait_line "$dir/job.out" '^ddp: step restarted ' 60
+	took=$((SECONDS - stopped))
+	echo "# the step was restarted ${took} s after the SIGSTOP (DDP_TIMEOUT=5)" >&3
+	state=$(wait_done "$job" 300) || true
+	sed 's/^/# /' "$dir/job.out" >&3
+	[ "$took" -le 20 ]
+	[ "$state" = COMPLETED ]
+	grep -qx 'srun exit 0' "$dir/job.out"
+	grep -qE "^ddp: rank 2 on $blamed hangs \(named by rank [0-3]\); the step was ended " "$dir/job.out"
+	grep -qE "^ddp: step restarted \(1 of at most 2\) without $blamed, " "$dir/job.out"
+	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq 4 ]
+	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
+	got=$(crc_of "$dir/job.out")
+	echo "# params_crc: uninterrupted $want, restarted $got" >&3
+	[ "$got" = "$want" ]
+	[ -z "$(ls -A "$dir/tmp")" ]
+}

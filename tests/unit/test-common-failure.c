@@ -2,7 +2,8 @@
 /*
  * The first failure of a step: the report line both ways, forged and
  * broken reports, the earliest of several, the blame rule, srun's line and
- * the restart record file.
+ * the restart record file; a task's naming of the rank at fault, in the
+ * report and in the cause of a step's failure.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -115,6 +116,26 @@ test_bad_reports(void)
 		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 x",
 		"00112233445566778899aabbccddeeff  2 node3 exit:1 1.000 4 n1",
 		"00112233445566778899AABBCCDDEEFF 2 node3 exit:1 1.000 4 n1",
+		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 0 "
+		"2",
+		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 0 "
+		"2 "
+		"node3",
+		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 0 "
+		"2 "
+		"node3 dead",
+		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 0 "
+		"2 "
+		"node3 lost x",
+		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 0 "
+		"0 "
+		"node3 lost",
+		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 0 "
+		"-2 "
+		"node3 lost",
+		"00112233445566778899aabbccddeeff 2 node3 exit:1 1.000 4 n1 0 "
+		"2 "
+		"no/de lost",
 	};
 	struct ddp_failure g;
 	char err[128];
@@ -229,6 +250,147 @@ test_record(void)
 	rmdir(dir);
 }
 
+/* A report of rank on node that exited 1 at ms, naming rank named. */
+static struct ddp_failure
+naming(long rank, const char *node, long long ms, long named,
+       const char *named_node, const char *why)
+{
+	struct ddp_failure f = killed(rank, node, 0, ms);
+
+	f.status = 1;
+	f.named = 1;
+	f.named_by = rank;
+	f.named_rank = named;
+	snprintf(f.named_node, sizeof(f.named_node), "%s", named_node);
+	snprintf(f.named_why, sizeof(f.named_why), "%s", why);
+	return f;
+}
+
+static void
+test_naming(void)
+{
+	struct ddp_failure f = naming(0, "node1", 1000, 2, "node3", "hang"), g;
+	char line[DDP_FAILURE_LINE_MAX], err[128];
+
+	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) == 0 &&
+		       strstr(line, " node[1-4] 0 2 node3 hang\n") &&
+		       ddp_failure_parse_report(line, nonce, &g, err,
+						sizeof(err)) == 0 &&
+		       g.named && g.named_by == 0 && g.named_rank == 2 &&
+		       !strcmp(g.named_node, "node3") &&
+		       !strcmp(g.named_why, "hang"),
+	       "a report with a naming reads back: %s", line);
+	g = killed(1, "node2", 9, 5);
+	tap_ok(ddp_failure_parse_naming("1 names 3 node4 lost\n", &g) == 0 &&
+		       g.named && g.named_by == 1 && g.named_rank == 3 &&
+		       !strcmp(g.named_node, "node4") &&
+		       !strcmp(g.named_why, "lost"),
+	       "a task's naming line is read");
+	g = killed(1, "node2", 9, 5);
+	tap_ok(ddp_failure_parse_naming("1 names 3 node4 bored", &g) < 0 &&
+		       ddp_failure_parse_naming("1 blames 3 node4 lost", &g) <
+			       0 &&
+		       ddp_failure_parse_naming("1 names 1 node4 lost", &g) <
+			       0 &&
+		       ddp_failure_parse_naming("1 names 3 no de4 lost", &g) <
+			       0 &&
+		       ddp_failure_parse_naming("1 names 3 node4 lost\nx", &g) <
+			       0 &&
+		       ddp_failure_parse_naming("-1 names 3 node4 hang", &g) <
+			       0 &&
+		       !g.named,
+	       "a malformed naming line is refused, f untouched");
+}
+
+/* The cause of reports r[0..n), its line in what. */
+static struct ddp_failure
+cause_of(const struct ddp_failure *r, size_t n, char *what, size_t len)
+{
+	struct ddp_failure_set set = {0};
+	struct ddp_failure c = {0};
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		ddp_failure_set_add(&set, &r[i]);
+	what[0] = '\0';
+	if (!ddp_failure_set_cause(&set, &c, what, len))
+		c.rank = -1;
+	ddp_failure_set_free(&set);
+	return c;
+}
+
+static void
+test_cause(void)
+{
+	struct ddp_failure r[4], c;
+	char what[256], rec[DDP_FAILURE_LINE_MAX];
+
+	/* A survivor's exit 1 that names the SIGKILLed rank comes first. */
+	r[0] = naming(0, "node1", 1000, 2, "node3", "lost");
+	r[1] = killed(2, "node3", SIGKILL, 1200);
+	r[2] = killed(1, "node2", SIGKILL, 1300);
+	c = cause_of(r, 3, what, sizeof(what));
+	ddp_failure_format_record(&c, rec, sizeof(rec));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       !strcmp(what, "rank 2 on node3 was killed by signal 9 "
+				     "(SIGKILL)") &&
+		       !strncmp(rec,
+				"rank=2 node=node3 how=signal:9 time=1.200 "
+				"blame=node3 ",
+				46),
+	       "a lost rank killed by a signal is the cause and blamed, "
+	       "though a survivor failed first: %s; %s",
+	       what, rec);
+
+	/* A hang: the hung rank's own report is the step's SIGKILL. */
+	r[0] = naming(0, "node1", 1000, 2, "h3", "hang");
+	r[1] = killed(2, "node3", SIGKILL, 1200);
+	c = cause_of(r, 2, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)"),
+	       "a hung rank is the cause, its report's node blamed: %s", what);
+
+	/* No report of the hung rank: its named host, if a step node. */
+	r[0] = naming(0, "node1", 1000, 2, "node3", "hang");
+	c = cause_of(r, 1, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       c.status == 1 &&
+		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)"),
+	       "without its report, the hung rank's named step node is "
+	       "blamed: %s",
+	       what);
+	r[0] = naming(0, "node1", 1000, 2, "elsewhere", "unreachable");
+	c = cause_of(r, 1, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "") &&
+		       !strcmp(what, "rank 2 on elsewhere is unreachable "
+				     "(named by rank 0)"),
+	       "a named host outside the step is blamed on nobody: %s", what);
+
+	/* The named rank exited by itself: the program's failure. */
+	r[0] = naming(0, "node1", 1000, 2, "node3", "lost");
+	r[1] = killed(2, "node3", 0, 900);
+	r[1].status = 3;
+	c = cause_of(r, 2, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "") &&
+		       !strcmp(what, "rank 2 on node3 exited with status 3"),
+	       "a named rank that exited by itself blames nobody: %s", what);
+
+	/* The earliest report is a signal death: the rule as before. */
+	r[0] = killed(3, "node4", SIGSEGV, 900);
+	r[1] = naming(0, "node1", 1000, 2, "node3", "lost");
+	c = cause_of(r, 2, what, sizeof(what));
+	tap_ok(c.rank == 3 && !strcmp(ddp_failure_blame(&c), "node4"),
+	       "an earliest signal death stays the cause: %s", what);
+
+	/* SIGTERM first (scancel), no naming: nobody. */
+	r[0] = killed(3, "node4", SIGTERM, 900);
+	c = cause_of(r, 1, what, sizeof(what));
+	tap_ok(c.rank == 3 && !strcmp(ddp_failure_blame(&c), ""),
+	       "no naming, no blaming signal: nobody blamed");
+	tap_ok(cause_of(r, 0, what, sizeof(what)).rank == -1,
+	       "no report, no cause");
+}
+
 int
 main(void)
 {
@@ -239,5 +401,7 @@ main(void)
 	test_earliest_and_blame();
 	test_describe();
 	test_record();
+	test_naming();
+	test_cause();
 	return tap_done();
 }

@@ -369,6 +369,58 @@ make_list(struct ddp_verdict_list *l, const struct ddp_verdict *v, size_t n)
 	l->skipped = 0;
 }
 
+/* slurmstepd's own verdict on a node where a signal killed a rank
+ * (plugin/failure.c): the drain rule counts it as any other finding. */
+static void
+test_rank_killed(void)
+{
+	const struct ddp_drain_rule rule = {3, 2, 86400};
+	const long long now = 10 * 86400;
+	struct ddp_verdict_list l;
+	struct ddp_drain_tally t;
+	struct ddp_verdict v[3], back;
+	char reason[256], line[DDP_VERDICT_RECORD_MAX], err[128];
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		char job[16];
+
+		snprintf(job, sizeof(job), "%d", 200 + i);
+		v[i] = verdict(now - 60 + i, job, 2001 + (i > 0), "node3",
+			       "rank-killed", "11");
+		snprintf(v[i].median, sizeof(v[i].median), "-");
+		snprintf(v[i].unit, sizeof(v[i].unit), "-");
+	}
+	tap_ok(ddp_verdict_format_record(&v[0], line, sizeof(line), err,
+					 sizeof(err)) == 0 &&
+		       ddp_verdict_parse_record(line, &back, err,
+						sizeof(err)) == 0 &&
+		       same_verdict(&back, &v[0]),
+	       "a rank-killed record is written and read back: %s", line);
+	make_list(&l, v, 2);
+	ddp_drain_evaluate(&l, "node3", &rule, now, &t);
+	tap_ok(!t.drain && t.users == 2 && t.credited == 2,
+	       "two rank-killed jobs of two users do not drain node3");
+	ddp_verdict_list_free(&l);
+	make_list(&l, v, 3);
+	ddp_drain_evaluate(&l, "node3", &rule, now, &t);
+	if (!tap_ok(!t.drain && t.credited == 2, "one user's second job does "
+						 "not drain node3 either"))
+		tap_diag("drain %d credited %u", t.drain, t.credited);
+	v[2].uid = 2003;
+	ddp_verdict_list_free(&l);
+	make_list(&l, v, 3);
+	ddp_drain_evaluate(&l, "node3", &rule, now, &t);
+	if (!tap_ok(t.drain &&
+			    ddp_drain_reason(&t, rule.window, reason,
+					     sizeof(reason)) == 0 &&
+			    !strcmp(reason, "ddp-check: rank-killed 11, 3 jobs "
+					    "of 3 users in 24h"),
+		    "three users' rank-killed jobs drain node3: %s", reason))
+		tap_diag("drain %d credited %u", t.drain, t.credited);
+	ddp_verdict_list_free(&l);
+}
+
 static void
 test_rule(void)
 {
@@ -519,6 +571,7 @@ main(void)
 	test_record();
 	test_append_read();
 	test_rule();
+	test_rank_killed();
 	rmdir(tmpdir);
 	return tap_done();
 }

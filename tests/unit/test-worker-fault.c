@@ -4,10 +4,15 @@
  * killed or hung rank is named within the timeout, rendezvous errors say
  * what to check, the environment is parsed strictly, and a rank that ends
  * normally is told apart from one that dies; a peer's data listener that
- * refused this rank's mesh connection is named as a refusal.
+ * refused this rank's mesh connection is named as a refusal; the rank
+ * at fault reaches DDP_FAILURE_FD's pipe.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
+#include "cause.h"
 #include "proto.h"
 #include "tap.h"
 #include "tcp.h"
@@ -145,16 +150,60 @@ test_mismatch(void)
 	tw_free_job(3, rk);
 }
 
+/*
+ * Reads what the ranks wrote to the pipe of DDP_FAILURE_FD (fd) and closes
+ * it: one "RANK names DEAD HOST WHY" line from each survivor that failed
+ * on its own account; at least one line, each naming dead for why.
+ */
+static void
+check_named(int fd[2], int size, int dead, const char *why)
+{
+	char buf[4096], host[80], w[16], *line, *save = NULL;
+	ssize_t n;
+	int lines = 0, ok = fd[0] >= 0, self, named;
+
+	if (fd[0] < 0) {
+		tap_ok(0, "a pipe for DDP_FAILURE_FD");
+		return;
+	}
+	close(fd[1]);
+	n = read(fd[0], buf, sizeof(buf) - 1);
+	close(fd[0]);
+	buf[n > 0 ? n : 0] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		lines++;
+		ok &= sscanf(line, "%d names %d %79s %15s", &self, &named, host,
+			     w) == 4 &&
+		      self != dead && self >= 0 && self < size &&
+		      named == dead && !strcmp(w, why);
+	}
+	tap_ok(ok && lines >= 1 && lines < size,
+	       "DDP_FAILURE_FD: %d survivor(s) name rank %d (%s): %.200s",
+	       lines, dead, why, buf);
+}
+
 static void
 test_dead(int kind, int size, double timeout, int dead)
 {
 	struct scen s = {kind, timeout, dead};
 	struct tw_rank rk[8];
-	char want[32];
+	char want[32], fdnum[48];
+	struct stat st;
 	double worst = 0, t;
-	int i, ok = 1;
+	int i, ok = 1, cause[2];
 
+	/* The survivors name the dead rank to DDP_FAILURE_FD's pipe, as
+	 * slurmstepd hands it to a --ddp step's tasks. */
+	if (pipe2(cause, O_NONBLOCK) < 0 || fstat(cause[1], &st) < 0 ||
+	    snprintf(fdnum, sizeof(fdnum), "%d:%lu", cause[1],
+		     (unsigned long)st.st_ino) >= (int)sizeof(fdnum))
+		cause[0] = cause[1] = -1;
+	else
+		setenv("DDP_FAILURE_FD", fdnum, 1);
 	tw_run_job(size, rank_main, &s, timeout + 3, rk);
+	unsetenv("DDP_FAILURE_FD");
+	check_named(cause, size, dead, kind == KILLED ? "lost" : "hang");
 	/* "lost rank N": a survivor that fails on a neighbour which failed
 	 * first still names the rank that died, not the neighbour. */
 	snprintf(want, sizeof(want),
@@ -183,6 +232,55 @@ test_dead(int kind, int size, double timeout, int dead)
 	else
 		tap_diag("rank 0 said: %.300s", strstr(rk[0].out, "MSG ") + 4);
 	tw_free_job(size, rk);
+}
+
+/* What a child that names rank 1 with DDP_FAILURE_FD=value writes to the
+ * pipe fd[1] (read from fd[0]), into buf. */
+static void
+named_with(const char *value, int fd[2], char *buf, size_t len)
+{
+	pid_t pid = fork();
+	ssize_t n;
+
+	if (pid == 0) {
+		setenv("DDP_FAILURE_FD", value, 1);
+		wk_cause_name(0, 1, "node2", "lost");
+		wk_cause_name(0, 3, "node4", "hang");
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	n = read(fd[0], buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+static void
+test_cause_fd(void)
+{
+	char value[64], buf[256];
+	struct stat st;
+	int fd[2];
+
+	if (pipe2(fd, O_NONBLOCK) < 0 || fstat(fd[1], &st) < 0) {
+		tap_ok(0, "a pipe");
+		return;
+	}
+	snprintf(value, sizeof(value), "%d:%lu", fd[1],
+		 (unsigned long)st.st_ino);
+	named_with(value, fd, buf, sizeof(buf));
+	tap_ok(!strcmp(buf, "0 names 1 node2 lost\n"),
+	       "DDP_FAILURE_FD=N:INODE: the first naming alone: %s", buf);
+	snprintf(value, sizeof(value), "%d:%lu", fd[1],
+		 (unsigned long)st.st_ino + 1);
+	named_with(value, fd, buf, sizeof(buf));
+	tap_ok(!buf[0], "another pipe's inode: nothing written");
+	snprintf(value, sizeof(value), "%d", fd[0]);
+	named_with(value, fd, buf, sizeof(buf));
+	tap_ok(!buf[0], "the read end: nothing written");
+	named_with("1x", fd, buf, sizeof(buf));
+	tap_ok(!buf[0], "a malformed DDP_FAILURE_FD: nothing written");
+	close(fd[0]);
+	close(fd[1]);
 }
 
 static void
@@ -374,6 +472,7 @@ main(void)
 	test_dead(HUNG, 3, 2, 2);
 	test_clean_exit();
 	test_refused_mesh();
+	test_cause_fd();
 	tap_ok(strcmp(ddp_strerror(DDP_ERR_PEER), "peer died or aborted") == 0,
 	       "ddp_strerror describes statuses");
 	return tap_done();

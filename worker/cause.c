@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rank a failure is blamed on, written once to DDP_FAILURE_FD
+ * (cause.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cause.h"
+#include "ddp_util.h"
+#include "hostlist.h"
+#include "status.h"
+
+#define CAUSE_ENV "DDP_FAILURE_FD"
+
+static int named;
+
+/* 1 when host is a name the line may carry: Slurm's host name syntax. */
+static int
+host_ok(const char *host)
+{
+	size_t i, n = strlen(host);
+
+	if (n == 0 || n > DDP_HOSTNAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = host[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * The descriptor of DDP_FAILURE_FD ("N", or "N:INODE" as the plugin sets
+ * it) when it is a pipe (that pipe, with INODE), made non-blocking; else
+ * -1. The inode tells the plugin's pipe from whatever a process that
+ * inherited the variable, but not the descriptor, has open as N.
+ */
+static int
+cause_fd(void)
+{
+	const char *v = getenv(CAUSE_ENV), *colon;
+	char num[16];
+	struct stat st;
+	long fd, ino = -1;
+	size_t n;
+	int fl;
+
+	if (!v || !*v)
+		return -1;
+	colon = strchr(v, ':');
+	n = colon ? (size_t)(colon - v) : strlen(v);
+	if (n == 0 || n >= sizeof(num))
+		return -1;
+	memcpy(num, v, n);
+	num[n] = '\0';
+	if (ddp_parse_long(num, 3, INT_MAX, &fd) < 0 ||
+	    (colon && ddp_parse_long(colon + 1, 0, LONG_MAX, &ino) < 0))
+		return -1;
+	if (fstat((int)fd, &st) < 0 || !S_ISFIFO(st.st_mode) ||
+	    (ino >= 0 && (unsigned long)ino != (unsigned long)st.st_ino))
+		return -1;
+	fl = fcntl((int)fd, F_GETFL);
+	if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
+		return -1;
+	if (!(fl & O_NONBLOCK) && fcntl((int)fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -1;
+	return (int)fd;
+}
+
+void
+wk_cause_name(int self, int rank, const char *host, const char *why)
+{
+	char line[DDP_HOSTNAME_MAX + 96];
+	int fd;
+
+	if (self < 0 || rank < 0 || rank == self || !host_ok(host) ||
+	    strlen(why) >= WK_CAUSE_WHY_MAX ||
+	    __atomic_exchange_n(&named, 1, __ATOMIC_ACQ_REL))
+		return;
+	fd = cause_fd();
+	if (fd < 0 || ddp_fmt(line, sizeof(line), "%d names %d %s %s\n", self,
+			      rank, host, why) < 0)
+		return;
+	/* One write under PIPE_BUF: the line arrives whole or not at all. */
+	if (write(fd, line, strlen(line)) < 0)
+		wk_log(2, "%s: %s", CAUSE_ENV, strerror(errno));
+}
+
+/* Reads "N (HOST" at s (HOST ends at ')' or ','): 0, or -1. */
+static int
+parse_named(const char *s, int *rank, char *host, size_t len)
+{
+	char digits[16];
+	size_t n = strspn(s, "0123456789");
+	long r;
+
+	if (n == 0 || n >= sizeof(digits) || s[n] != ' ' || s[n + 1] != '(')
+		return -1;
+	memcpy(digits, s, n);
+	digits[n] = '\0';
+	if (ddp_parse_long(digits, 0, INT_MAX, &r) < 0)
+		return -1;
+	s += n + 2;
+	n = strcspn(s, "),");
+	if (n == 0 || n >= len || (s[n] != ')' && s[n] != ','))
+		return -1;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	*rank = (int)r;
+	return 0;
+}
+
+void
+wk_cause_from_reason(int self, const char *reason)
+{
+	static const char lost[] = "lost rank ", which[] = " which rank ";
+	const char *l = strstr(reason, lost), *h = strstr(reason, "hang: ");
+	const char *w = h ? strstr(h, which) : NULL;
+	char host[DDP_HOSTNAME_MAX + 1];
+	int rank;
+
+	/* A reason holds one naming, nested in "rank R (host) aborted: "
+	 * prefixes however long the chain of aborts was. */
+	if (l && (!w || l < h)) {
+		if (parse_named(l + sizeof(lost) - 1, &rank, host,
+				sizeof(host)) == 0)
+			wk_cause_name(self, rank, host, "lost");
+		return;
+	}
+	if (w &&
+	    parse_named(w + sizeof(which) - 1, &rank, host, sizeof(host)) == 0)
+		wk_cause_name(self, rank, host, "hang");
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rank another rank's failure is blamed on, handed to slurmstepd
+ * (cause.c). When a collective or the rendezvous fails because of another
+ * rank (its connection lost, a hang survey that names it, an abort whose
+ * reason names one), libddp writes one line to the descriptor in
+ * DDP_FAILURE_FD, which the slurm-ddp plugin gives each task of a --ddp
+ * step:
+ *   RANK names NAMED_RANK NAMED_HOST WHY\n
+ * RANK is this rank, WHY "lost", "hang" or "unreachable". slurmstepd
+ * reads it when the task has failed, so that the step's first-failure
+ * report names the rank at the root of the failure (common/failure.h).
+ *
+ * Only the first naming of a process is written: the first failure is
+ * the cause, what follows is its consequence. DDP_FAILURE_FD is "N" or
+ * "N:INODE" (the pipe's inode, as the plugin sets it); without it, or
+ * when N is no pipe (or another one), nothing is written. The write never
+ * blocks (the descriptor is made non-blocking) and a full pipe drops the line.
+ * Thread-safe: the first caller wins, atomically.
+ */
+#ifndef DDP_WK_CAUSE_H
+#define DDP_WK_CAUSE_H
+
+/* Longest WHY, NUL included. */
+#define WK_CAUSE_WHY_MAX 16
+
+/* Names rank (on host) as the cause of self's failure, for why. */
+void wk_cause_name(int self, int rank, const char *host, const char *why);
+
+/*
+ * Names the cause that a peer's abort reason text names ("lost rank 2
+ * (node3) ...", "hang: ... which rank 2 (node3, pid ...) ..."), following
+ * the chain of aborts to the first one; names nothing when it names none.
+ */
+void wk_cause_from_reason(int self, const char *reason);
+
+#endif
