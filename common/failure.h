@@ -8,7 +8,7 @@
  *
  * The report, one line from a node's slurmstepd to srun over TCP:
  *   NONCE RANK NODE HOW TIME NODES STEP_NODES[ BY NAMED NAMED_HOST WHY]\n
- * NONCE is the step's DDP_FAILURE_NONCE (DDP_FAILURE_NONCE_HEX lowercase
+ * NONCE is the step's SLURM_DDP_FAILURE_NONCE (DDP_FAILURE_NONCE_HEX lowercase
  * hex digits), HOW "exit:N" (N 1-255) or "signal:N" (N 1-64), TIME
  * CLOCK_REALTIME seconds with milliseconds ("1764240000.123"), NODES and
  * STEP_NODES the step's node count and Slurm host list, which srun alone

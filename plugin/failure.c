@@ -40,10 +40,13 @@
 #include "plugin.h"
 #include "verdict.h"
 
-#define REPORT_ENV "DDP_FAILURE_REPORT"
-#define NONCE_ENV "DDP_FAILURE_NONCE"
+/* srun to slurmstepd. Named SLURM_*, as SLURM_DDP_REEXEC is: under
+ * --export=NONE (or sbatch --export=NONE, which srun inherits) srun passes
+ * the step SLURM_* alone. */
+#define REPORT_ENV "SLURM_DDP_FAILURE_REPORT"
+#define NONCE_ENV "SLURM_DDP_FAILURE_NONCE"
 /* -K0 as srun's command line said it: srun itself never exports it. */
-#define NO_KILL_ENV "DDP_KILL_ON_BAD_EXIT"
+#define NO_KILL_ENV "SLURM_DDP_KILL_ON_BAD_EXIT"
 #define RECORD_ENV "DDP_RESTART_REPORT"
 /* The task's end of the pipe libddp names the rank at fault on. */
 #define CAUSE_ENV "DDP_FAILURE_FD"
@@ -74,11 +77,14 @@ failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 {
 	struct ddp_failure_watch *w = &p->watch;
 	char host[DDP_HOSTNAME_MAX + 1] = "", addr[DDP_HOSTNAME_MAX + 16];
+	const char *shrink;
 	int port = 0;
 
 	if (!p->opts.enabled || p->conf_error[0] || w->listen_fd >= 0)
 		return 0;
-	w->ends_step = p->conf.kill_on_bad_exit && p->kill_bad_exit != 0;
+	shrink = getenv("DDP_ON_FAILURE");
+	w->ends_step = p->conf.kill_on_bad_exit && p->kill_bad_exit != 0 &&
+		       !(shrink && !strcmp(shrink, "shrink"));
 	/* Always written: a step started from inside a rank must not keep
 	 * its parent step's values. An empty address means no report. */
 	if (srun_setenv(sp, NO_KILL_ENV, p->kill_bad_exit == 0 ? "0" : "1") <
@@ -227,7 +233,7 @@ node_name(const struct ddp_node *n, const char *list, char *out, size_t len)
 	ddp_fmt(out, len, "%s", n->host);
 }
 
-/* Sends f to srun's DDP_FAILURE_REPORT, bounded by REPORT_SECONDS. */
+/* Sends f to srun's SLURM_DDP_FAILURE_REPORT, bounded by REPORT_SECONDS. */
 static void
 report(spank_t sp, const struct ddp_failure *f)
 {
@@ -415,13 +421,18 @@ record_killed(const struct ddp_plugin *p, const struct ddp_failure *f)
 }
 
 /* Whether this step is to be ended: the site's kill_on_bad_exit, and no
- * -K0 (as srun passed it on) or SLURM_KILL_BAD_EXIT=0 from the user. */
+ * -K0 (as srun passed it on), SLURM_KILL_BAD_EXIT=0 or
+ * DDP_ON_FAILURE=shrink from the user. */
 static int
 ends_step(const struct ddp_plugin *p, spank_t sp)
 {
 	char v[16];
 
 	if (!p->conf.kill_on_bad_exit)
+		return 0;
+	/* libddp's survivors go on without the lost rank (libddp(3)). */
+	if (jobenv(sp, "DDP_ON_FAILURE", v, sizeof(v)) == 0 &&
+	    !strcmp(v, "shrink"))
 		return 0;
 	if (jobenv(sp, NO_KILL_ENV, v, sizeof(v)) == 0 && !strcmp(v, "0"))
 		return 0;
@@ -473,9 +484,10 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 			ddp_error("--ddp: %s: cannot end step %u.%u: %s", what,
 				  n->jobid, n->stepid, slurm_strerror(errno));
 	} else {
-		ddp_info("--ddp: %s: step %u.%u left running "
-			 "(kill_on_bad_exit = no, or -K0)",
-			 what, n->jobid, n->stepid);
+		ddp_info(
+			"--ddp: %s: step %u.%u left running "
+			"(kill_on_bad_exit = no, -K0 or DDP_ON_FAILURE=shrink)",
+			what, n->jobid, n->stepid);
 	}
 	if (f.rank >= 0)
 		report(sp, &f);

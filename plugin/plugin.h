@@ -220,8 +220,8 @@ void remote_exit(struct ddp_plugin *p);
 /*
  * srun, from slurm_spank_local_user_init (the step exists, its tasks are
  * not launched): for a --ddp step, listens on an ephemeral TCP port and
- * exports DDP_FAILURE_REPORT=host:port and DDP_FAILURE_NONCE to the
- * step (empty when it cannot listen), and DDP_KILL_ON_BAD_EXIT, 0 when
+ * exports SLURM_DDP_FAILURE_REPORT=host:port and SLURM_DDP_FAILURE_NONCE to the
+ * step (empty when it cannot listen), and SLURM_DDP_KILL_ON_BAD_EXIT, 0 when
  * the user opted out with -K0, else 1 (failure.c). A failure is logged and only
  * costs the first-failure line. Returns 0.
  */

@@ -177,7 +177,7 @@ survives() {
 	# rank 1 fail for real.
 	mc_run -- env GATE="$GATE" srun --nodes=3 --ntasks-per-node=1 --ddp \
 		bash -c 'case $SLURM_PROCID in
-			0) exec 3<>"/dev/tcp/${DDP_FAILURE_REPORT%:*}/${DDP_FAILURE_REPORT##*:}" &&
+			0) exec 3<>"/dev/tcp/${SLURM_DDP_FAILURE_REPORT%:*}/${SLURM_DDP_FAILURE_REPORT##*:}" &&
 				echo "ffffffffffffffffffffffffffffffff 0 node1 signal:9 1.000 3 node[1-3]" >&3 &&
 				exec 3>&- && touch "$GATE" && sleep 300 ;;
 			1) '"$GATE_WAIT"'exit 1 ;;
