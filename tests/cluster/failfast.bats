@@ -170,6 +170,21 @@ survives() {
 	[[ $output == *"ddp: rank 1 on $node exited with status 1; the step was ended"* ]]
 }
 
+@test "srun --export=NONE: a rank that exits 1 still ends the step, and srun names it" {
+	local rc=0
+	# Nothing of srun's environment but SLURM_* reaches the step: the
+	# other ranks would sleep for ten minutes unless the plugin ends them.
+	mc_run -- timeout 120 srun --export=NONE --nodes=3 --ntasks-per-node=1 --ddp \
+		/bin/bash -c '[ "$SLURM_PROCID" = 1 ] && exit 1; exec /bin/sleep 600' >"$out" 2>&1 || rc=$?
+	output=$(cat "$out")
+	status=$rc
+	show
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+	output=$(first_failure_lines)
+	[ "$(wc -l <<<"$output")" -eq 1 ]
+	[[ $output == *"ddp: rank 1 on node"*" exited with status 1; the step was ended"* ]]
+}
+
 @test "a forged report with the wrong nonce is ignored, however early it claims to be" {
 	local rc=0
 	new_gate
