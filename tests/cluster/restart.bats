@@ -11,6 +11,8 @@
 # refused, and Ctrl-C (SIGINT to the supervisor) ends everything.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
+# shellcheck source=tests/lib/faults.bash
+source "$BATS_TEST_DIRNAME/../lib/faults.bash"
 
 setup_file() {
 	mc_up --nodes 5
@@ -50,32 +52,6 @@ wait_done() {
 	return 1
 }
 
-# job_pids JOB [COMM]: the pids of this machine whose environment names
-# JOB (and whose command is COMM), one per line.
-job_pids() {
-	local p
-	for p in /proc/[0-9]*; do
-		[ -z "${2:-}" ] || [ "$(cat "$p/comm" 2>/dev/null)" = "$2" ] || continue
-		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" &&
-			echo "${p#/proc/}"
-	done
-	return 0
-}
-
-# rank_pid JOB STEP RANK: the pid of the program of RANK in JOB's step STEP.
-rank_pid() {
-	local p env
-	for p in $(job_pids "$1" train); do
-		env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
-		grep -qx "SLURM_STEP_ID=$2" <<<"$env" &&
-			grep -qx "SLURM_PROCID=$3" <<<"$env" && {
-			echo "$p"
-			return 0
-		}
-	done
-	return 1
-}
-
 train_opts=(--synthetic 4096 --hidden 32 --epochs 12)
 
 # crc_of FILE: the one params_crc the ranks printed in FILE.
@@ -110,7 +86,7 @@ crc_of() {
 	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
 	echo "# job $job: killing rank 2 (pid $pid) on $blamed" >&3
 	[ -n "$blamed" ]
-	kill -KILL "$pid"
+	fault_kill "$pid" KILL
 	state=$(wait_done "$job" 300) || true
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ]
