@@ -19,7 +19,7 @@ $(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)
 TARGETS += $(DDP_RESTART)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
-PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o failure.o args.o)
+PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o slurm_requeue.o failure.o args.o)
 # slurm_spank_* and slurm_hostlist_* resolve in the loading program
 # (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds
