@@ -62,11 +62,12 @@ wait_done() {
 }
 
 # wait_after FILE MARK REGEX SECONDS: waits until a line of FILE matching
-# REGEX follows one matching MARK, at most SECONDS.
+# REGEX follows one matching MARK, at most SECONDS; fails at once when the
+# batch script's srun has ended.
 wait_after() {
 	local deadline=$((SECONDS + $4))
 	until awk -v m="$2" -v r="$3" '$0 ~ m { seen = 1 } seen && $0 ~ r { found = 1 } END { exit !found }' "$1" 2>/dev/null; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
+		[ "$SECONDS" -lt "$deadline" ] && ! grep -q '^srun exit ' "$1" || return 1
 		sleep 0.1
 	done
 }
@@ -121,7 +122,7 @@ measure() {
 	if wait_after "$dir/job.out" '^ddp: step restarted ' '^epoch [0-9]+ loss' 240; then
 		echo "# fault to the restarted step's first epoch line: $(since "$FAULT_TIME") s" >&3
 	else
-		echo "# the step was not restarted with an epoch line within 240 s" >&3
+		echo "# no epoch line of a restarted step" >&3
 	fi
 }
 
