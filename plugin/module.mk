@@ -13,9 +13,11 @@ $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 TARGETS += $(DDP_PLAN)
 
 DDP_RESTART := $(BUILD)/bin/ddp-restart
-$(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)/plugin/args.o $(CORE_LIB)
+# It links libslurm for the requeue when no spare node is left: like the
+# plugin, it runs only with the Slurm it was built for.
+$(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)/plugin/slurm_requeue.o $(BUILD)/plugin/args.o $(CORE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lslurm $(HWLOC_LIBS)
 TARGETS += $(DDP_RESTART)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
