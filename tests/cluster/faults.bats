@@ -8,12 +8,13 @@
 # world size. Each prints the time from the fault to srun's first-failure
 # line and to the restarted step's first epoch line.
 #
-# A cut link: slurmctld cannot reach the node's slurmd, so the failed step
-# cannot end until the slurmd answers or the node is declared down
-# (SlurmdTimeout=30), and a down node ends the whole job (NODE_FAIL). The
-# tests model a flapping link: the link comes back once srun has printed
-# its first-failure line, so that the step ends and is run again without
-# the node that libddp on the survivors named unreachable (DDP_TIMEOUT=5).
+# A cut link: libddp on the other ranks gives up after DDP_TIMEOUT=5 and
+# their exit ends the step; srun stops waiting for the cut node's tasks a
+# few seconds later. slurmctld cannot reach the node's slurmd: were the
+# link to stay cut past SlurmdTimeout (30 s here), the node would be
+# declared down and the whole job ended (NODE_FAIL). The tests model a
+# flapping link: it comes back once srun has printed its first-failure
+# line, and the step runs again without the node that libddp named.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 # shellcheck source=tests/lib/faults.bash
