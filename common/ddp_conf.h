@@ -52,7 +52,9 @@
  *                    --ddp-check[=MODE] (ddp-check(1) before the program)
  *                    [off]
  *   check_requeue_max times a job is requeued by --ddp-check=requeue before
- *                    a failed check ends it as fail does, 0-100 [2]
+ *                    a failed check ends it as fail does, 0-100 [2]; also
+ *                    the bound of --ddp-restart's requeue when no spare
+ *                    node is left
  *   restart_max      the most restarts --ddp-restart=N may ask for, the
  *                    site's ceiling on N, 0-100 (0: restarts off) [3]
  *   restart_path     absolute path of ddp-restart, --ddp-restart's

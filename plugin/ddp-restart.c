@@ -3,16 +3,22 @@
  * ddp-restart: the supervisor of srun --ddp --ddp-restart=N. The plugin in
  * srun runs it in srun's place, before the step exists, as
  *   ddp-restart N SRUN [SRUN'S ARGUMENTS...]
- * It runs srun as its child with the same arguments, and after a failure
- * that the plugin's report blames on a node runs it again without that
- * node (restart.c decides), at most N times. It forwards the signals a
- * user or Slurm sends it to srun, waits for srun, never restarts after a
- * terminating one, and exits with srun's status (128 + the signal when
- * srun was killed).
+ *   ddp-restart [--requeue-max=Q] N SRUN [SRUN'S ARGUMENTS...]
+ * (Q: ddp.conf's check_requeue_max, 0 when not given). It runs srun as its
+ * child with the same arguments, and after a failure that the plugin's
+ * report blames on a node runs it again without that node (restart.c
+ * decides), at most N times. When the allocation has no spare node left,
+ * a batch job that may be requeued is requeued without the blamed nodes
+ * (slurm_requeue.c, as --ddp-check=requeue does, at most Q restarts of
+ * the job); otherwise the line says which --exclude= to run again with. It
+ * forwards the signals a user or Slurm sends it to srun, waits for srun, never
+ * restarts after a terminating one, and exits with srun's status (128 + the
+ * signal when srun was killed).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +31,18 @@
 #include "ddp_log.h"
 #include "ddp_util.h"
 #include "restart.h"
+#include "slurm_requeue.h"
+
+#include <slurm/slurm.h>
 
 /* The signals passed on to srun; srun itself handles a double Ctrl-C.
  * SIGTSTP is left at its default: a Ctrl-Z from the terminal stops srun
  * and this supervisor alike, as it does a lone srun. */
 static const int forwarded[] = {SIGINT,	 SIGTERM, SIGHUP, SIGQUIT,
 				SIGUSR1, SIGUSR2, SIGCONT};
+
+/* ddp.conf's check_requeue_max, from the plugin. */
+#define REQUEUE_MAX_OPT "--requeue-max="
 
 static volatile sig_atomic_t child_pid;
 /* A terminating signal came: the step is not run again. */
@@ -179,18 +191,50 @@ set_run_env(const char *report, unsigned k)
 	return 0;
 }
 
+/*
+ * Requeues the batch job without st's blamed nodes (st->short_of_nodes:
+ * the allocation has no spare node left) when Slurm and max allow, and
+ * prints the line that says so. Returns 1 when requeued, else 0 with why.
+ */
+static int
+requeue(const struct ddp_restart *st, unsigned max, char *why, size_t whylen)
+{
+	const char *id = getenv("SLURM_JOB_ID");
+	char list[DDP_SLURM_EXCLUDE_LEN], note[96];
+	unsigned restart = 0;
+	long jobid;
+
+	if (!id || ddp_parse_long(id, 1, UINT32_MAX, &jobid) < 0) {
+		ddp_errf(why, whylen, "SLURM_JOB_ID does not name the job");
+		return 0;
+	}
+	if (ddp_requeue_node_list(&st->requeue_nodes, list, sizeof(list)) < 0) {
+		ddp_errf(why, whylen, "too many nodes blamed to list");
+		return 0;
+	}
+	slurm_init(NULL);
+	if (ddp_slurm_requeue_without((uint32_t)jobid, max, &st->requeue_nodes,
+				      "--ddp-restart", &restart, note,
+				      sizeof(note), why, whylen) < 0)
+		return 0;
+	ddp_user("job %ld requeued (restart %u of at most %u) without %s%s: "
+		 "%s, and the allocation has no spare node left",
+		 jobid, restart, max, list, note, st->failure);
+	return 1;
+}
+
 /* Runs srun until it succeeds or restart.c says not to run it again.
  * Returns the exit code. */
 static int
-supervise(unsigned max, int argc, char **argv, const char *report,
-	  const sigset_t *set)
+supervise(unsigned max, unsigned requeue_max, int argc, char **argv,
+	  const char *report, const sigset_t *set)
 {
 	struct ddp_restart st;
 	struct ddp_restart_report r;
 	struct ddp_srun_req req;
 	char err[DDP_ERR_LEN], why[DDP_ERR_LEN], line[2 * DDP_ERR_LEN];
 	char **run_argv = argv, *added = NULL;
-	int status = -1, have, answer;
+	int status = -1, have, answer, tried;
 
 	if (ddp_srun_scan(argc, argv, NULL, &req, err, sizeof(err)) < 0) {
 		ddp_error("%s", err);
@@ -214,11 +258,17 @@ supervise(unsigned max, int argc, char **argv, const char *report,
 		have = read_report(report, &r, why, sizeof(why)) == 0;
 		answer = ddp_restart_decide(&st, have ? &r : NULL, why, stopped,
 					    line, sizeof(line));
+		/* check_requeue_max = 0: the site requeues no job. */
+		tried = answer == 0 && st.short_of_nodes && requeue_max > 0;
+		if (tried && requeue(&st, requeue_max, why, sizeof(why)))
+			break;
 		if (answer < 0)
 			ddp_error("not restarted: the reason does not fit in "
 				  "a line");
 		else
 			ddp_user("%s", line);
+		if (tried)
+			ddp_user("not requeued: %s", why);
 		if (answer != 1)
 			break;
 		if (run_argv != argv) {
@@ -246,16 +296,26 @@ main(int argc, char **argv)
 	char dir[4096], report[4096];
 	const char *tmp = getenv("TMPDIR");
 	sigset_t set, none;
-	long max;
+	long max, requeue_max = 0;
 	int code = 1;
 
-	if (argc < 3 ||
+	if (argc > 1 &&
+	    !strncmp(argv[1], REQUEUE_MAX_OPT, strlen(REQUEUE_MAX_OPT))) {
+		if (ddp_parse_long(argv[1] + strlen(REQUEUE_MAX_OPT), 0,
+				   DDP_RESTART_LIMIT, &requeue_max) < 0)
+			requeue_max = -1;
+		argc--;
+		argv++;
+	}
+	if (argc < 3 || requeue_max < 0 ||
 	    ddp_parse_long(argv[1], 1, DDP_RESTART_LIMIT, &max) < 0) {
 		fprintf(stderr,
 			"usage: ddp-restart N SRUN [ARGUMENTS...]\n"
+			"       ddp-restart " REQUEUE_MAX_OPT
+			"Q N SRUN [ARGUMENTS...]\n"
 			"srun --ddp --ddp-restart=N runs it in srun's place; "
-			"N is 1-%d\n",
-			DDP_RESTART_LIMIT);
+			"N is 1-%d, Q 0-%d\n",
+			DDP_RESTART_LIMIT, DDP_RESTART_LIMIT);
 		return 2;
 	}
 	/* srun may have blocked signals before the plugin ran this. */
@@ -275,7 +335,8 @@ main(int argc, char **argv)
 			  tmp, strerror(errno));
 		return 1;
 	}
-	code = supervise((unsigned)max, argc - 2, argv + 2, report, &set);
+	code = supervise((unsigned)max, (unsigned)requeue_max, argc - 2,
+			 argv + 2, report, &set);
 	unlink(report);
 	if (rmdir(dir) < 0)
 		ddp_error("cannot remove %s: %s", dir, strerror(errno));

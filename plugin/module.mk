@@ -13,13 +13,15 @@ $(DDP_PLAN): $(BUILD)/plugin/ddp-plan.o $(CORE_LIB)
 TARGETS += $(DDP_PLAN)
 
 DDP_RESTART := $(BUILD)/bin/ddp-restart
-$(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)/plugin/args.o $(CORE_LIB)
+# It links libslurm for the requeue when no spare node is left: like the
+# plugin, it runs only with the Slurm it was built for.
+$(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)/plugin/slurm_requeue.o $(BUILD)/plugin/args.o $(CORE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(HWLOC_LIBS)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lslurm $(HWLOC_LIBS)
 TARGETS += $(DDP_RESTART)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
-PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o failure.o args.o)
+PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o slurm_requeue.o failure.o args.o)
 # slurm_spank_* and slurm_hostlist_* resolve in the loading program
 # (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds

@@ -265,13 +265,17 @@ ddp_restart_decide(struct ddp_restart *st, const struct ddp_restart_report *r,
 		       why, sizeof(why)) < 0)
 		return answer(0, line, linelen, "not restarted: %s; %s", what,
 			      why);
-	if ((long)count < r->nodes)
+	if ((long)count < r->nodes) {
+		st->short_of_nodes = 1;
+		st->requeue_nodes = blamed;
+		memcpy(st->failure, what, sizeof(st->failure));
 		return answer(0, line, linelen,
 			      "not restarted: %s, and the allocation has %zu "
 			      "nodes left without %s, fewer than the %ld the "
 			      "step needs; run it again in a new allocation "
 			      "with --exclude=%s",
 			      what, count, r->blame, r->nodes, exclude);
+	}
 	st->blamed = blamed;
 	memcpy(st->exclude, exclude, sizeof(st->exclude));
 	st->done++;

@@ -71,6 +71,13 @@ struct ddp_restart {
 	/* The next srun's --exclude= value: the user's and the blamed
 	 * nodes; "" before the first restart. */
 	char exclude[DDP_RESTART_LIST_LEN];
+	/* Set by a decision not to restart because the allocation has too
+	 * few nodes left: the job may be requeued without requeue_nodes
+	 * (every node blamed so far), and failure says what failed ("rank
+	 * 2 was killed by signal 9"). */
+	int short_of_nodes;
+	struct ddp_requeue_nodes requeue_nodes;
+	char failure[128];
 };
 
 /* Starts st for --ddp-restart=max; user_exclude and alloc_nodes are
@@ -88,7 +95,9 @@ void ddp_restart_init(struct ddp_restart *st, unsigned max,
  * without node3, from the allocation's node[1-2,4-5]: rank 2 was killed
  * by signal 9"); 0 not to, with line saying why (with the --exclude= to
  * run again with when too few nodes are left); -1 when line does not fit
- * (it then holds the start of the text).
+ * (it then holds the start of the text). When too few nodes are left, it
+ * also sets st->short_of_nodes, st->requeue_nodes and st->failure, for a
+ * caller that requeues the job instead.
  */
 int ddp_restart_decide(struct ddp_restart *st,
 		       const struct ddp_restart_report *r,

@@ -8,9 +8,12 @@
 # DDP_RESTART_COUNT=1, resume from the checkpoint and end with the
 # parameters of an uninterrupted run of the same world size. A program
 # that exits 1 is not restarted, --ddp-restart outside an allocation is
-# refused, and Ctrl-C (SIGINT to the supervisor) ends everything.
+# refused, Ctrl-C (SIGINT to the supervisor) ends everything, and a job
+# of four nodes with no spare one is requeued without the blamed node.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
+# shellcheck source=tests/lib/faults.bash
+source "$BATS_TEST_DIRNAME/../lib/faults.bash"
 
 setup_file() {
 	mc_up --nodes 5
@@ -50,32 +53,6 @@ wait_done() {
 	return 1
 }
 
-# job_pids JOB [COMM]: the pids of this machine whose environment names
-# JOB (and whose command is COMM), one per line.
-job_pids() {
-	local p
-	for p in /proc/[0-9]*; do
-		[ -z "${2:-}" ] || [ "$(cat "$p/comm" 2>/dev/null)" = "$2" ] || continue
-		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" &&
-			echo "${p#/proc/}"
-	done
-	return 0
-}
-
-# rank_pid JOB STEP RANK: the pid of the program of RANK in JOB's step STEP.
-rank_pid() {
-	local p env
-	for p in $(job_pids "$1" train); do
-		env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
-		grep -qx "SLURM_STEP_ID=$2" <<<"$env" &&
-			grep -qx "SLURM_PROCID=$3" <<<"$env" && {
-			echo "$p"
-			return 0
-		}
-	done
-	return 1
-}
-
 train_opts=(--synthetic 4096 --hidden 32 --epochs 12)
 
 # crc_of FILE: the one params_crc the ranks printed in FILE.
@@ -110,7 +87,7 @@ crc_of() {
 	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
 	echo "# job $job: killing rank 2 (pid $pid) on $blamed" >&3
 	[ -n "$blamed" ]
-	kill -KILL "$pid"
+	fault_kill "$pid" KILL
 	state=$(wait_done "$job" 300) || true
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ]
@@ -199,6 +176,55 @@ crc_of() {
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
+@test "sbatch -N4 --requeue, srun -N4 --ddp-restart=1: no spare node: rank 2 killed, the job is requeued without its node and completes" {
+	local job state pid blamed want got
+	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
+	show
+	[ "$status" -eq 0 ]
+	want=$(printf '%s\n' "$output" | sed -n 's/^rank [0-9]* params_crc=//p' | sort -u)
+	[ "$(printf '%s\n' "$want" | wc -l)" -eq 1 ] && [ -n "$want" ]
+
+	cat >"$dir/job.sh" <<-EOF
+		#!/bin/bash
+		export TMPDIR=$dir/tmp
+		echo "batch on \$SLURM_JOB_NODELIST restart=\${SLURM_RESTART_COUNT:-unset}"
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=1 bash -c \\
+			'echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID restart=\${SLURM_RESTART_COUNT:-unset}"; exec "\$0" "\$@"' \\
+			$train ${train_opts[*]} --checkpoint $dir/ckpt --checkpoint-every 1
+		echo "srun exit \$?"
+	EOF
+	chmod 0755 "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N4 --requeue --open-mode=append -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
+	pid=$(rank_pid "$job" 0 2)
+	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 restart=unset$/\1/p' "$dir/job.out")
+	echo "# job $job: killing rank 2 (pid $pid) on $blamed" >&3
+	[ -n "$blamed" ]
+	fault_kill "$pid" KILL
+	wait_line "$dir/job.out" "^ddp: job $job requeued " 60
+	echo "# fault to the requeue line: $(awk -v a="$FAULT_TIME" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s" >&3
+	# Slurm starts a requeued job no sooner than AuthInfo's cred_expire
+	# (120 s by default) after the requeue.
+	state=$(wait_done "$job" 400) || true
+	echo "# job $job: $state $(awk -v a="$FAULT_TIME" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }') s after the fault, restarts $(job_field "$job" Restarts), excluded $(job_field "$job" ExcNodeList)" >&3
+	sed 's/^/# /' "$dir/job.out" >&3
+	[ "$state" = COMPLETED ]
+	grep -qx "ddp: job $job requeued (restart 1 of at most 2) without $blamed: rank 2 was killed by signal 9, and the allocation has no spare node left" "$dir/job.out"
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	[ "$(job_field "$job" ExcNodeList)" = "$blamed" ]
+	# The second run: four ranks elsewhere, SLURM_RESTART_COUNT=1.
+	[ "$(grep -cE '^rank [0-3] on node[1-5] step 0 restart=1$' "$dir/job.out")" -eq 4 ]
+	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
+	grep -qx 'srun exit 0' "$dir/job.out"
+	grep -q '^train: resuming from ' "$dir/job.out"
+	got=$(crc_of "$dir/job.out")
+	echo "# params_crc: uninterrupted $want, requeued $got" >&3
+	[ "$got" = "$want" ]
+}
+
 @test "sbatch -N5, srun -N4 --ddp-restart=2, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP, a survivor names it, the step runs again without its node and ends as an uninterrupted run" {
 	local job state pid blamed want got stopped took
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
@@ -226,7 +252,7 @@ crc_of() {
 	echo "# job $job: stopping rank 2 (pid $pid) on $blamed" >&3
 	[ -n "$blamed" ]
 	stopped=$SECONDS
-	kill -STOP "$pid"
+	fault_stop "$pid"
 	wait_line "$dir/job.out" '^ddp: step restarted ' 60
 	took=$((SECONDS - stopped))
 	echo "# the step was restarted ${took} s after the SIGSTOP (DDP_TIMEOUT=5)" >&3

@@ -84,6 +84,13 @@ test_decide(void)
 		       strstr(line, "--exclude=node3,node5") &&
 		       !strcmp(st.exclude, "node3") && st.done == 1,
 	       "decide: too few nodes left: the --exclude= to use (%s)", line);
+	tap_ok(st.short_of_nodes && st.requeue_nodes.n == 2 &&
+		       !strcmp(st.requeue_nodes.name[0], "node3") &&
+		       !strcmp(st.requeue_nodes.name[1], "node5") &&
+		       !strcmp(st.failure, "rank 3 was killed by signal 6"),
+	       "decide: too few nodes left: the job may be requeued without "
+	       "every blamed node (%s)",
+	       st.failure);
 
 	ddp_restart_init(&st, 1, NULL, "node[1-6]");
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1,
