@@ -186,7 +186,8 @@ set_run_env(const char *report, unsigned k)
 	    ddp_fmt(count, sizeof(count), "%u", k) < 0 ||
 	    setenv(DDP_RESTART_ENV_SUPERVISOR, pid, 1) < 0 ||
 	    setenv(DDP_RESTART_ENV_REPORT, report, 1) < 0 ||
-	    setenv(DDP_RESTART_ENV_COUNT, count, 1) < 0)
+	    setenv(DDP_RESTART_ENV_COUNT, count, 1) < 0 ||
+	    setenv(DDP_RESTART_ENV_STEP_COUNT, count, 1) < 0)
 		return -1;
 	return 0;
 }

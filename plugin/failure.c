@@ -38,6 +38,7 @@
 #include "failure.h"
 #include "hostlist.h"
 #include "plugin.h"
+#include "restart.h"
 #include "verdict.h"
 
 /* srun to slurmstepd. Named SLURM_*, as SLURM_DDP_REEXEC is: under
@@ -307,7 +308,12 @@ failure_task_init(struct ddp_plugin *p, spank_t sp)
 {
 	struct ddp_node *n = &p->node;
 	struct stat st;
-	char num[48];
+	char num[48], count[16];
+
+	/* ddp-restart's count reaches the program whatever srun's --export. */
+	if (jobenv(sp, DDP_RESTART_ENV_STEP_COUNT, count, sizeof(count)) == 0 &&
+	    spank_setenv(sp, DDP_RESTART_ENV_COUNT, count, 1) != ESPANK_SUCCESS)
+		ddp_debug("--ddp: no %s for this task", DDP_RESTART_ENV_COUNT);
 
 	/* This task's copy alone goes across exec: slurmstepd's keeps
 	 * close-on-exec. The inode tells libddp this pipe from whatever a

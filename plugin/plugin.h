@@ -241,8 +241,10 @@ void failure_user_init(struct ddp_plugin *p);
 void failure_task_init_failed(struct ddp_plugin *p, spank_t sp);
 
 /* A task, from slurm_spank_task_init when remote_task_init succeeded:
- * hands the program the write end of DDP_FAILURE_FD's pipe, across exec.
- * Cannot fail: without it the program names nobody. */
+ * hands the program the write end of DDP_FAILURE_FD's pipe, across exec,
+ * and DDP_RESTART_COUNT from ddp-restart's SLURM_DDP_RESTART_COUNT.
+ * Cannot fail: without them the program names nobody, and counts no
+ * restart. */
 void failure_task_init(struct ddp_plugin *p, spank_t sp);
 
 /* slurmstepd, from slurm_spank_exit: closes the pipes and frees what

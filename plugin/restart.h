@@ -34,6 +34,9 @@
 /* The restarts so far, which the tasks see: libddp's ddp_restart_count()
  * (worker/resume.c) reads the same name. */
 #define DDP_RESTART_ENV_COUNT "DDP_RESTART_COUNT"
+/* The same count for slurmstepd, which sets DDP_RESTART_COUNT in each task
+ * from it: srun passes the step SLURM_* alone under --export=NONE. */
+#define DDP_RESTART_ENV_STEP_COUNT "SLURM_DDP_RESTART_COUNT"
 
 /* Room for a host list in a report or an --exclude= value. */
 #define DDP_RESTART_LIST_LEN 4096

@@ -130,6 +130,33 @@ crc_of() {
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
+@test "srun --export=NONE --ddp-restart=1: the restarted ranks still see DDP_RESTART_COUNT=1" {
+	local job state
+	# Under --export=NONE only SLURM_* crosses from srun to the step; the
+	# count comes through slurmstepd. Rank 2 kills itself on the first
+	# run only, so the restart is the test's order, not a time.
+	cat >"$dir/job.sh" <<-EOF
+		#!/bin/bash
+		export TMPDIR=$dir/tmp
+		srun --export=NONE -N4 --ntasks-per-node=1 --ddp --ddp-restart=1 /bin/bash -c \\
+			'c=\${DDP_RESTART_COUNT:-unset}; echo "rank \$RANK restart=\$c"; [ "\$RANK" = 2 ] && [ "\$c" = 0 ] && kill -9 \$\$; exit 0'
+		echo "srun exit \$?"
+	EOF
+	chmod 0755 "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	state=$(wait_done "$job" 120) || true
+	sed 's/^/# /' "$dir/job.out" >&3
+	[ "$state" = COMPLETED ]
+	grep -qx 'srun exit 0' "$dir/job.out"
+	grep -qx 'rank 2 restart=0' "$dir/job.out"
+	grep -qE '^ddp: step restarted \(1 of at most 1\) without node[0-9]+' "$dir/job.out"
+	[ "$(grep -c 'restart=1$' "$dir/job.out")" -eq 4 ]
+	[ "$(grep -c 'restart=unset$' "$dir/job.out")" -eq 0 ]
+}
+
 @test "--ddp-restart outside an allocation is refused, saying what to do" {
 	run mc_run --user ddptest -- srun -N1 --ddp --ddp-restart=1 true
 	show
