@@ -114,12 +114,20 @@ submit() {
 node_of() { sed -n "s/^rank $1 on \(node[0-9]*\) step 0 .*/\1/p" "$dir/job.out"; }
 
 # measure: waits for srun's first-failure line and the restarted step's
-# first epoch line, printing the time from FAULT_TIME to each; with
-# "restore NODE", brings NODE's link back once the first is there.
+# first epoch line, printing the time from FAULT_TIME to each. With
+# "restore NODE", NODE's link comes back once a surviving rank has named
+# the failure (libddp's DDP_TIMEOUT later): a link down for seconds, as a
+# flapping one is. A node cut for longer than SlurmdTimeout is declared
+# down by Slurm, which ends the whole job unless it was submitted with
+# --no-kill; until then srun waits for the cut node's tasks.
 measure() {
+	if [ "${1:-}" = restore ]; then
+		wait_line "$dir/job.out" '(^ddp: error: hang: |communication failed: )' 120 || true
+		echo "# fault to a survivor's naming: $(since "$FAULT_TIME") s" >&3
+		fault_restore "$2"
+	fi
 	wait_line "$dir/job.out" "$first_failure" 120 || true
 	echo "# fault to srun's first-failure line: $(since "$FAULT_TIME") s" >&3
-	[ "${1:-}" != restore ] || fault_restore "$2"
 	if wait_after "$dir/job.out" '^ddp: step restarted ' '^epoch [0-9]+ loss' 240; then
 		echo "# fault to the restarted step's first epoch line: $(since "$FAULT_TIME") s" >&3
 	else
