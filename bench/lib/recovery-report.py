@@ -51,14 +51,23 @@ def main():
              "from `raw/recovery.csv`. Seconds from the fault (the "
              "injector's clock) to each phase's end, on the minicluster "
              "(4 ranks, one per node, all nodes on one machine). Median, "
-             "p95 (nearest rank) and max over the trials that resumed.", ""]
+             "p95 (nearest rank) and max over the trials that resumed. "
+             "Phases: detection (srun's first-failure line), teardown (the "
+             "failed srun's exit), relaunch (the new step's last rank "
+             "started; with a requeue it holds the wait for the job to "
+             "start again), rendezvous (the last rank's communicator "
+             "ready; for train.py it holds importing PyTorch), checkpoint "
+             "load, first allreduce (the first training step reduced).",
+             ""]
     totals = {}
+    tried = {}
     for fault in list(FAULTS) + sorted({f for f, _ in groups} - set(FAULTS)):
         for path in list(PATHS) + sorted({p for _, p in groups} - set(PATHS)):
             g = groups.get((fault, path))
             if not g:
                 continue
             good = [r for r in g if r["ok"] == "1"]
+            tried[(fault, path)] = (len(g), len(good))
             lines += ["## %s: %s" % (FAULTS.get(fault, fault),
                                      PATHS.get(path, path)), "",
                       "%d trials, %d resumed." % (len(g), len(good)), ""]
@@ -90,11 +99,16 @@ def main():
     lines += ["", "## Targets (worst trial)", ""]
     kill = totals.get(("kill", "restart", "total_s"))
     if kill:
+        n, good = tried[("kill", "restart")]
+        # A trial that never resumed is the worst run of all.
+        met = max(kill) <= KILL_TARGET_S and good == n
         lines.append("- At most %.0f s from a SIGKILL to the resumed first "
-                     "allreduce (--ddp-restart): %s, worst %s s (median %s s)."
-                     % (KILL_TARGET_S,
-                        "met" if max(kill) <= KILL_TARGET_S else "not met",
-                        fmt(max(kill)), fmt(statistics.median(kill))))
+                     "allreduce (--ddp-restart): %s, worst %s (median %s s "
+                     "of the %d of %d trials that resumed)."
+                     % (KILL_TARGET_S, "met" if met else "not met",
+                        "%s s" % fmt(max(kill)) if good == n else
+                        "%d of %d trials never resumed" % (n - good, n),
+                        fmt(statistics.median(kill)), good, n))
     ends = [x for (f, _, k), xs in totals.items()
             if f == "torch-kill" and k == "step_end_s" for x in xs]
     if ends:
@@ -106,9 +120,18 @@ def main():
                         fmt(max(ends)), fmt(statistics.median(ends))))
     failed = [r for r in rows if r["ok"] != "1"]
     if failed:
-        lines += ["", "Trials that did not resume (logs in raw/): " +
-                  ", ".join("%s/%s #%s" % (r["fault"], r["path"], r["trial"])
-                            for r in failed) + "."]
+        lines += ["", "Trials that did not resume, with the step's last "
+                  "ddp line (logs in raw/):", ""]
+        for r in failed:
+            log = os.path.join(out, "raw", "recovery-%s-%s-%s.log" % (
+                r["fault"], r["path"], r["trial"]))
+            why = "no log"
+            if os.path.exists(log):
+                said = [ln.split(" ", 1)[1].strip() for ln in open(log)
+                        if " ddp: " in ln]
+                why = said[-1] if said else "no ddp line"
+            lines.append("- %s/%s #%s: %s" % (r["fault"], r["path"],
+                                             r["trial"], why))
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "recovery.md"), "w") as f:
         f.write(text)
