@@ -57,7 +57,8 @@ def main():
              "started; with a requeue it holds the wait for the job to "
              "start again), rendezvous (the last rank's communicator "
              "ready; for train.py it holds importing PyTorch), checkpoint "
-             "load, first allreduce (the first training step reduced).",
+             "load (for train it holds making the data and the model "
+             "before it), first allreduce (the first training step reduced).",
              ""]
     totals = {}
     tried = {}
