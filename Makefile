@@ -90,7 +90,7 @@ OPTIONAL_SKIPPED :=
 
 # check-gpu (tests/gpu/module.mk): the GPU tier alone, on a node with a GPU.
 .PHONY: all install check check-unit check-san lint format format-check \
-        fuzzers clean deps demo stage bench bench-gpu deb rpm
+        fuzzers clean deps demo stage bench bench-gpu bench-recovery deb rpm
 all:
 
 # Keep objects of programs built in one step (unit tests, tools).
@@ -182,6 +182,10 @@ bench: all stage
 # On a node with a GPU (no Slurm needed): bench/gpu-run.
 bench-gpu: all bench-progs-gpu bench-progs-ddp
 	@bench/gpu-run
+
+# On the minicluster, as root: time from a fault to the resumed training.
+bench-recovery: all stage
+	@bench/recovery
 
 lint:
 	@tests/lint/run

@@ -27,6 +27,13 @@
  * started again with the same options ends with the parameters of an
  * uninterrupted run, bit for bit. DIR is a directory every node sees, such
  * as the job's $DDP_SHARED_DIR.
+ *
+ * With --times (or DDP_TRAIN_TIMES=1) every rank also prints one line per
+ * phase of its start, "train: time rank R PHASE SECONDS", SECONDS being
+ * CLOCK_REALTIME so that lines of several nodes and a fault injector's
+ * clock compare: start (main entered), rendezvous (ddp_comm_init
+ * returned), checkpoint (loaded, with --checkpoint) and first-allreduce
+ * (the first training step's gradients reduced). bench/recovery reads them.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -65,6 +72,7 @@ struct opts {
 	int no_overlap;
 	const char *ckpt_dir; /* NULL: no checkpoint */
 	long ckpt_every;
+	int times; /* print the phase lines */
 };
 
 static void
@@ -72,7 +80,12 @@ usage(FILE *f)
 {
 	fprintf(f, "usage: train (--data DIR | --synthetic N) [--epochs N] "
 		   "[--batch B] [--lr X] [--hidden H] [--no-overlap]\n"
-		   "             [--checkpoint DIR [--checkpoint-every E]]\n");
+		   "             [--checkpoint DIR [--checkpoint-every E]] "
+		   "[--times]\n"
+		   "  --times  each rank prints \"train: time rank R PHASE "
+		   "SECONDS\" (CLOCK_REALTIME)\n"
+		   "           for start, rendezvous, checkpoint and "
+		   "first-allreduce (also DDP_TRAIN_TIMES=1)\n");
 }
 
 /* snprintf's result: 1 when the whole text fitted. */
@@ -571,6 +584,7 @@ opts_default(struct opts *o)
 	o->no_overlap = 0;
 	o->ckpt_dir = NULL;
 	o->ckpt_every = 0;
+	o->times = 0;
 }
 
 static int
@@ -589,6 +603,10 @@ parse_args(int argc, char **argv, struct opts *o)
 		}
 		if (strcmp(a, "--no-overlap") == 0) {
 			o->no_overlap = 1;
+			continue;
+		}
+		if (strcmp(a, "--times") == 0) {
+			o->times = 1;
 			continue;
 		}
 		if (!v) {
@@ -646,7 +664,30 @@ parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (!o->ckpt_every)
 		o->ckpt_every = 1;
+	if (getenv("DDP_TRAIN_TIMES") &&
+	    strcmp(getenv("DDP_TRAIN_TIMES"), "1") == 0)
+		o->times = 1;
 	return 0;
+}
+
+/* The wall clock, not now_s's: phase lines are compared across nodes. */
+static double
+wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One phase line of --times; flushed, since a rank may be killed next. */
+static void
+say_time(const struct opts *o, int rank, const char *phase, double t)
+{
+	if (!o->times)
+		return;
+	printf("train: time rank %d %s %.6f\n", rank, phase, t);
+	fflush(stdout);
 }
 
 static int
@@ -720,6 +761,7 @@ main(int argc, char **argv)
 	size_t *order = NULL, *mine = NULL, n_mine, k, j, bs;
 	uint64_t s;
 	double stats[3], *dstats = NULL, *agree = NULL, t0, step_s = 0;
+	double started = wall_s();
 	long steps = 0, e, start = 0;
 	struct ckpt_info ck;
 	uint32_t crc;
@@ -765,6 +807,8 @@ main(int argc, char **argv)
 	}
 	rank = ddp_comm_rank(comm);
 	world = ddp_comm_size(comm);
+	say_time(&o, rank, "start", started);
+	say_time(&o, rank, "rendezvous", wall_s());
 	if (ddp_comm_backend(comm) == DDP_BACKEND_NCCL)
 		cp = gpu;
 	say_device(comm, cp, gpu, gpu_built, desc, why);
@@ -804,6 +848,7 @@ main(int argc, char **argv)
 			goto out;
 		}
 		start = ck.epoch;
+		say_time(&o, rank, "checkpoint", wall_s());
 		if (rank == 0 && start)
 			printf("train: resuming from %s/%s (restart %d): %ld "
 			       "of %ld epochs done\n",
@@ -887,6 +932,8 @@ main(int argc, char **argv)
 			if (sr)
 				goto out;
 			step_s += now_s() - t0;
+			if (!steps && e == start)
+				say_time(&o, rank, "first-allreduce", wall_s());
 			steps++;
 		}
 		/* Loss, correct and samples summed over the ranks, where the

@@ -19,11 +19,21 @@
 # any moment and started again the same way ends with the weights of an
 # uninterrupted run, bit for bit. DIR must be a directory every node sees,
 # such as the job's $DDP_SHARED_DIR.
+#
+# --times (or DDP_TRAIN_TIMES=1): every rank also prints one line per phase
+# of its start, "train.py: time rank R PHASE SECONDS" with SECONDS from
+# CLOCK_REALTIME (comparable across nodes): start (the script began),
+# rendezvous (init_process_group returned), checkpoint (loaded, with
+# --checkpoint) and first-allreduce (the first step's gradients reduced).
+# bench/recovery reads them.
 import argparse
 import hashlib
 import os
 import sys
 import tempfile
+import time
+
+STARTED = time.clock_gettime(time.CLOCK_REALTIME)
 
 import torch
 import torch.distributed as dist
@@ -127,6 +137,14 @@ def params_digest(model):
     return h.hexdigest()
 
 
+def say_time(on, rank, phase, when=None):
+    # Flushed at once: a rank may be killed right after.
+    if on:
+        if when is None:
+            when = time.clock_gettime(time.CLOCK_REALTIME)
+        print(f"train.py: time rank {rank} {phase} {when:.6f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=3)
@@ -139,7 +157,13 @@ def main():
                     help="save to and resume from DIR/train.pt")
     ap.add_argument("--checkpoint-every", type=int, metavar="E",
                     help="epochs between two checkpoints (default 1)")
+    ap.add_argument("--times", action="store_true",
+                    help="each rank prints \"train.py: time rank R PHASE "
+                         "SECONDS\" (CLOCK_REALTIME) for start, rendezvous, "
+                         "checkpoint and first-allreduce (also "
+                         "DDP_TRAIN_TIMES=1)")
     args = ap.parse_args()
+    times = args.times or os.environ.get("DDP_TRAIN_TIMES") == "1"
     if args.checkpoint_every is not None and not args.checkpoint:
         ap.error("--checkpoint-every needs --checkpoint DIR")
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
@@ -155,6 +179,8 @@ def main():
     device, backend = pick_device(args.device, rank, local_rank)
     dist.init_process_group(backend, init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
+    say_time(times, rank, "start", STARTED)
+    say_time(times, rank, "rendezvous")
     torch.manual_seed(0)  # identical initial weights (DDP broadcasts anyway)
 
     data = make_data()
@@ -178,6 +204,7 @@ def main():
             sys.exit(f"train.py: rank {rank}: the ranks did not all find the "
                      f"same checkpoint in {args.checkpoint}: it must be a "
                      "directory that every node shares")
+        say_time(times, rank, "checkpoint")
         restarts = os.environ.get("DDP_RESTART_COUNT",
                                   os.environ.get("SLURM_RESTART_COUNT", "0"))
         if rank == 0 and start:
@@ -186,6 +213,7 @@ def main():
                   f"{restarts}): {start} of {args.epochs} epochs done",
                   flush=True)
 
+    first = True
     for epoch in range(start, args.epochs):
         sampler.set_epoch(epoch)
         total = 0.0
@@ -195,6 +223,9 @@ def main():
             loss = loss_fn(ddp_model(x), y)
             loss.backward()
             opt.step()
+            if first:
+                say_time(times, rank, "first-allreduce")
+                first = False
             total += loss.item()
         if rank == 0:
             print(f"epoch {epoch} loss {total / len(loader):.4f}", flush=True)

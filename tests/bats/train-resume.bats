@@ -251,3 +251,34 @@ digest_of() {
 	[ "$status" -eq 2 ]
 	[[ $output == *"--checkpoint $tmp/none: no such directory"* ]]
 }
+
+# phases_in FILE PREFIX: the phase names of the "PREFIX: time rank R PHASE
+# SECONDS" lines of FILE, in order, checking that the times never go back.
+phases_in() {
+	awk -v p="$2:" '$1 == p && $2 == "time" && $3 == "rank" {
+		if ($6 < last) { print "time went back at " $5; exit 1 }
+		last = $6; printf "%s ", $5 }' "$1"
+}
+
+@test "train and train.py --times (or DDP_TRAIN_TIMES=1) print each phase of their start on every rank, and nothing without it" {
+	need_train
+	mkdir "$tmp/ck" "$tmp/ckpy"
+	run_ranks 2 times "$train" --synthetic 256 --hidden 8 --epochs 1 --times --checkpoint "$tmp/ck"
+	for r in 0 1; do
+		[ "$(phases_in "$tmp/times.$r" train)" = "start rendezvous checkpoint first-allreduce " ]
+	done
+	DDP_TRAIN_TIMES=1 run_ranks 2 env "$train" --synthetic 256 --hidden 8 --epochs 1
+	[ "$(phases_in "$tmp/env.0" train)" = "start rendezvous first-allreduce " ]
+	run_ranks 2 plain "$train" --synthetic 256 --hidden 8 --epochs 1
+	run grep -q ' time rank ' "$tmp/plain.0" "$tmp/plain.1"
+	[ "$status" -eq 1 ]
+	"$train" --help | grep -q -- '--times'
+	need_torch
+	run_ranks 2 py "$python" "$repo/examples/train.py" --device cpu --epochs 1 --times --checkpoint "$tmp/ckpy"
+	for r in 0 1; do
+		[ "$(phases_in "$tmp/py.$r" train.py)" = "start rendezvous checkpoint first-allreduce " ]
+	done
+	run_ranks 2 pyplain "$python" "$repo/examples/train.py" --device cpu --epochs 1
+	run grep -q ' time rank ' "$tmp/pyplain.0" "$tmp/pyplain.1"
+	[ "$status" -eq 1 ]
+}
