@@ -453,6 +453,11 @@ ddp_failure_set_add(struct ddp_failure_set *set, const struct ddp_failure *f)
 	e->signal = f->signal;
 	e->status = f->status;
 	e->time_ms = f->time_ms;
+	e->named_rank = f->named ? f->named_rank : -1;
+	ddp_fmt(e->named_node, sizeof(e->named_node), "%s",
+		f->named ? f->named_node : "");
+	ddp_fmt(e->named_why, sizeof(e->named_why), "%s",
+		f->named ? f->named_why : "");
 	if (!set->have_first || ddp_failure_earlier(f, &set->first)) {
 		set->first = *f;
 		set->have_first = 1;
@@ -523,7 +528,7 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 		c->status = own->status;
 		c->time_ms = own->time_ms;
 	}
-	if (own && own->signal <= 0) {
+	if (own && own->signal <= 0 && own->named_rank < 0) {
 		decide_blame(c, NULL);
 		ddp_failure_describe(c, what, whatlen);
 		return;
@@ -549,10 +554,55 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 		n->named_by);
 }
 
+/* How many reports name rank. */
+static size_t
+times_named(const struct ddp_failure_set *set, long rank)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < set->nseen; i++)
+		n += set->seen[i].named_rank == rank;
+	return n;
+}
+
+/* Rule 2's naming (failure.h): the earliest one, or the earliest of the
+ * rank the reports name most often when that is another, into n. */
+static void
+deciding_naming(const struct ddp_failure_set *set, struct ddp_failure *n)
+{
+	const struct ddp_failure_seen *best = NULL;
+	size_t i, top = times_named(set, set->naming.named_rank), k;
+
+	*n = set->naming;
+	/* Named more often than the earliest naming's rank; among ranks
+	 * named as often, the earliest naming. */
+	for (i = 0; i < set->nseen; i++) {
+		const struct ddp_failure_seen *e = &set->seen[i];
+
+		if (e->named_rank < 0)
+			continue;
+		k = times_named(set, e->named_rank);
+		if (k > top ||
+		    (best && k == top && e->time_ms < best->time_ms)) {
+			best = e;
+			top = k;
+		}
+	}
+	if (!best)
+		return;
+	n->named_by = best->rank;
+	n->named_rank = best->named_rank;
+	ddp_fmt(n->named_node, sizeof(n->named_node), "%s", best->named_node);
+	ddp_fmt(n->named_why, sizeof(n->named_why), "%s", best->named_why);
+	n->time_ms = best->time_ms;
+}
+
 int
 ddp_failure_set_cause(const struct ddp_failure_set *set,
 		      struct ddp_failure *cause, char *what, size_t whatlen)
 {
+	struct ddp_failure naming;
+
 	if (!set->have_first)
 		return 0;
 	if (ddp_failure_blame(&set->first)[0] || !set->have_naming) {
@@ -563,7 +613,8 @@ ddp_failure_set_cause(const struct ddp_failure_set *set,
 			ddp_fmt(what, whatlen, "rank %ld failed", cause->rank);
 		return 1;
 	}
-	named_cause(set, &set->naming, cause, what, whatlen);
+	deciding_naming(set, &naming);
+	named_cause(set, &naming, cause, what, whatlen);
 	return 1;
 }
 

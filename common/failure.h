@@ -32,10 +32,14 @@
  * The cause of a step's failure, from all its reports (ddp_failure_set):
  * 1. The earliest report, when it blames (a signal death, above): it is
  *    the cause, its node is blamed.
- * 2. Else the earliest report that carries a naming names rank R. R's
- *    own report (the earliest of R's, if any) is looked up:
- *    - R exited with a status by itself: R is the cause, nobody is
- *      blamed (the program failed, the others lost it);
+ * 2. Else the earliest report that carries a naming names rank R, unless
+ *    the reports name another rank more often: then R is that rank and
+ *    the naming the earliest that names it. (A cut link: the ranks on
+ *    the other side of it name R, and R, which timed out as they did,
+ *    names one of them; the side with more ranks decides.) R's own
+ *    report (the earliest of R's, if any) is looked up:
+ *    - R exited with a status by itself, naming nobody: R is the cause,
+ *      nobody is blamed (the program failed, the others lost it);
  *    - WHY is "lost" and R was killed by a signal: R's report is the
  *      cause ("rank 2 on node3 was killed by signal 9 (SIGKILL)"), R's
  *      node is blamed, whichever signal it was;
@@ -97,6 +101,10 @@ struct ddp_failure_seen {
 	char node[DDP_HOSTNAME_MAX + 1];
 	int signal, status;
 	long long time_ms;
+	/* Its naming: the rank it names, -1 for none, with host and why. */
+	long named_rank;
+	char named_node[DDP_HOSTNAME_MAX + 1];
+	char named_why[DDP_FAILURE_WHY_MAX];
 };
 
 /*

@@ -350,6 +350,23 @@ test_cause(void)
 		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)"),
 	       "a hung rank is the cause, its report's node blamed: %s", what);
 
+	/* A cut link: rank 2 behind it names rank 3 first, the three
+	 * others name rank 2; the side with more ranks decides. */
+	r[0] = naming(2, "node3", 990, 3, "node4", "hang");
+	r[1] = naming(0, "node1", 1000, 2, "node3", "hang");
+	r[2] = naming(1, "node2", 1001, 2, "node3", "hang");
+	r[3] = naming(3, "node4", 1002, 2, "node3", "hang");
+	c = cause_of(r, 4, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)"),
+	       "ranks that name each other: the rank named most is the "
+	       "cause: %s",
+	       what);
+	/* Named as often: the earliest naming stands. */
+	c = cause_of(r, 2, what, sizeof(what));
+	tap_ok(c.rank == 3 && !strcmp(ddp_failure_blame(&c), "node4"),
+	       "named as often: the earliest naming decides: %s", what);
+
 	/* No report of the hung rank: its named host, if a step node. */
 	r[0] = naming(0, "node1", 1000, 2, "node3", "hang");
 	c = cause_of(r, 1, what, sizeof(what));
