@@ -43,7 +43,7 @@ teardown() {
 }
 
 train_opts=(--synthetic 4096 --hidden 32 --epochs 12)
-first_failure='^ddp: rank [0-9]+ on [^ ]+ (was killed|exited).*\(first failure of step [0-9]+\.[0-9]+\)$'
+first_failure='^ddp: rank [0-9]+ on [^ ]+ (was killed|exited|hangs|is unreachable|was lost).*\(first failure of step [0-9]+\.[0-9]+\)$'
 
 # job_field JOB KEY: KEY=value from scontrol show job, or nothing.
 job_field() {
