@@ -204,17 +204,6 @@ failure_local_exit(struct ddp_plugin *p)
 		ddp_error("%s: %s", RECORD_ENV, line);
 }
 
-/* Copies a job environment variable into buf; 0 when set and it fits. */
-static int
-jobenv(spank_t sp, const char *name, char *buf, size_t size)
-{
-	if (spank_getenv(sp, name, buf, (int)size) != ESPANK_SUCCESS) {
-		buf[0] = '\0';
-		return -1;
-	}
-	return 0;
-}
-
 /* The Slurm name of this node (what --exclude takes): its entry in the
  * step's node list, else the host name. */
 static void
@@ -246,8 +235,8 @@ report(spank_t sp, const struct ddp_failure *f)
 
 	/* Unset or empty: an srun that could not listen, or without the
 	 * plugin. */
-	if (jobenv(sp, REPORT_ENV, addr, sizeof(addr)) < 0 || !addr[0] ||
-	    jobenv(sp, NONCE_ENV, nonce, sizeof(nonce)) < 0)
+	if (remote_jobenv(sp, REPORT_ENV, addr, sizeof(addr)) < 0 || !addr[0] ||
+	    remote_jobenv(sp, NONCE_ENV, nonce, sizeof(nonce)) < 0)
 		return;
 	colon = strrchr(addr, ':');
 	if (!colon || ddp_parse_long(colon + 1, 1, 65535, &port) < 0) {
@@ -311,7 +300,8 @@ failure_task_init(struct ddp_plugin *p, spank_t sp)
 	char num[48], count[16];
 
 	/* ddp-restart's count reaches the program whatever srun's --export. */
-	if (jobenv(sp, DDP_RESTART_ENV_STEP_COUNT, count, sizeof(count)) == 0 &&
+	if (remote_jobenv(sp, DDP_RESTART_ENV_STEP_COUNT, count,
+			  sizeof(count)) == 0 &&
 	    spank_setenv(sp, DDP_RESTART_ENV_COUNT, count, 1) != ESPANK_SUCCESS)
 		ddp_debug("--ddp: no %s for this task", DDP_RESTART_ENV_COUNT);
 
@@ -437,12 +427,13 @@ ends_step(const struct ddp_plugin *p, spank_t sp)
 	if (!p->conf.kill_on_bad_exit)
 		return 0;
 	/* libddp's survivors go on without the lost rank (libddp(3)). */
-	if (jobenv(sp, "DDP_ON_FAILURE", v, sizeof(v)) == 0 &&
+	if (remote_jobenv(sp, "DDP_ON_FAILURE", v, sizeof(v)) == 0 &&
 	    !strcmp(v, "shrink"))
 		return 0;
-	if (jobenv(sp, NO_KILL_ENV, v, sizeof(v)) == 0 && !strcmp(v, "0"))
+	if (remote_jobenv(sp, NO_KILL_ENV, v, sizeof(v)) == 0 &&
+	    !strcmp(v, "0"))
 		return 0;
-	if (jobenv(sp, "SLURM_KILL_BAD_EXIT", v, sizeof(v)) == 0 &&
+	if (remote_jobenv(sp, "SLURM_KILL_BAD_EXIT", v, sizeof(v)) == 0 &&
 	    !strcmp(v, "0"))
 		return 0;
 	return 1;
@@ -472,7 +463,7 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 			 ? (long)gid
 			 : -1;
 	f.nodes = n->nnodes;
-	if (jobenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) < 0)
+	if (remote_jobenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) < 0)
 		list[0] = '\0';
 	ddp_fmt(f.step_nodes, sizeof(f.step_nodes), "%s", list);
 	node_name(n, list, f.node, sizeof(f.node));

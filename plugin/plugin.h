@@ -212,6 +212,10 @@ int remote_user_init(struct ddp_plugin *p, spank_t sp);
  * rank environment. Returns 0, or -1 (logged) to fail the task. */
 int remote_task_init(struct ddp_plugin *p, spank_t sp);
 
+/* slurmstepd: copies the job's environment variable name into buf (size
+ * bytes); 0 when it is set and fits, else -1 with buf "". */
+int remote_jobenv(spank_t sp, const char *name, char *buf, size_t size);
+
 /* slurmstepd, from slurm_spank_exit (as root): records the check's
  * verdicts about this node (<state_dir>/verdicts), removes the step's key
  * file and frees the node's state. */

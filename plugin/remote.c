@@ -35,9 +35,8 @@
  * inside a rank chooses its own instead of treating it as preset. */
 #define PORT_MARK "DDP_PORT_CHOSEN"
 
-/* Copies a job environment variable into buf; 0 when set and it fits. */
-static int
-jobenv(spank_t sp, const char *name, char *buf, size_t size)
+int
+remote_jobenv(spank_t sp, const char *name, char *buf, size_t size)
 {
 	if (spank_getenv(sp, name, buf, (int)size) != ESPANK_SUCCESS) {
 		buf[0] = '\0';
@@ -128,8 +127,8 @@ compute_plan(struct ddp_node *n, spank_t sp)
 	char err[DDP_ERR_LEN];
 	int rc = -1;
 
-	jobenv(sp, "CUDA_VISIBLE_DEVICES", cvd, sizeof(cvd));
-	jobenv(sp, "SLURM_STEP_GPUS", sgpus, sizeof(sgpus));
+	remote_jobenv(sp, "CUDA_VISIBLE_DEVICES", cvd, sizeof(cvd));
+	remote_jobenv(sp, "SLURM_STEP_GPUS", sgpus, sizeof(sgpus));
 	if (ddp_gpu_resolve(cvd, sgpus, ddp_topo_ngpus(n->topo), n->local_tasks,
 			    &n->gpus, err, sizeof(err)) < 0) {
 		node_error(n, "--ddp: %s", err);
@@ -258,8 +257,8 @@ choose_port(struct ddp_plugin *p, spank_t sp)
 		choose_check_port(p, n->port);
 		goto out;
 	}
-	jobenv(sp, "MASTER_PORT", preset, sizeof(preset));
-	jobenv(sp, PORT_MARK, mark, sizeof(mark));
+	remote_jobenv(sp, "MASTER_PORT", preset, sizeof(preset));
+	remote_jobenv(sp, PORT_MARK, mark, sizeof(mark));
 	if (preset[0] && strcmp(preset, mark) != 0) {
 		if (ddp_port_parse(preset) < 0) {
 			node_error(n,
@@ -408,7 +407,7 @@ read_layout(struct ddp_node *n, spank_t sp, uid_t *uid)
 		ddp_fmt(n->host, sizeof(n->host), "?");
 	if (user_name(*uid, n->user, sizeof(n->user)) < 0)
 		n->user[0] = '\0';
-	if (jobenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) < 0 ||
+	if (remote_jobenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) < 0 ||
 	    first_host(list, n->master, sizeof(n->master)) < 0) {
 		node_error(n,
 			   "--ddp: cannot read the step's node list "
@@ -425,7 +424,8 @@ read_layout(struct ddp_node *n, spank_t sp, uid_t *uid)
 		node_error(n, "--ddp: out of memory");
 		return -1;
 	}
-	if (jobenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn)) < 0 ||
+	if (remote_jobenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn)) <
+		    0 ||
 	    (count = ddp_tasks_parse(tpn, n->counts, DDP_TASKS_MAX_NODES)) <
 		    0 ||
 	    (uint32_t)count != n->nnodes || n->nodeid >= n->nnodes ||
@@ -682,7 +682,7 @@ remote_task_init(struct ddp_plugin *p, spank_t sp)
 		return -1;
 	}
 	/* SLURM_PROCID carries the het-job offset S_TASK_GLOBAL_ID lacks. */
-	if (jobenv(sp, "SLURM_PROCID", procid, sizeof(procid)) == 0)
+	if (remote_jobenv(sp, "SLURM_PROCID", procid, sizeof(procid)) == 0)
 		ddp_parse_long(procid, 0, 0x7fffffffL, &global);
 	else if (spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS)
 		global = gid;

@@ -80,6 +80,23 @@ check_conf_file_restore() {
 	put_conf "$(mc_state)/etc/ddp.conf" <"$BATS_FILE_TMPDIR/ddp.conf.orig"
 }
 
+# job_field JOB KEY: KEY=value from scontrol show job, or nothing.
+job_field() {
+	mc_run -- scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+}
+
+# wait_done JOB SECONDS: until the job completed or failed.
+wait_done() {
+	local state
+	for _ in $(seq "$2"); do
+		state=$(job_field "$1" JobState)
+		case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) echo "$state"; return 0 ;; esac
+		sleep 1
+	done
+	echo "still ${state:-unknown} after $2 s"
+	return 1
+}
+
 # wait_line FILE REGEX SECONDS: waits until a line of FILE matches REGEX
 # (grep -E), at most SECONDS; fails after that, printing the file.
 wait_line() {

@@ -45,23 +45,6 @@ teardown() {
 train_opts=(--synthetic 4096 --hidden 32 --epochs 12)
 first_failure='^ddp: rank [0-9]+ on [^ ]+ (was killed|exited|hangs|is unreachable|was lost).*\(first failure of step [0-9]+\.[0-9]+\)$'
 
-# job_field JOB KEY: KEY=value from scontrol show job, or nothing.
-job_field() {
-	mc_run -- scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
-}
-
-# wait_done JOB SECONDS: until the job completed or failed.
-wait_done() {
-	local state
-	for _ in $(seq "$2"); do
-		state=$(job_field "$1" JobState)
-		case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) echo "$state"; return 0 ;; esac
-		sleep 1
-	done
-	echo "still ${state:-unknown} after $2 s"
-	return 1
-}
-
 # wait_after FILE MARK REGEX SECONDS: waits until a line of FILE matching
 # REGEX follows one matching MARK, at most SECONDS; fails at once when the
 # batch script's srun has ended.

@@ -41,23 +41,6 @@ teardown() {
 	rm -rf "$dir"
 }
 
-# job_field JOB KEY: KEY=value from scontrol show job, or nothing.
-job_field() {
-	mc_run -- scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
-}
-
-# wait_done JOB SECONDS: until the job completed or failed.
-wait_done() {
-	local state
-	for _ in $(seq "$2"); do
-		state=$(job_field "$1" JobState)
-		case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) echo "$state"; return 0 ;; esac
-		sleep 1
-	done
-	echo "still ${state:-unknown} after $2 s"
-	return 1
-}
-
 @test "sbatch -N3 --requeue, --ddp-check=requeue: node2 is named, the job is requeued without it and completes on the other three with restart count 1" {
 	local job state verdicts
 	run mc_run --user ddptest -- sbatch --parsable -N3 --requeue --open-mode=append \
