@@ -439,6 +439,24 @@ ends_step(const struct ddp_plugin *p, spank_t sp)
 	return 1;
 }
 
+/* 1 when the step's program is ddp-check (srun --ddp ddp-check): its exit
+ * status is its verdict, which every rank returns, not a failed rank. */
+static int
+step_runs_check(const struct ddp_plugin *p, spank_t sp)
+{
+	const char *base;
+	char **argv = NULL;
+	int argc = 0;
+
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS ||
+	    argc < 1 || !argv || !argv[0])
+		return 0;
+	base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	return !strcmp(argv[0], p->conf.check_path) ||
+	       !strcmp(base, "ddp-check");
+}
+
 int
 failure_task_exit(struct ddp_plugin *p, spank_t sp)
 {
@@ -455,6 +473,8 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 		return 0;
 	if (spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS &&
 	    failed_before_exec(n, local))
+		return 0;
+	if (step_runs_check(p, sp))
 		return 0;
 	n->failure_seen = 1;
 	clock_gettime(CLOCK_REALTIME, &ts);
