@@ -3,12 +3,17 @@
 #include "ddp_util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -267,4 +272,80 @@ ddp_buf_free(struct ddp_buf *b)
 	b->s = NULL;
 	b->len = b->cap = 0;
 	b->failed = 0;
+}
+
+/* 1 when fd holds output on its way: a pipe's read end with unread
+ * bytes, or a TCP socket with bytes its peer has not yet acknowledged. */
+static int
+holds_output(int fd)
+{
+	struct stat st;
+	int fl, domain = 0, type = 0, bytes = 0;
+	socklen_t len = sizeof(domain);
+
+	if (fstat(fd, &st) < 0)
+		return 0;
+	if (S_ISFIFO(st.st_mode)) {
+		fl = fcntl(fd, F_GETFL);
+		return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY &&
+		       ioctl(fd, FIONREAD, &bytes) == 0 && bytes > 0;
+	}
+	if (!S_ISSOCK(st.st_mode) ||
+	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
+	    (domain != AF_INET && domain != AF_INET6))
+		return 0;
+	len = sizeof(type);
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+	       type == SOCK_STREAM && ioctl(fd, SIOCOUTQ, &bytes) == 0 &&
+	       bytes > 0;
+}
+
+/* 1 when some descriptor of this process, but skip's, holds output; 0
+ * when none; -1 when /proc/self/fd cannot be read. */
+static int
+some_output_held(const int *skip, size_t nskip)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	long fd;
+	size_t i;
+	int found = 0;
+
+	if (!dir)
+		return -1;
+	while (!found && (e = readdir(dir))) {
+		if (ddp_parse_long(e->d_name, 0, INT32_MAX, &fd) < 0 ||
+		    fd == dirfd(dir))
+			continue;
+		for (i = 0; i < nskip && skip[i] != fd; i++)
+			;
+		found = i == nskip && holds_output((int)fd);
+	}
+	closedir(dir);
+	return found;
+}
+
+int
+ddp_wait_output_sent(const int *skip, size_t nskip, double deadline)
+{
+	int held, clear = 0;
+
+	/* Two looks in a row find nothing: a reader that has just taken
+	 * bytes from a pipe has had the time to send them on. */
+	while (clear < 2) {
+		held = some_output_held(skip, nskip);
+		if (held < 0)
+			return -1;
+		clear = held ? 0 : clear + 1;
+		if (clear == 2)
+			break;
+		if (held && ddp_now() >= deadline) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		/* Nothing signals bytes read or acknowledged: look again
+		 * soon; the readers are poll loops that act at once. */
+		ddp_sleep_until(ddp_now() + 0.002);
+	}
+	return 0;
 }

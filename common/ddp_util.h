@@ -114,6 +114,20 @@ void ddp_buf_free(struct ddp_buf *b);
  */
 void ddp_close(int *fd);
 
+/*
+ * Waits until this process holds no output on its way, or until deadline
+ * (ddp_now() seconds): no pipe it reads from (a read-only FIFO descriptor
+ * other than the nskip ones at skip) holds unread bytes, and no TCP socket
+ * of it holds bytes its peer has not acknowledged, at two looks in a row.
+ * slurmstepd forwards a task's output to srun from its own pipes over TCP,
+ * and srun drops what is still on its way once a task of the step dies of
+ * SIGKILL: waiting here before a step is ended keeps a failed task's last
+ * words. Returns 0 when nothing is held, -1 at the deadline (ETIMEDOUT)
+ * or when /proc/self/fd cannot be read. Reentrant; it only looks, never
+ * reads.
+ */
+int ddp_wait_output_sent(const int *skip, size_t nskip, double deadline);
+
 /* Writes all len bytes of buf to fd, retrying short writes and EINTR.
  * Returns 0, or -1 with errno set (a write that wrote nothing: EIO). */
 int ddp_write_all(int fd, const void *buf, size_t len);

@@ -55,6 +55,8 @@
 #define KILLED_CHECK "rank-killed"
 /* How long a node's report may take, and srun's reading of all of them. */
 #define REPORT_SECONDS 2.0
+/* How long a failed task's output may take to leave slurmstepd's pipes. */
+#define OUTPUT_SECONDS 0.5
 /* Reports srun reads at most: one per node of the largest step. */
 #define REPORTS_MAX 65536
 
@@ -494,8 +496,17 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 	 * GPUs, and srun cannot end before this task's exit reaches it,
 	 * which comes after the report. */
 	if (ends_step(p, sp)) {
+		const int own[] = {n->prelaunch_rfd, n->cause_rfd};
+
 		ddp_info("--ddp: %s: ending step %u.%u", what, n->jobid,
 			 n->stepid);
+		/* The task's last output first: srun drops what is still on
+		 * its way once the step's other tasks die of SIGKILL. */
+		if (ddp_wait_output_sent(own, 2, ddp_now() + OUTPUT_SECONDS) <
+		    0)
+			ddp_debug("--ddp: %s: output still on its way after %g "
+				  "s: %s",
+				  what, OUTPUT_SECONDS, strerror(errno));
 		if (ddp_slurm_kill_job_step(n->jobid, n->stepid, SIGKILL) !=
 		    SLURM_SUCCESS)
 			ddp_error("--ddp: %s: cannot end step %u.%u: %s", what,

@@ -22,7 +22,7 @@ setup() {
 
 teardown() {
 	[ -z "${srun_pid:-}" ] || kill "$srun_pid" 2>/dev/null || true
-	rm -f "$out" "${GATE:-}"
+	rm -f "$out" "$out.err" "${GATE:-}"
 }
 
 # first_failure_lines: srun's first-failure lines in $output.
@@ -168,6 +168,27 @@ survives() {
 	output=$(first_failure_lines)
 	[ "$(wc -l <<<"$output")" -eq 1 ]
 	[[ $output == *"ddp: rank 1 on $node exited with status 1; the step was ended"* ]]
+}
+
+@test "a rank that prints 64 KiB and its last words, then exits 1: srun prints them all before the step ends" {
+	local rc=0 trial
+	# srun drops the output still on its way once a task dies of
+	# SIGKILL; the plugin ends the step only after slurmstepd has taken
+	# in all of the failed task's output.
+	for trial in 1 2 3 4 5; do
+		rc=0
+		mc_run -- timeout 120 srun --nodes=3 --ntasks-per-node=1 --ddp \
+			/bin/bash -c '[ "$SLURM_PROCID" = 1 ] || exec /bin/sleep 600
+				head -c 65536 /dev/zero | tr "\0" x; echo
+				echo "LAST WORDS of rank 1, trial '"$trial"'" >&2; exit 1' >"$out" 2>"$out.err" || rc=$?
+		output=$(cat "$out.err")
+		status=$rc
+		echo "# trial $trial: $(wc -c <"$out") bytes of output" >&3
+		[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+		[ "$(awk 'length($0) == 65536 && !/[^x]/' "$out" | wc -l)" -eq 1 ]
+		[[ $output == *"LAST WORDS of rank 1, trial $trial"* ]]
+		[[ $output == *"ddp: rank 1 on node"*" exited with status 1; the step was ended"* ]]
+	done
 }
 
 @test "srun --export=NONE: a rank that exits 1 still ends the step, and srun names it" {

@@ -3,9 +3,13 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "ddp_net.h"
 #include "ddp_util.h"
 #include "tap.h"
 
@@ -95,6 +99,102 @@ test_buf(void)
 	ddp_buf_free(&b);
 }
 
+/* ddp_wait_output_sent: a pipe with unread bytes holds it until a reader
+ * takes them; skipped pipes and write ends never do. */
+static void
+test_wait_pipes_read(void)
+{
+	int data[2] = {-1, -1}, go[2] = {-1, -1}, st = -1;
+	char c = 'x', buf[4];
+	pid_t reader;
+
+	tap_ok(ddp_wait_output_sent(NULL, 0, ddp_now()) == 0,
+	       "ddp_wait_output_sent: no unread pipe, no wait");
+	if (pipe(data) < 0 || pipe(go) < 0 || write(data[1], "abc", 3) != 3) {
+		tap_ok(0, "pipes for ddp_wait_output_sent");
+		return;
+	}
+	tap_ok(ddp_wait_output_sent(NULL, 0, ddp_now() + 0.05) < 0 &&
+		       errno == ETIMEDOUT,
+	       "a pipe holding 3 unread bytes: ETIMEDOUT at the deadline");
+	tap_ok(ddp_wait_output_sent(&data[0], 1, ddp_now() + 0.05) == 0,
+	       "the same pipe skipped: no wait");
+	reader = fork();
+	if (reader == 0) {
+		ddp_close(&go[1]);
+		/* Reads the bytes once the parent waits (its byte on go). */
+		_exit(read(go[0], &c, 1) == 1 && read(data[0], buf, 3) == 3
+			      ? 0
+			      : 1);
+	}
+	ddp_close(&go[0]);
+	tap_ok(reader > 0 && write(go[1], &c, 1) == 1 &&
+		       ddp_wait_output_sent(NULL, 0, ddp_now() + 30) == 0,
+	       "another process reads the bytes: the wait ends");
+	tap_ok(reader > 0 && waitpid(reader, &st, 0) == reader && st == 0,
+	       "the reader read all 3 bytes");
+	ddp_close(&data[0]);
+	ddp_close(&data[1]);
+	/* A byte left in a pipe whose read end is closed: the write end
+	 * that remains is not a reader's. */
+	tap_ok(pipe(data) == 0 && write(data[1], &c, 1) == 1 &&
+		       (ddp_close(&data[0]), 1) &&
+		       ddp_wait_output_sent(NULL, 0, ddp_now() + 0.05) == 0,
+	       "a write end alone never holds the wait");
+	ddp_close(&data[1]);
+	ddp_close(&go[1]);
+}
+
+/* ddp_wait_output_sent: a TCP socket whose peer has not taken its bytes
+ * (its receive window full) holds the wait until the peer reads them. */
+static void
+test_wait_socket_sent(void)
+{
+	char buf[65536], why[256];
+	int lfd, port = 0, cfd = -1, sfd = -1, st = -1;
+	size_t sent = 0;
+	ssize_t n;
+	pid_t reader;
+
+	memset(buf, 'y', sizeof(buf));
+	lfd = ddp_net_listen(0, &port);
+	if (lfd >= 0)
+		cfd = ddp_net_connect_once("127.0.0.1", port, ddp_now() + 10,
+					   why, sizeof(why));
+	if (cfd >= 0 && ddp_net_wait(lfd, POLLIN, ddp_now() + 10) > 0)
+		sfd = accept(lfd, NULL, NULL);
+	if (sfd < 0) {
+		tap_ok(0, "a loopback connection for ddp_wait_output_sent");
+		goto out;
+	}
+	/* Until the kernel takes no more: the peer reads nothing. */
+	while ((n = write(cfd, buf, sizeof(buf))) > 0)
+		sent += (size_t)n;
+	tap_ok(sent > 0 &&
+		       ddp_wait_output_sent(&sfd, 1, ddp_now() + 0.05) < 0 &&
+		       errno == ETIMEDOUT,
+	       "a socket with %zu bytes its peer has not read: ETIMEDOUT",
+	       sent);
+	reader = fork();
+	if (reader == 0) {
+		size_t got = 0;
+
+		while (got < sent &&
+		       ddp_net_wait(sfd, POLLIN, ddp_now() + 30) > 0 &&
+		       (n = read(sfd, buf, sizeof(buf))) > 0)
+			got += (size_t)n;
+		_exit(got == sent ? 0 : 1);
+	}
+	tap_ok(reader > 0 && ddp_wait_output_sent(&sfd, 1, ddp_now() + 30) == 0,
+	       "the peer reads them all: the wait ends");
+	tap_ok(reader > 0 && waitpid(reader, &st, 0) == reader && st == 0,
+	       "the peer read every byte");
+out:
+	ddp_close(&sfd);
+	ddp_close(&cfd);
+	ddp_close(&lfd);
+}
+
 int
 main(void)
 {
@@ -127,5 +227,7 @@ main(void)
 	test_clock_close_hex();
 	test_fmt_cat();
 	test_buf();
+	test_wait_pipes_read();
+	test_wait_socket_sent();
 	return tap_done();
 }
