@@ -507,8 +507,11 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 			ddp_debug("--ddp: %s: output still on its way after %g "
 				  "s: %s",
 				  what, OUTPUT_SECONDS, strerror(errno));
+		/* Another node's failure may have ended it already: every
+		 * node's first failed task asks. */
 		if (ddp_slurm_kill_job_step(n->jobid, n->stepid, SIGKILL) !=
-		    SLURM_SUCCESS)
+			    SLURM_SUCCESS &&
+		    errno != ESLURM_ALREADY_DONE)
 			ddp_error("--ddp: %s: cannot end step %u.%u: %s", what,
 				  n->jobid, n->stepid, slurm_strerror(errno));
 	} else {

@@ -15,11 +15,14 @@
 # The nodes this shell has cut, restored by fault_restore_all.
 FAULT_CUT_NODES=()
 
-fault_now() { date +%s.%N; }
+# Seconds since the epoch, read without a fork: a fault's time is taken
+# just before it strikes, not a process start later.
+fault_now() { echo "${EPOCHREALTIME/,/.}"; }
 
-# fault_note WHAT: the injection line; FAULT_TIME its time.
+# fault_note WHAT [TIME]: the injection line; FAULT_TIME its time (TIME,
+# taken just before the fault, else now).
 fault_note() {
-	FAULT_TIME=$(fault_now)
+	FAULT_TIME=${2:-$(fault_now)}
 	echo "fault: $1 at $FAULT_TIME" >&2
 }
 
@@ -53,14 +56,18 @@ rank_pid() {
 
 # fault_kill PID [SIGNAL]: sends SIGNAL (default KILL) to PID.
 fault_kill() {
+	local t
+	t=$(fault_now)
 	kill -"${2:-KILL}" "$1" || return 1
-	fault_note "SIG${2:-KILL} to pid $1"
+	fault_note "SIG${2:-KILL} to pid $1" "$t"
 }
 
 # fault_stop PID / fault_cont PID: SIGSTOP (a hung rank) and SIGCONT.
 fault_stop() {
+	local t
+	t=$(fault_now)
 	kill -STOP "$1" || return 1
-	fault_note "SIGSTOP to pid $1"
+	fault_note "SIGSTOP to pid $1" "$t"
 }
 fault_cont() { kill -CONT "$1" 2>/dev/null || true; }
 
