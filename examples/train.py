@@ -213,6 +213,17 @@ def main():
                   f"{restarts}): {start} of {args.epochs} epochs done",
                   flush=True)
 
+    # DDP lays its gradient buckets out anew after its first backward pass,
+    # in the order the gradients became ready: a resumed run's first step
+    # would sum in another order than the uninterrupted run's step at the
+    # same epoch, and with three ranks or more round differently. One
+    # backward pass of a zero loss (its gradients are exact zeros, and no
+    # optimizer step follows it) makes every training step of a fresh or a
+    # resumed run use the rebuilt layout.
+    warm = data.tensors[0][:args.batch_size].to(device)
+    (ddp_model(warm).sum() * 0).backward()
+    opt.zero_grad()
+
     first = True
     for epoch in range(start, args.epochs):
         sampler.set_epoch(epoch)

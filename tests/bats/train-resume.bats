@@ -215,20 +215,22 @@ digest_of() {
 	cat "$tmp/$1".* | sed -n 's/^params_sha256 \([0-9a-f]*\) rank [0-9]*$/\1/p' | sort -u
 }
 
-@test "train.py killed after its first checkpoint resumes and ends bit-identical to an uninterrupted run" {
+# Three ranks: with two, a + b rounds the same in any order, so a resumed
+# run that summed its gradients in another order would pass unnoticed.
+@test "train.py (3 ranks) killed after its first checkpoint resumes and ends bit-identical to an uninterrupted run" {
 	need_torch
-	run_ranks 2 plain "$python" "$repo/examples/train.py" "${py_opts[@]}"
+	run_ranks 3 plain "$python" "$repo/examples/train.py" "${py_opts[@]}"
 	want=$(digest_of plain)
 	[ "$(printf '%s\n' "$want" | wc -l)" -eq 1 ] && [ -n "$want" ]
-	[ "$(cat "$tmp"/plain.* | grep -c '^rank [01] local_rank 0 world 2 device cpu backend gloo checksum ')" -eq 2 ]
+	[ "$(cat "$tmp"/plain.* | grep -cE '^rank [012] local_rank 0 world 3 device cpu backend gloo checksum ')" -eq 3 ]
 
 	mkdir "$tmp/ck"
-	start_ranks 2 killed "$python" "$repo/examples/train.py" "${py_opts[@]}" \
+	start_ranks 3 killed "$python" "$repo/examples/train.py" "${py_opts[@]}" \
 		--checkpoint "$tmp/ck" --checkpoint-every 1
 	kill_when "$tmp/ck/train.pt" test -s
 	[ -z "$(digest_of killed)" ]
 
-	run_ranks 2 resumed "$python" "$repo/examples/train.py" "${py_opts[@]}" \
+	run_ranks 3 resumed "$python" "$repo/examples/train.py" "${py_opts[@]}" \
 		--checkpoint "$tmp/ck" --checkpoint-every 1
 	done_at_kill=$(sed -n 's/^train.py: resuming from .* (restart 0): \([0-9]*\) of 40 epochs done$/\1/p' "$tmp/resumed.0")
 	echo "killed with $done_at_kill epochs done"

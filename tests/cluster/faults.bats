@@ -120,24 +120,18 @@ check_end() {
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
-# Two ranks: with three or four, train.py resumed in a new process ends
-# with parameters that differ from an uninterrupted run's in their last
-# bits (without Slurm too: the same state after 5 epochs, another after
-# the 6th), likely the order in which a new DistributedDataParallel sums
-# its first step's gradients; with two, where that order cannot change
-# the rounding, the parameters are bit-identical.
-@test "sbatch -N5, srun -N2 --ddp-restart=2: a PyTorch rank killed with SIGKILL: restarted, ends with an uninterrupted run's parameters" {
+@test "sbatch -N5, srun -N4 --ddp-restart=2: a PyTorch rank killed with SIGKILL: restarted, ends with an uninterrupted run's parameters" {
 	local blamed pid py=/usr/bin/python3 script=$repo_root/examples/train.py
 	"$py" -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
 	crc_re='s/^params_sha256 \([0-9a-f]*\) rank [0-9]*$/\1/p'
-	uninterrupted 2 "$py" "$script" --device cpu --epochs 60
-	submit -N2 "$py" "$script" --device cpu --epochs 60 --checkpoint "$dir/ckpt" --checkpoint-every 1
-	blamed=$(node_of 1)
+	uninterrupted 4 "$py" "$script" --device cpu --epochs 60
+	submit -N4 "$py" "$script" --device cpu --epochs 60 --checkpoint "$dir/ckpt" --checkpoint-every 1
+	blamed=$(node_of 2)
 	[ -n "$blamed" ]
-	pid=$(rank_pid "$job" 0 1 python3)
+	pid=$(rank_pid "$job" 0 2 python3)
 	fault_kill "$pid" KILL
 	measure
-	check_end 2 "$blamed"
+	check_end 4 "$blamed"
 	# Some epochs left: the kill came while it trained.
 	grep -qE '^train.py: resuming from .* \(restart 1\): [1-5]?[0-9] of 60 epochs done$' "$dir/job.out"
 }
