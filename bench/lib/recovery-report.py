@@ -26,9 +26,14 @@ PATHS = {"restart": "srun --ddp --ddp-restart=1",
          "requeue": "Slurm's requeue (sbatch --requeue, scontrol requeue)",
          "check-requeue": "requeue with srun --ddp-check=requeue first"}
 FAULTS = {"kill": "SIGKILL of rank 2 (examples/train)",
+          "stop": "SIGSTOP of rank 2 (examples/train), a hang",
+          "cut": "rank 2's node's link cut (examples/train)",
           "torch-kill": "SIGKILL of rank 2 (examples/train.py, PyTorch Gloo)"}
 KILL_TARGET_S = 15.0
 TORCH_TARGET_S = 5.0
+# bench/recovery's DDP_TIMEOUT: a hang is named after it.
+HANG_TIMEOUT_S = 5.0
+HANG_TARGET_S = HANG_TIMEOUT_S + 15.0
 
 
 def p95(xs):
@@ -110,6 +115,19 @@ def main():
                         "%s s" % fmt(max(kill)) if good == n else
                         "%d of %d trials never resumed" % (n - good, n),
                         fmt(statistics.median(kill)), good, n))
+    for fault, what in (("stop", "hang (SIGSTOP)"), ("cut", "cut link")):
+        hang = totals.get((fault, "restart", "total_s"))
+        if not hang:
+            continue
+        n, good = tried[(fault, "restart")]
+        met = max(hang) <= HANG_TARGET_S and good == n
+        lines.append("- At most DDP_TIMEOUT + 15 s (%.0f s) from a %s to the "
+                     "resumed first allreduce (--ddp-restart): %s, worst %s "
+                     "(median %s s of the %d of %d trials that resumed)."
+                     % (HANG_TARGET_S, what, "met" if met else "not met",
+                        "%s s" % fmt(max(hang)) if good == n else
+                        "%d of %d trials never resumed" % (n - good, n),
+                        fmt(statistics.median(hang)), good, n))
     ends = [x for (f, _, k), xs in totals.items()
             if f == "torch-kill" and k == "step_end_s" for x in xs]
     if ends:
