@@ -110,7 +110,7 @@ static int
 why_ok(const char *why)
 {
 	return !strcmp(why, "lost") || !strcmp(why, "hang") ||
-	       !strcmp(why, "unreachable");
+	       !strcmp(why, "unreachable") || !strcmp(why, "behind");
 }
 
 /* The naming's fields, checked. */
@@ -548,9 +548,10 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 	decide_blame(c, node);
 	ddp_fmt(what, whatlen, "rank %ld on %s %s (named by rank %ld)", c->rank,
 		c->node,
-		!strcmp(n->named_why, "hang")	? "hangs"
-		: !strcmp(n->named_why, "lost") ? "was lost"
-						: "is unreachable",
+		!strcmp(n->named_why, "hang")	  ? "hangs"
+		: !strcmp(n->named_why, "behind") ? "hangs in an earlier call"
+		: !strcmp(n->named_why, "lost")	  ? "was lost"
+						  : "is unreachable",
 		n->named_by);
 }
 

@@ -15,8 +15,9 @@
  * does not know when the step ends. The four optional fields, all or
  * none, are the naming: a task of the node (rank BY) wrote to its
  * DDP_FAILURE_FD that it failed because of rank NAMED on NAMED_HOST (as
- * libddp knows the host), WHY "lost", "hang" or "unreachable" (libddp(3));
- * the naming line is "BY names NAMED NAMED_HOST WHY".
+ * libddp knows the host), WHY "lost", "hang", "unreachable" or "behind"
+ * (a hang survey found NAMED still in an earlier call, itself waiting:
+ * libddp(3)); the naming line is "BY names NAMED NAMED_HOST WHY".
  *
  * The record, one line in the file DDP_RESTART_REPORT names:
  *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 nodes=4

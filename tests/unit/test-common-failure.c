@@ -287,6 +287,10 @@ test_naming(void)
 		       !strcmp(g.named_why, "lost"),
 	       "a task's naming line is read");
 	g = killed(1, "node2", 9, 5);
+	tap_ok(ddp_failure_parse_naming("1 names 3 node4 behind", &g) == 0 &&
+		       g.named_rank == 3 && !strcmp(g.named_why, "behind"),
+	       "a naming of a rank still in an earlier call is read");
+	g = killed(1, "node2", 9, 5);
 	tap_ok(ddp_failure_parse_naming("1 names 3 node4 bored", &g) < 0 &&
 		       ddp_failure_parse_naming("1 blames 3 node4 lost", &g) <
 			       0 &&
