@@ -110,7 +110,7 @@ static int
 why_ok(const char *why)
 {
 	return !strcmp(why, "lost") || !strcmp(why, "hang") ||
-	       !strcmp(why, "unreachable");
+	       !strcmp(why, "unreachable") || !strcmp(why, "behind");
 }
 
 /* The naming's fields, checked. */
@@ -548,32 +548,116 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 	decide_blame(c, node);
 	ddp_fmt(what, whatlen, "rank %ld on %s %s (named by rank %ld)", c->rank,
 		c->node,
-		!strcmp(n->named_why, "hang")	? "hangs"
-		: !strcmp(n->named_why, "lost") ? "was lost"
-						: "is unreachable",
+		!strcmp(n->named_why, "hang")	  ? "hangs"
+		: !strcmp(n->named_why, "behind") ? "hangs in an earlier call"
+		: !strcmp(n->named_why, "lost")	  ? "was lost"
+						  : "is unreachable",
 		n->named_by);
 }
 
-/* How many reports name rank. */
+/* Rule 2's chain (failure.h): the report whose naming report i's counts
+ * as; link NULL (no chain followed) counts each as its own. */
 static size_t
-times_named(const struct ddp_failure_set *set, long rank)
+linked(const size_t *link, size_t i)
+{
+	return link ? link[i] : i;
+}
+
+/* The index of the earliest report of rank, or set->nseen for none. */
+static size_t
+report_of(const struct ddp_failure_set *set, long rank)
+{
+	const struct ddp_failure_seen *e = seen_rank(set, rank);
+
+	return e ? (size_t)(e - set->seen) : set->nseen;
+}
+
+/*
+ * Rule 2's chain (failure.h), for each report i: link[i] is i, or, while
+ * the naming in hand names a waiter ("behind") whose own report names a
+ * rank that is not yet on the chain (nor i's own rank), that report.
+ * Returns the links (nseen, the caller frees them), or NULL when out of
+ * memory: then no chain is followed.
+ */
+static size_t *
+chain_links(const struct ddp_failure_set *set)
+{
+	size_t n = set->nseen, i, cur, next, after;
+	size_t *link, *own, *mark;
+
+	link = calloc(n ? 3 * n : 1, sizeof(*link));
+	if (!link)
+		return NULL;
+	own = link + n;
+	mark = own + n;
+	for (i = 0; i < n; i++)
+		own[i] = set->seen[i].named_rank < 0
+				 ? n
+				 : report_of(set, set->seen[i].named_rank);
+	for (i = 0; i < n; i++) {
+		/* mark[k] == i + 1: report k's rank is on i's chain. */
+		for (cur = i;; cur = next) {
+			next = own[cur];
+			if (set->seen[cur].named_rank < 0 ||
+			    strcmp(set->seen[cur].named_why, "behind") ||
+			    next == n || set->seen[next].named_rank < 0)
+				break;
+			mark[next] = i + 1;
+			after = own[next];
+			if (set->seen[next].named_rank == set->seen[i].rank ||
+			    (after < n && mark[after] == i + 1))
+				break;
+		}
+		link[i] = cur;
+	}
+	return link;
+}
+
+/* How many reports name rank, at the end of their chains. */
+static size_t
+times_named(const struct ddp_failure_set *set, const size_t *link, long rank)
 {
 	size_t i, n = 0;
 
 	for (i = 0; i < set->nseen; i++)
-		n += set->seen[i].named_rank == rank;
+		n += set->seen[i].named_rank >= 0 &&
+		     set->seen[linked(link, i)].named_rank == rank;
 	return n;
 }
 
-/* Rule 2's naming (failure.h): the earliest one, or the earliest of the
- * rank the reports name most often when that is another, into n. */
-static void
-deciding_naming(const struct ddp_failure_set *set, struct ddp_failure *n)
+/* The index of the earliest report with a naming (set->naming's). */
+static size_t
+earliest_naming(const struct ddp_failure_set *set)
 {
-	const struct ddp_failure_seen *best = NULL;
-	size_t i, top = times_named(set, set->naming.named_rank), k;
+	size_t i, first = set->nseen;
+
+	for (i = 0; i < set->nseen; i++) {
+		const struct ddp_failure_seen *e = &set->seen[i], *f;
+
+		if (e->named_rank < 0)
+			continue;
+		f = first < set->nseen ? &set->seen[first] : NULL;
+		if (!f || e->time_ms < f->time_ms ||
+		    (e->time_ms == f->time_ms && e->rank < f->rank))
+			first = i;
+	}
+	return first;
+}
+
+/* Rule 2's naming (failure.h): the earliest one, or the earliest of the
+ * rank the reports name most often when that is another, each at the end
+ * of its chain, into n. */
+static void
+deciding_naming(const struct ddp_failure_set *set, const size_t *link,
+		struct ddp_failure *n)
+{
+	const struct ddp_failure_seen *best = NULL, *to;
+	size_t first = earliest_naming(set), i, top, k;
 
 	*n = set->naming;
+	if (first == set->nseen)
+		return;
+	top = times_named(set, link, set->seen[linked(link, first)].named_rank);
 	/* Named more often than the earliest naming's rank; among ranks
 	 * named as often, the earliest naming. */
 	for (i = 0; i < set->nseen; i++) {
@@ -581,20 +665,24 @@ deciding_naming(const struct ddp_failure_set *set, struct ddp_failure *n)
 
 		if (e->named_rank < 0)
 			continue;
-		k = times_named(set, e->named_rank);
+		k = times_named(set, link,
+				set->seen[linked(link, i)].named_rank);
 		if (k > top ||
 		    (best && k == top && e->time_ms < best->time_ms)) {
 			best = e;
 			top = k;
 		}
 	}
-	if (!best)
+	if (best)
+		n->time_ms = best->time_ms;
+	else if (linked(link, first) == first)
 		return;
-	n->named_by = best->rank;
-	n->named_rank = best->named_rank;
-	ddp_fmt(n->named_node, sizeof(n->named_node), "%s", best->named_node);
-	ddp_fmt(n->named_why, sizeof(n->named_why), "%s", best->named_why);
-	n->time_ms = best->time_ms;
+	to = &set->seen[linked(link,
+			       best ? (size_t)(best - set->seen) : first)];
+	n->named_by = to->rank;
+	n->named_rank = to->named_rank;
+	ddp_fmt(n->named_node, sizeof(n->named_node), "%s", to->named_node);
+	ddp_fmt(n->named_why, sizeof(n->named_why), "%s", to->named_why);
 }
 
 int
@@ -602,6 +690,7 @@ ddp_failure_set_cause(const struct ddp_failure_set *set,
 		      struct ddp_failure *cause, char *what, size_t whatlen)
 {
 	struct ddp_failure naming;
+	size_t *link;
 
 	if (!set->have_first)
 		return 0;
@@ -613,7 +702,9 @@ ddp_failure_set_cause(const struct ddp_failure_set *set,
 			ddp_fmt(what, whatlen, "rank %ld failed", cause->rank);
 		return 1;
 	}
-	deciding_naming(set, &naming);
+	link = chain_links(set);
+	deciding_naming(set, link, &naming);
+	free(link);
 	named_cause(set, &naming, cause, what, whatlen);
 	return 1;
 }

@@ -15,8 +15,9 @@
  * does not know when the step ends. The four optional fields, all or
  * none, are the naming: a task of the node (rank BY) wrote to its
  * DDP_FAILURE_FD that it failed because of rank NAMED on NAMED_HOST (as
- * libddp knows the host), WHY "lost", "hang" or "unreachable" (libddp(3));
- * the naming line is "BY names NAMED NAMED_HOST WHY".
+ * libddp knows the host), WHY "lost", "hang", "unreachable" or "behind"
+ * (a hang survey found NAMED still in an earlier call, itself waiting:
+ * libddp(3)); the naming line is "BY names NAMED NAMED_HOST WHY".
  *
  * The record, one line in the file DDP_RESTART_REPORT names:
  *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 nodes=4
@@ -36,17 +37,27 @@
  *    the reports name another rank more often: then R is that rank and
  *    the naming the earliest that names it. (A cut link: the ranks on
  *    the other side of it name R, and R, which timed out as they did,
- *    names one of them; the side with more ranks decides.) R's own
- *    report (the earliest of R's, if any) is looked up:
+ *    names one of them; the side with more ranks decides.) A naming
+ *    that names a waiter (WHY "behind") counts as the naming of the
+ *    waiter's own report, when it has one with a naming, and so on
+ *    along the chain, which stops before a rank it has passed or the
+ *    naming rank itself: a ring's rank beside a cut one waits for it in
+ *    an earlier call, and the ranks waiting for that one blame the cut
+ *    rank through it. A chain that ends at a waiter without a naming of
+ *    its own blames that waiter, the best known. (Out of memory, no
+ *    chain is followed.) R's own report (the earliest of R's, if any)
+ *    is looked up:
  *    - R exited with a status by itself, naming nobody: R is the cause,
  *      nobody is blamed (the program failed, the others lost it);
  *    - WHY is "lost" and R was killed by a signal: R's report is the
  *      cause ("rank 2 on node3 was killed by signal 9 (SIGKILL)"), R's
  *      node is blamed, whichever signal it was;
- *    - else (a hang, an unreachable rank, or a lost one that no report
- *      names): R is the cause, said as "rank 2 on node3 hangs (named by
- *      rank 0)", "is unreachable" or "was lost"; the node blamed is R's
- *      report's, else NAMED_HOST when it is one of STEP_NODES, else none.
+ *    - else (a hang, a waiter, an unreachable rank, or a lost one that no
+ *      report names): R is the cause, said as "rank 2 on node3 hangs
+ *      (named by rank 0)", "hangs in an earlier call", "is unreachable"
+ *      or "was lost", named by the last naming of the chain; the node
+ *      blamed is R's report's, else NAMED_HOST when it is one of
+ *      STEP_NODES, else none.
  *    The cause's how and time are R's report's, else the naming one's.
  * 3. Else the earliest report is the cause, and blames nobody.
  * A naming comes from the job's own program and is trusted as such: the

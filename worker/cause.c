@@ -126,7 +126,7 @@ wk_cause_from_reason(int self, const char *reason)
 {
 	static const char lost[] = "lost rank ", which[] = " which rank ";
 	const char *l = strstr(reason, lost), *h = strstr(reason, "hang: ");
-	const char *w = h ? strstr(h, which) : NULL;
+	const char *w = h ? strstr(h, which) : NULL, *still, *close;
 	char host[DDP_HOSTNAME_MAX + 1];
 	int rank;
 
@@ -138,7 +138,13 @@ wk_cause_from_reason(int self, const char *reason)
 			wk_cause_name(self, rank, host, "lost");
 		return;
 	}
-	if (w &&
-	    parse_named(w + sizeof(which) - 1, &rank, host, sizeof(host)) == 0)
-		wk_cause_name(self, rank, host, "hang");
+	if (!w ||
+	    parse_named(w + sizeof(which) - 1, &rank, host, sizeof(host)) < 0)
+		return;
+	/* "rank 2 (node3, pid 7, still in #4)": the survey found it waiting
+	 * in an earlier call (tcp.c), which the naming passes on. */
+	close = strchr(w, ')');
+	still = strstr(w, ", still in #");
+	wk_cause_name(self, rank, host,
+		      still && close && still < close ? "behind" : "hang");
 }

@@ -7,9 +7,12 @@
  * DDP_FAILURE_FD, which the slurm-ddp plugin gives each task of a --ddp
  * step:
  *   RANK names NAMED_RANK NAMED_HOST WHY\n
- * RANK is this rank, WHY "lost", "hang" or "unreachable". slurmstepd
- * reads it when the task has failed, so that the step's first-failure
- * report names the rank at the root of the failure (common/failure.h).
+ * RANK is this rank, WHY "lost", "hang", "unreachable" or "behind": a
+ * hang survey named a rank that is still in an earlier call, waiting
+ * itself, so that srun follows it to the rank its own naming names.
+ * slurmstepd reads it when the task has failed, so that the step's
+ * first-failure report names the rank at the root of the failure
+ * (common/failure.h).
  *
  * Only the first naming of a process is written: the first failure is
  * the cause, what follows is its consequence. DDP_FAILURE_FD is "N" or
@@ -29,8 +32,9 @@ void wk_cause_name(int self, int rank, const char *host, const char *why);
 
 /*
  * Names the cause that a peer's abort reason text names ("lost rank 2
- * (node3) ...", "hang: ... which rank 2 (node3, pid ...) ..."), following
- * the chain of aborts to the first one; names nothing when it names none.
+ * (node3) ...", "hang: ... which rank 2 (node3, pid ...) ...", behind
+ * when it says ", still in #N"), following the chain of aborts to the
+ * first one; names nothing when it names none.
  */
 void wk_cause_from_reason(int self, const char *reason);
 

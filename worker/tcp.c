@@ -94,6 +94,13 @@ tcp_hang_absent(const struct wk_mesh *c, int *out, int max)
 	return n;
 }
 
+/* 1 when rank a said it is in a call before the one in progress. */
+static int
+in_earlier_call(const struct wk_mesh *c, int a)
+{
+	return c->peers[a].in_seq && c->peers[a].in_seq < c->cur.seq;
+}
+
 /*
  * The hang's error, once a verdict named ranks that have not entered the
  * call in progress: logged here, since every waiting rank must say it,
@@ -109,12 +116,16 @@ hang_error(struct wk_mesh *c)
 	if (!n)
 		return DDP_OK;
 	describe(&c->cur, d, sizeof(d));
-	wk_cause_name(c->rank, absent[0], c->peers[absent[0]].host, "hang");
+	/* A rank still in an earlier call is itself waiting: "behind" lets
+	 * srun follow it to the rank it names (common/failure.h, rule 2). */
+	a = absent[0];
+	wk_cause_name(c->rank, a, c->peers[a].host,
+		      in_earlier_call(c, a) ? "behind" : "hang");
 	who[0] = '\0';
 	for (i = 0; i < n; i++) {
 		a = absent[i];
 		still[0] = '\0';
-		if (c->peers[a].in_seq && c->peers[a].in_seq < c->cur.seq)
+		if (in_earlier_call(c, a))
 			(void)ddp_fmt(still, sizeof(still), ", still in #%u",
 				      c->peers[a].in_seq);
 		/* A cut list still names the first ranks. */

@@ -1,13 +1,20 @@
 #!/usr/bin/env bats
 # Faults under srun --ddp --ddp-restart=2 on a 5-node minicluster, each
 # injected by tests/lib/faults.bash into a batch job of five nodes that
-# trains on fewer: a PyTorch rank killed with SIGKILL. It ends with the
-# job COMPLETED, the blamed node absent from the last step and the
-# parameters of an uninterrupted run of the same world size, and prints
-# the time from the fault to srun's first-failure line and to the
-# restarted step's first epoch line. A node's link cut (fault_cut) is not
-# here yet: when the cut strikes mid-allreduce, the hang survey can name a
-# rank that is itself waiting on the cut one, and blame goes to its node.
+# trains on fewer: a node's link cut (rank 2's node, then rank 0's node on
+# a node that is not the batch host) and a PyTorch rank killed with
+# SIGKILL. Each ends with the job COMPLETED, the blamed node absent from
+# the last step and the parameters of an uninterrupted run of the same
+# world size. Each prints the time from the fault to srun's first-failure
+# line and to the restarted step's first epoch line.
+#
+# A cut link: libddp on the other ranks gives up after DDP_TIMEOUT=5 and
+# their exit ends the step; srun stops waiting for the cut node's tasks a
+# few seconds later. slurmctld cannot reach the node's slurmd: were the
+# link to stay cut past SlurmdTimeout (30 s here), the node would be
+# declared down and the whole job ended (NODE_FAIL). The tests model a
+# flapping link: it comes back once a surviving rank has named the
+# failure, and the step runs again without the node that libddp named.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 # shellcheck source=tests/lib/faults.bash
@@ -35,6 +42,7 @@ teardown() {
 	rm -rf "$dir"
 }
 
+train_opts=(--synthetic 4096 --hidden 32 --epochs 12)
 first_failure='^ddp: rank [0-9]+ on [^ ]+ (was killed|exited|hangs|is unreachable|was lost).*\(first failure of step [0-9]+\.[0-9]+\)$'
 
 # wait_after FILE MARK REGEX SECONDS: waits until a line of FILE matching
@@ -89,8 +97,18 @@ submit() {
 node_of() { sed -n "s/^rank $1 on \(node[0-9]*\) step 0 .*/\1/p" "$dir/job.out"; }
 
 # measure: waits for srun's first-failure line and the restarted step's
-# first epoch line, printing the time from FAULT_TIME to each.
+# first epoch line, printing the time from FAULT_TIME to each. With
+# "restore NODE", NODE's link comes back once a surviving rank has named
+# the failure (libddp's DDP_TIMEOUT later): a link down for seconds, as a
+# flapping one is. A node cut for longer than SlurmdTimeout is declared
+# down by Slurm, which ends the whole job unless it was submitted with
+# --no-kill; until then srun waits for the cut node's tasks.
 measure() {
+	if [ "${1:-}" = restore ]; then
+		wait_line "$dir/job.out" '(^ddp: error: hang: |communication failed: )' 120 || true
+		echo "# fault to a survivor's naming: $(since "$FAULT_TIME") s" >&3
+		fault_restore "$2"
+	fi
 	wait_line "$dir/job.out" "$first_failure" 120 || true
 	echo "# fault to srun's first-failure line: $(since "$FAULT_TIME") s" >&3
 	if wait_after "$dir/job.out" '^ddp: step restarted ' '^epoch [0-9]+ loss' 240; then
@@ -118,6 +136,33 @@ check_end() {
 	echo "# uninterrupted $want, restarted $got" >&3
 	[ "$got" = "$want" ]
 	[ -z "$(ls -A "$dir/tmp")" ]
+}
+
+@test "sbatch -N5, srun -N4 --ddp-restart=2: rank 2's node's link cut: restarted without it, ends as an uninterrupted run" {
+	local blamed
+	crc_re='s/^rank [0-9]* params_crc=//p'
+	uninterrupted 4 "$train" "${train_opts[@]}"
+	submit -N4 "$train" "${train_opts[*]}" --checkpoint "$dir/ckpt" --checkpoint-every 1
+	blamed=$(node_of 2)
+	[ -n "$blamed" ]
+	fault_cut "$blamed"
+	measure restore "$blamed"
+	check_end 4 "$blamed"
+}
+
+# The batch script and srun run on the allocation's first node (node1):
+# -x node1 puts rank 0 on node2. That leaves four nodes for the step and
+# its restart, so this step has three ranks.
+@test "sbatch -N5, srun -N3 -x node1 --ddp-restart=2: rank 0's node (not the batch host) cut: restarted without it" {
+	local blamed
+	crc_re='s/^rank [0-9]* params_crc=//p'
+	uninterrupted 3 "$train" "${train_opts[@]}"
+	submit "-N3 -x node1" "$train" "${train_opts[*]}" --checkpoint "$dir/ckpt" --checkpoint-every 1
+	blamed=$(node_of 0)
+	[ "$blamed" != node1 ] && [ -n "$blamed" ]
+	fault_cut "$blamed"
+	measure restore "$blamed"
+	check_end 3 "$blamed"
 }
 
 @test "sbatch -N5, srun -N4 --ddp-restart=2: a PyTorch rank killed with SIGKILL: restarted, ends with an uninterrupted run's parameters" {

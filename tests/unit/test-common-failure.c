@@ -3,7 +3,8 @@
  * The first failure of a step: the report line both ways, forged and
  * broken reports, the earliest of several, the blame rule, srun's line and
  * the restart record file; a task's naming of the rank at fault, in the
- * report and in the cause of a step's failure.
+ * report and in the cause of a step's failure, following the chain of
+ * waiters a hang survey names.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -287,6 +288,10 @@ test_naming(void)
 		       !strcmp(g.named_why, "lost"),
 	       "a task's naming line is read");
 	g = killed(1, "node2", 9, 5);
+	tap_ok(ddp_failure_parse_naming("1 names 3 node4 behind", &g) == 0 &&
+		       g.named_rank == 3 && !strcmp(g.named_why, "behind"),
+	       "a naming of a rank still in an earlier call is read");
+	g = killed(1, "node2", 9, 5);
 	tap_ok(ddp_failure_parse_naming("1 names 3 node4 bored", &g) < 0 &&
 		       ddp_failure_parse_naming("1 blames 3 node4 lost", &g) <
 			       0 &&
@@ -366,6 +371,73 @@ test_cause(void)
 	c = cause_of(r, 2, what, sizeof(what));
 	tap_ok(c.rank == 3 && !strcmp(ddp_failure_blame(&c), "node4"),
 	       "named as often: the earliest naming decides: %s", what);
+
+	/* A cut link on a ring: rank 1, beside the cut rank 2, waits in
+	 * call N for it; ranks 0 and 3 wait in N+1 for rank 1 and name it
+	 * behind. The blame follows rank 1's own naming to rank 2. */
+	r[0] = naming(0, "node1", 1000, 1, "node2", "behind");
+	r[1] = naming(3, "node4", 1001, 1, "node2", "behind");
+	r[2] = naming(1, "node2", 1005, 2, "node3", "hang");
+	r[3] = naming(2, "node3", 990, 1, "node2", "hang");
+	c = cause_of(r, 4, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       c.time_ms == 990 &&
+		       !strcmp(what, "rank 2 on node3 hangs (named by rank 1)"),
+	       "a chain: the ranks that name a waiter behind count as naming "
+	       "what the waiter names, so the cut rank is blamed, not its "
+	       "neighbour: %s",
+	       what);
+	r[3] = naming(2, "node3", 990, 1, "node2", "behind");
+	c = cause_of(r, 4, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3"),
+	       "the same when the cut rank names its neighbour behind too: "
+	       "%s",
+	       what);
+	c = cause_of(r, 3, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       !strcmp(what, "rank 2 on node3 hangs (named by rank 1)"),
+	       "the same without the cut rank's report (its node cannot "
+	       "send it): %s",
+	       what);
+
+	/* A cycle of waiters: 0 -> 1 -> 2 -> 1. */
+	r[0] = naming(0, "node1", 1000, 1, "node2", "behind");
+	r[1] = naming(1, "node2", 1001, 2, "node3", "behind");
+	r[2] = naming(2, "node3", 1002, 1, "node2", "behind");
+	c = cause_of(r, 3, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       !strcmp(what, "rank 2 on node3 hangs in an earlier "
+				     "call (named by rank 1)"),
+	       "a cycle of waiters ends: each chain stops before a rank it "
+	       "has passed or its own, the rank they end at most is "
+	       "blamed: %s",
+	       what);
+	r[0] = naming(0, "node1", 1000, 1, "node2", "behind");
+	r[1] = naming(1, "node2", 1001, 0, "node1", "behind");
+	c = cause_of(r, 2, what, sizeof(what));
+	tap_ok(c.rank == 1 && !strcmp(ddp_failure_blame(&c), "node2"),
+	       "two waiters that name each other: the earliest naming "
+	       "stands: %s",
+	       what);
+
+	/* A waiter without a naming of its own: it is the end. */
+	r[0] = naming(0, "node1", 1000, 1, "node2", "behind");
+	r[1] = naming(3, "node4", 1001, 1, "node2", "behind");
+	c = cause_of(r, 2, what, sizeof(what));
+	tap_ok(c.rank == 1 && !strcmp(ddp_failure_blame(&c), "node2") &&
+		       !strcmp(what, "rank 1 on node2 hangs in an earlier "
+				     "call (named by rank 0)"),
+	       "a waiter without a report is blamed as the best known: %s",
+	       what);
+	r[2] = killed(1, "node2", SIGKILL, 1200);
+	c = cause_of(r, 3, what, sizeof(what));
+	tap_ok(c.rank == 1 && !strcmp(ddp_failure_blame(&c), "node2") &&
+		       c.signal == SIGKILL &&
+		       !strcmp(what, "rank 1 on node2 hangs in an earlier "
+				     "call (named by rank 0)"),
+	       "so is one whose report names nobody (the end of the step "
+	       "killed it): %s",
+	       what);
 
 	/* No report of the hung rank: its named host, if a step node. */
 	r[0] = naming(0, "node1", 1000, 2, "node3", "hang");

@@ -3,9 +3,10 @@
  * A rank that is alive but never enters a collective (a hang, not a
  * death): the verdict of the control plane (tcp.h) as a pure function,
  * for the TCP waits (the rank waited for is known) and the NCCL data
- * plane (it is not); then real jobs over loopback in which one rank
- * skips an allreduce and sleeps: within DDP_TIMEOUT and one grace (a
- * quarter of the timeout, at most 0.5 s: tcp.h) every other rank fails
+ * plane (it is not); the naming a verdict writes to DDP_FAILURE_FD (a
+ * rank still in an earlier call is "behind"); then real jobs over loopback in
+ * which one rank skips an allreduce and sleeps: within DDP_TIMEOUT and one
+ * grace (a quarter of the timeout, at most 0.5 s: tcp.h) every other rank fails
  * with DDP_ERR_TIMEOUT naming it, its host and its pid and the call it
  * has not entered, 20 tries of 20, on 3 to 8 ranks (8: a mesh in which
  * not every rank is connected to the silent one), and every process
@@ -13,6 +14,10 @@
  * short one is set after it, with ddp_comm_set_timeout, so that only the
  * hang is timed.
  */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "cause.h"
 #include "tap.h"
 #include "tcp.h"
 #include "test-worker-util.h"
@@ -94,6 +99,106 @@ test_verdict(void)
 	tap_ok(n == 1 && out[0] == 4,
 	       "the ranks named are those of this call's verdicts only");
 	mesh_free(c);
+}
+
+/*
+ * The naming line rank 0 writes to DDP_FAILURE_FD, into buf: for a
+ * peer's abort reason, or (reason NULL) when its hang survey's verdict
+ * names rank 2, which last said it is in call in_seq while rank 0 is in
+ * call 7. In a child: a process names once.
+ */
+static void
+survey_naming(const char *reason, uint32_t in_seq, char *buf, size_t len)
+{
+	char value[48];
+	struct stat st;
+	ssize_t n;
+	pid_t pid;
+	int fd[2];
+
+	buf[0] = '\0';
+	if (pipe2(fd, O_NONBLOCK) < 0)
+		return;
+	if (fstat(fd[1], &st) < 0 ||
+	    snprintf(value, sizeof(value), "%d:%lu", fd[1],
+		     (unsigned long)st.st_ino) >= (int)sizeof(value))
+		goto out;
+	pid = fork();
+	if (pid == 0) {
+		struct wk_mesh *c = mesh_new(4, 0, 7);
+		int i;
+
+		setenv("DDP_FAILURE_FD", value, 1);
+		/* The hang's error is logged: not into the TAP stream. */
+		if (!freopen("/dev/null", "w", stderr))
+			_exit(1);
+		if (reason) {
+			wk_cause_from_reason(0, reason);
+			_exit(0);
+		}
+		/* No connection: the survey is past asking and telling, its
+		 * verdict named rank 2 (tcp.h); only the failure is left. */
+		for (i = 0; i < 4; i++) {
+			c->peers[i].fd = -1;
+			snprintf(c->peers[i].host, sizeof(c->peers[i].host),
+				 "node%d", i + 1);
+		}
+		c->timeout_s = 1.0;
+		c->waiting = 2;
+		c->in_grace = 1;
+		c->told = 1;
+		c->grace_end = tw_now() - 1.0;
+		c->peers[2].in_seq = in_seq;
+		c->peers[2].absent_seq = 7;
+		_exit(tcp_hang_watch(c, NULL, 2, tw_now() - 1.0) ==
+				      DDP_ERR_TIMEOUT
+			      ? 0
+			      : 1);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	n = read(fd[0], buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+out:
+	close(fd[0]);
+	close(fd[1]);
+}
+
+static void
+test_survey_naming(void)
+{
+	char line[256];
+
+	survey_naming(NULL, 0, line, sizeof(line));
+	tap_ok(!strcmp(line, "0 names 2 node3 hang\n"),
+	       "a survey that names a rank which said nothing of its calls "
+	       "names it as hung: %s",
+	       line);
+	survey_naming(NULL, 7, line, sizeof(line));
+	tap_ok(!strcmp(line, "0 names 2 node3 hang\n"),
+	       "the same for a rank whose last word was the call in "
+	       "progress: %s",
+	       line);
+	survey_naming(NULL, 6, line, sizeof(line));
+	tap_ok(!strcmp(line, "0 names 2 node3 behind\n"),
+	       "a rank still in an earlier call is named as behind, a "
+	       "waiter that srun follows: %s",
+	       line);
+	survey_naming("rank 3 (node4) aborted: hang: rank 3 (node4, pid 9) "
+		      "is in allreduce #7 (...), which rank 2 (node3, pid 8, "
+		      "still in #6) has not entered (...)",
+		      0, line, sizeof(line));
+	tap_ok(!strcmp(line, "0 names 2 node3 behind\n"),
+	       "a peer's abort for a hang passes the waiter on as behind: %s",
+	       line);
+	survey_naming("rank 3 (node4) aborted: hang: rank 3 (node4, pid 9) "
+		      "is in allreduce #7 (...), which rank 2 (node3, pid 8), "
+		      "rank 1 (node2, pid 7, still in #6) have not entered",
+		      0, line, sizeof(line));
+	tap_ok(!strcmp(line, "0 names 2 node3 hang\n"),
+	       "and the first rank it names as hung when that one is not "
+	       "behind: %s",
+	       line);
 }
 
 /* The rendezvous' timeout, ample on a loaded host. */
@@ -264,6 +369,7 @@ main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	test_verdict();
+	test_survey_naming();
 	test_skipped_allreduce();
 	test_skipped_hier();
 	return tap_done();
