@@ -34,6 +34,11 @@
  * clock compare: start (main entered), rendezvous (ddp_comm_init
  * returned), checkpoint (loaded, with --checkpoint) and first-allreduce
  * (the first training step's gradients reduced). bench/recovery reads them.
+ *
+ * With DDP_ON_FAILURE=shrink (libddp(3)) a lost rank does not end the
+ * training: the survivors finish the step among themselves, each says
+ * "train: rank R goes on in a world of N ranks", trains on the rest of its
+ * shard and shards the next epochs for the new world.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -509,7 +514,9 @@ model_free(struct model *m, struct ddp_comm *comm)
 }
 
 /*
- * One step on a batch: forward, backward of layer 2 (its gradients are
+ * One step on a batch (returns 0, 1 when the world shrank during it, -1
+ * for a communication error, -2 for a compute error): forward, backward of
+ * layer 2 (its gradients are
  * marked ready and their bucket starts reducing while layer 1's backward
  * runs), then layer 1. With overlap off, every gradient is marked ready
  * only after the whole backward pass, as a program without bucketed
@@ -521,6 +528,7 @@ step(const struct train_compute *cp, struct train_ctx *t, struct model *m,
      double *stats)
 {
 	size_t n1 = (size_t)IMG * m->hidden, n2 = (size_t)m->hidden * CLASSES;
+	enum ddp_status st;
 
 	if (cp->forward(t, first, bs, m->w1, m->b1, m->w2, m->b2, stats) ||
 	    cp->backward2(t, m->gw2, m->gb2))
@@ -533,19 +541,49 @@ step(const struct train_compute *cp, struct train_ctx *t, struct model *m,
 	if (!overlap &&
 	    (ddp_grad_sync_ready(gs, 3) || ddp_grad_sync_ready(gs, 2)))
 		return -1;
-	if (ddp_grad_sync_ready(gs, 1) || ddp_grad_sync_ready(gs, 0) ||
-	    ddp_grad_sync_wait(gs))
+	if (ddp_grad_sync_ready(gs, 1) || ddp_grad_sync_ready(gs, 0))
+		return -1;
+	/* DDP_SHRUNK (DDP_ON_FAILURE=shrink): the survivors reduced the
+	 * step again among themselves; the step goes on. */
+	st = ddp_grad_sync_wait(gs);
+	if (st != DDP_OK && st != DDP_SHRUNK)
 		return -1;
 	if (cp->sgd(t, m->w1, m->gw1, n1, (float)lr) ||
 	    cp->sgd(t, m->b1, m->gb1, (size_t)m->hidden, (float)lr) ||
 	    cp->sgd(t, m->w2, m->gw2, n2, (float)lr) ||
 	    cp->sgd(t, m->b2, m->gb2, CLASSES, (float)lr))
 		goto compute_error;
-	return 0;
+	return st == DDP_SHRUNK;
 compute_error:
 	fprintf(stderr, "train: %s compute failed: %s\n", cp->name,
 		cp->error(t));
 	return -2;
+}
+
+/*
+ * DistributedSampler: epoch e's shuffle (the same on every rank), padded
+ * to a multiple of the world size, every world-th index from rank's on,
+ * into mine; order holds n + world - 1 indexes. Returns how many.
+ */
+static size_t
+shard_epoch(long e, size_t n, int world, int rank, size_t *order, size_t *mine)
+{
+	size_t n_mine = (n + (size_t)world - 1) / (size_t)world, k, j, tmp;
+	uint64_t s = 777 + (uint64_t)e;
+
+	for (k = 0; k < n; k++)
+		order[k] = k;
+	for (k = n - 1; k > 0; k--) {
+		j = (size_t)(rnd(&s) % (k + 1));
+		tmp = order[k];
+		order[k] = order[j];
+		order[j] = tmp;
+	}
+	for (k = n; k < n_mine * (size_t)world; k++)
+		order[k] = order[k - n];
+	for (k = 0; k < n_mine; k++)
+		mine[k] = order[k * (size_t)world + (size_t)rank];
+	return n_mine;
 }
 
 /* CRC-32 of the parameters, read back to the host. */
@@ -758,8 +796,7 @@ main(int argc, char **argv)
 	struct data d = {0};
 	struct opts o;
 	char desc[256] = "", why[512] = "";
-	size_t *order = NULL, *mine = NULL, n_mine, k, j, bs;
-	uint64_t s;
+	size_t *order = NULL, *mine = NULL, n_mine, k, bs;
 	double stats[3], *dstats = NULL, *agree = NULL, t0, step_s = 0;
 	double started = wall_s();
 	long steps = 0, e, start = 0;
@@ -887,11 +924,10 @@ main(int argc, char **argv)
 	m.gb1 = ddp_grad_sync_grad(gs, 1);
 	m.gw2 = ddp_grad_sync_grad(gs, 2);
 	m.gb2 = ddp_grad_sync_grad(gs, 3);
-	/* DistributedSampler: one shuffle per epoch (same on every rank),
-	 * padded to a multiple of the world size, every world-th index. */
+	/* Room for any world up to this one: a shrunk world shards anew. */
 	n_mine = (d.n + (size_t)world - 1) / (size_t)world;
-	order = malloc(n_mine * (size_t)world * sizeof(*order));
-	mine = malloc(n_mine * sizeof(*mine));
+	order = malloc((d.n + (size_t)world) * sizeof(*order));
+	mine = malloc(d.n * sizeof(*mine));
 	if (!order || !mine)
 		goto out;
 	if (rank == 0)
@@ -900,19 +936,7 @@ main(int argc, char **argv)
 		       d.n, world, n_mine, o.batch, o.lr,
 		       ddp_grad_sync_num_buckets(gs));
 	for (e = start; e < o.epochs; e++) {
-		s = 777 + (uint64_t)e;
-		for (k = 0; k < d.n; k++)
-			order[k] = k;
-		for (k = d.n - 1; k > 0; k--) {
-			j = (size_t)(rnd(&s) % (k + 1));
-			bs = order[k];
-			order[k] = order[j];
-			order[j] = bs;
-		}
-		for (k = d.n; k < n_mine * (size_t)world; k++)
-			order[k] = order[k - d.n];
-		for (k = 0; k < n_mine; k++)
-			mine[k] = order[k * (size_t)world + (size_t)rank];
+		n_mine = shard_epoch(e, d.n, world, rank, order, mine);
 		memset(stats, 0, sizeof(stats));
 		if (cp->set_order(t, mine, n_mine) ||
 		    ddp_mem_copy(comm, dstats, stats, sizeof(stats),
@@ -929,8 +953,18 @@ main(int argc, char **argv)
 				  dstats);
 			if (sr == -1)
 				goto comm_error;
-			if (sr)
+			if (sr < 0)
 				goto out;
+			if (sr == 1) {
+				/* The rest of this epoch's shard, then the
+				 * next epochs' shards of the new world. */
+				rank = ddp_comm_rank(comm);
+				world = ddp_comm_size(comm);
+				printf("train: rank %d goes on in a world of "
+				       "%d ranks (DDP_ON_FAILURE=shrink)\n",
+				       rank, world);
+				fflush(stdout);
+			}
 			step_s += now_s() - t0;
 			if (!steps && e == start)
 				say_time(&o, rank, "first-allreduce", wall_s());

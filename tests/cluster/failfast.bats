@@ -276,3 +276,31 @@ survives() {
 	[ "$(wc -l <<<"$output")" -eq 1 ]
 	[[ $output == *"ddp: rank 2 on $node hangs (named by rank "[01]"); the step was ended (first failure of step "* ]]
 }
+
+@test "DDP_ON_FAILURE=shrink: rank 2 killed mid-training, ranks 0 and 1 on the other nodes go on in a world of 2 and end with equal parameters" {
+	local job step pid node rc=0 t_kill
+	mc_run -- env DDP_ON_FAILURE=shrink DDP_TIMEOUT=10 srun --nodes=3 --ntasks-per-node=1 --ddp \
+		"$train" --synthetic 4096 --hidden 32 --epochs 40 >"$out" 2>&1 &
+	srun_pid=$!
+	wait_line "$out" '^epoch 2 loss' 120
+	read -r job step < <(job_step)
+	read -r pid node < <(rank_pid "$job" "$step" 2 train)
+	[ -n "$pid" ]
+	t_kill=$EPOCHREALTIME
+	kill -KILL "$pid"
+	wait_line "$out" '^train: rank 1 goes on in a world of 2 ranks' 60
+	echo "# rank 2 (on $node) killed; rank 1 went on after $(awk -v a="$t_kill" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }') s (polled every 0.1 s)" >&3
+	wait "$srun_pid" || rc=$?
+	srun_pid=
+	output=$(cat "$out")
+	status=$rc
+	show
+	# The killed task's status is srun's; the survivors trained on.
+	[ "$status" -ne 0 ]
+	[[ $output == *"train: rank 0 goes on in a world of 2 ranks (DDP_ON_FAILURE=shrink)"* ]]
+	grep -q '^epoch 40 loss' "$out"
+	[ "$(grep -cE '^rank [01] params_crc=[0-9a-f]{8}$' "$out")" -eq 2 ]
+	[ "$(sed -n 's/^rank [01] params_crc=//p' "$out" | sort -u | wc -l)" -eq 1 ]
+	[ "$(grep -c '^rank 2 params_crc=' "$out")" -eq 0 ]
+	[[ $output == *"ddp: rank 2 on $node was killed by signal 9 (SIGKILL); the step was not ended"* ]]
+}
