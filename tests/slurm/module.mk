@@ -1,4 +1,4 @@
-# spank_ddp.so for each extra Slurm version, beside the one built against
+# spank_ddp.so and ddp-restart for each extra Slurm version, beside the ones built against
 # the machine's own Slurm: compiled against the version's headers, from the
 # root file system tests/lib/slurm-root prepares (make deps), in
 # $(BUILD)/slurm-VERSION/ with the same flags and -Werror. A version without
@@ -33,6 +33,17 @@ $$(SLURM_DIR_$(1))/plugin/spank_ddp.so: $$(SLURM_PLUGIN_OBJ_$(1)) $$(CORE_LIB) p
 	    $$(LDFLAGS_ALL) -Wl,--version-script=plugin/spank_ddp.lds $$(HWLOC_LIBS)
 TARGETS += $$(SLURM_DIR_$(1))/plugin/spank_ddp.so
 OPTIONAL_BUILT += slurm-$(1)/spank_ddp.so
+
+# ddp-restart links libslurm (its requeue), whose soname changes with the
+# version: linked against the root's, it runs beside that Slurm. The
+# root's libslurm needs the root's C library, which the nodes of that
+# version have and this machine's linker need not check.
+$$(SLURM_DIR_$(1))/bin/ddp-restart: $$(addprefix $$(SLURM_DIR_$(1))/plugin/,ddp-restart.o restart.o slurm_requeue.o args.o) $(CORE_LIB)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS_ALL) -o $$@ $$^ $$(LDFLAGS_ALL) \
+	    -Wl,--allow-shlib-undefined $$(firstword $$(wildcard $(2)/usr/lib/*/libslurm.so)) $$(HWLOC_LIBS)
+TARGETS += $$(SLURM_DIR_$(1))/bin/ddp-restart
+OPTIONAL_BUILT += slurm-$(1)/ddp-restart
 endef
 
 $(foreach e,$(SLURM_EXTRA),$(if $(filter ready,$(call slurm_field,$(e),3)),\
