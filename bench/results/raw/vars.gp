@@ -1,3 +1,3 @@
-ceil1 = 1.82
-ceil4 = 4.3658
+ceil1 = 2.2385
+ceil4 = 3.755
 have_launch = 1
