@@ -330,22 +330,21 @@ ddp_wait_output_sent(const int *skip, size_t nskip, double deadline)
 {
 	int held, clear = 0;
 
-	/* Two looks in a row find nothing: a reader that has just taken
-	 * bytes from a pipe has had the time to send them on. */
-	while (clear < 2) {
+	/* Nothing signals bytes read or acknowledged: look every 2 ms (the
+	 * readers are poll loops that act at once) until two looks in a row
+	 * find nothing, so that a reader that has just taken bytes from a
+	 * pipe has had the time to send them on. */
+	for (;;) {
 		held = some_output_held(skip, nskip);
 		if (held < 0)
 			return -1;
 		clear = held ? 0 : clear + 1;
 		if (clear == 2)
-			break;
+			return 0;
 		if (held && ddp_now() >= deadline) {
 			errno = ETIMEDOUT;
 			return -1;
 		}
-		/* Nothing signals bytes read or acknowledged: look again
-		 * soon; the readers are poll loops that act at once. */
 		ddp_sleep_until(ddp_now() + 0.002);
 	}
-	return 0;
 }

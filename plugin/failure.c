@@ -55,7 +55,7 @@
 #define KILLED_CHECK "rank-killed"
 /* How long a node's report may take, and srun's reading of all of them. */
 #define REPORT_SECONDS 2.0
-/* How long a failed task's output may take to leave slurmstepd's pipes. */
+/* How long a failed task's output may take to leave slurmstepd. */
 #define OUTPUT_SECONDS 0.5
 /* Reports srun reads at most: one per node of the largest step. */
 #define REPORTS_MAX 65536
