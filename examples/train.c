@@ -515,10 +515,9 @@ model_free(struct model *m, struct ddp_comm *comm)
 
 /*
  * One step on a batch (returns 0, 1 when the world shrank during it, -1
- * for a communication error, -2 for a compute error): forward, backward of
- * layer 2 (its gradients are
- * marked ready and their bucket starts reducing while layer 1's backward
- * runs), then layer 1. With overlap off, every gradient is marked ready
+ * for a communication error, -2 for a compute error): forward, backward
+ * of layer 2 (its gradients are marked ready and their bucket starts
+ * reducing while layer 1's backward runs), then layer 1. With overlap off, every gradient is marked ready
  * only after the whole backward pass, as a program without bucketed
  * overlap would synchronise.
  */
@@ -563,7 +562,7 @@ compute_error:
 /*
  * DistributedSampler: epoch e's shuffle (the same on every rank), padded
  * to a multiple of the world size, every world-th index from rank's on,
- * into mine; order holds n + world - 1 indexes. Returns how many.
+ * into mine; order has room for n + world - 1 indexes. Returns how many.
  */
 static size_t
 shard_epoch(long e, size_t n, int world, int rank, size_t *order, size_t *mine)
