@@ -517,9 +517,9 @@ model_free(struct model *m, struct ddp_comm *comm)
  * One step on a batch (returns 0, 1 when the world shrank during it, -1
  * for a communication error, -2 for a compute error): forward, backward
  * of layer 2 (its gradients are marked ready and their bucket starts
- * reducing while layer 1's backward runs), then layer 1. With overlap off, every gradient is marked ready
- * only after the whole backward pass, as a program without bucketed
- * overlap would synchronise.
+ * reducing while layer 1's backward runs), then layer 1. With overlap
+ * off, every gradient is marked ready only after the whole backward pass,
+ * as a program without bucketed overlap would synchronise.
  */
 static int
 step(const struct train_compute *cp, struct train_ctx *t, struct model *m,
