@@ -81,7 +81,7 @@ usage(FILE *f)
 	}
 	fprintf(f,
 		"CONF defaults to $DDP_CONF, else %s;\n"
-		"a CONF given with -c must exist.\n",
+		"a CONF given with -c or $DDP_CONF must exist.\n",
 		DDP_CONF_DEFAULT);
 }
 
@@ -111,7 +111,13 @@ main(int argc, char **argv)
 	enum ddp_log_level level = DDP_LOG_INFO;
 	int c, conf_given = 0, loaded, rv;
 
-	if (!conf_path || !conf_path[0])
+	/* A file named by DDP_CONF or -c must exist: the defaults, read in
+	 * its place, would put the state of a cluster whose
+	 * configuration went away (its directory removed under a running
+	 * Epilog) into the machine's own state_dir. */
+	if (conf_path && conf_path[0])
+		conf_given = 1;
+	else
 		conf_path = DDP_CONF_DEFAULT;
 	while ((c = getopt_long(argc, argv, "+c:vh", opts, NULL)) != -1) {
 		if (c == 'c') {
@@ -134,8 +140,7 @@ main(int argc, char **argv)
 	umask(022);
 	nc_log_start(cmd->ident, level);
 	ddp_conf_defaults(&conf);
-	/* Only the default file may be missing (then the defaults hold): a
-	 * file named with -c that is not there is a typo to report. */
+	/* Only the default file may be missing (then the defaults hold). */
 	nc_conf_path = conf_path;
 	loaded = ddp_conf_load(&conf, conf_path, !conf_given, err,
 			       sizeof(err)) == 0;

@@ -336,7 +336,7 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	[ "$status" -eq 0 ]
 }
 
-@test "-c naming a missing file is an error naming it; prolog and epilog log it and exit 0; a missing default is not one" {
+@test "-c or DDP_CONF naming a missing file is an error naming it; prolog and epilog log it and exit 0; a missing default is not one" {
 	run "$helper" -c "$tmp/missing.conf" show
 	echo "$output"
 	[ "$status" -eq 2 ]
@@ -351,11 +351,26 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	run on node "$helper" -c "$tmp/missing.conf" epilog
 	[ "$status" -eq 0 ]
 	[[ $output == *"$tmp/missing.conf: cannot open"* ]]
-	# Neither $DDP_CONF nor the built-in path must exist: the defaults.
+	# $DDP_CONF names a file as -c does: an Epilog whose cluster's
+	# configuration went away does not fall back to the defaults, whose
+	# state_dir is the machine's own.
 	DDP_CONF=$tmp/missing.conf run "$helper" show
 	echo "$output"
+	[ "$status" -eq 2 ]
+	[[ $output == *"$tmp/missing.conf: cannot open: No such file or directory"* ]]
+	local had_state=0
+	[ ! -e /run/slurm-ddp ] || had_state=1
+	DDP_CONF=$tmp/missing.conf run on node "$helper" epilog
 	[ "$status" -eq 0 ]
-	[[ $output == *'port_range = 29400-29999'* ]]
+	[[ $output == *"$tmp/missing.conf: cannot open"* ]]
+	[ "$had_state" -eq 1 ] || [ ! -e /run/slurm-ddp ]
+	# The built-in path alone may be missing: then the defaults hold.
+	if [ ! -e /etc/slurm/ddp.conf ]; then
+		DDP_CONF='' run "$helper" show
+		echo "$output"
+		[ "$status" -eq 0 ]
+		[[ $output == *'port_range = 29400-29999'* ]]
+	fi
 }
 
 @test "epilog removes scratch without following symlinks" {
