@@ -106,11 +106,24 @@ fields_ok(const struct ddp_failure *f)
 }
 
 /* 1 when WHY is one a naming may carry. */
+const char *
+ddp_failure_why_words(const char *why)
+{
+	if (!strcmp(why, "hang"))
+		return "hangs";
+	if (!strcmp(why, "behind"))
+		return "hangs in an earlier call";
+	if (!strcmp(why, "lost"))
+		return "was lost";
+	if (!strcmp(why, "unreachable"))
+		return "is unreachable";
+	return NULL;
+}
+
 static int
 why_ok(const char *why)
 {
-	return !strcmp(why, "lost") || !strcmp(why, "hang") ||
-	       !strcmp(why, "unreachable") || !strcmp(why, "behind");
+	return ddp_failure_why_words(why) != NULL;
 }
 
 /* The naming's fields, checked. */
@@ -379,10 +392,10 @@ ddp_failure_format_record(const struct ddp_failure *f, char *buf, size_t len)
 		return -1;
 	return ddp_fmt(buf, len,
 		       "rank=%ld node=%s how=%s time=%lld.%03lld blame=%s "
-		       "nodes=%lu step_nodes=%s\n",
+		       "nodes=%lu step_nodes=%s why=%s\n",
 		       f->rank, f->node, how, f->time_ms / 1000,
 		       f->time_ms % 1000, ddp_failure_blame(f), f->nodes,
-		       f->step_nodes);
+		       f->step_nodes, f->named ? "" : f->named_why);
 }
 
 int
@@ -517,7 +530,7 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 	    struct ddp_failure *c, char *what, size_t whatlen)
 {
 	const struct ddp_failure_seen *own = seen_rank(set, n->named_rank);
-	const char *node;
+	const char *node, *words;
 
 	*c = *n;
 	c->named = 0;
@@ -529,11 +542,13 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 		c->time_ms = own->time_ms;
 	}
 	if (own && own->signal <= 0 && own->named_rank < 0) {
+		c->named_why[0] = '\0';
 		decide_blame(c, NULL);
 		ddp_failure_describe(c, what, whatlen);
 		return;
 	}
 	if (own && !strcmp(n->named_why, "lost")) {
+		c->named_why[0] = '\0';
 		decide_blame(c, c->node);
 		ddp_failure_describe(c, what, whatlen);
 		return;
@@ -546,13 +561,9 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 		ddp_fmt(c->node, sizeof(c->node), "%s",
 			node ? node : n->named_node);
 	decide_blame(c, node);
+	words = ddp_failure_why_words(n->named_why);
 	ddp_fmt(what, whatlen, "rank %ld on %s %s (named by rank %ld)", c->rank,
-		c->node,
-		!strcmp(n->named_why, "hang")	  ? "hangs"
-		: !strcmp(n->named_why, "behind") ? "hangs in an earlier call"
-		: !strcmp(n->named_why, "lost")	  ? "was lost"
-						  : "is unreachable",
-		n->named_by);
+		c->node, words ? words : "is unreachable", n->named_by);
 }
 
 /* Rule 2's chain (failure.h): the report whose naming report i's counts
@@ -697,6 +708,7 @@ ddp_failure_set_cause(const struct ddp_failure_set *set,
 	if (ddp_failure_blame(&set->first)[0] || !set->have_naming) {
 		*cause = set->first;
 		cause->named = 0;
+		cause->named_why[0] = '\0';
 		decide_blame(cause, ddp_failure_blame(&set->first));
 		if (ddp_failure_describe(cause, what, whatlen) < 0)
 			ddp_fmt(what, whatlen, "rank %ld failed", cause->rank);

@@ -21,9 +21,11 @@
  *
  * The record, one line in the file DDP_RESTART_REPORT names:
  *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 nodes=4
- *   step_nodes=node[1-4]
+ *   step_nodes=node[1-4] why=
  * (one line, the fields in this order, blame= empty when no node is to
- * blame).
+ * blame). why= is empty when HOW is what happened to the rank, else the
+ * WHY of the naming that made it the cause ("hang": the rank hangs, and
+ * HOW is how the rank that named it, or the rank itself, ended).
  *
  * Blame: a task killed by a signal blames its node, except SIGTERM, SIGINT
  * and SIGHUP, which Slurm (scancel, time limits) and people use to end
@@ -177,6 +179,11 @@ int ddp_failure_earlier(const struct ddp_failure *a,
 /* The node f blames (its node, see Blame above; blamed when
  * blame_decided), or "" for none. */
 const char *ddp_failure_blame(const struct ddp_failure *f);
+
+/* A naming's WHY in srun's words ("hang": "hangs", "behind": "hangs in an
+ * earlier call", "lost": "was lost", "unreachable": "is unreachable"), or
+ * NULL when why is none of these. */
+const char *ddp_failure_why_words(const char *why);
 
 /* The name of signal sig without "SIG" ("KILL"), or NULL when unknown. */
 const char *ddp_failure_signal_name(int sig);

@@ -47,6 +47,11 @@ report_field(const char *key, const char *v, struct ddp_restart_report *r,
 		*seen |= 1;
 		return parse_how(v, r);
 	}
+	if (!strcmp(key, "why")) {
+		if (v[0] && !ddp_failure_why_words(v))
+			return -1;
+		return ddp_fmt(r->why, sizeof(r->why), "%s", v);
+	}
 	if (!strcmp(key, "nodes")) {
 		*seen |= 2;
 		return ddp_parse_long(v, 1, 65535, &r->nodes);
@@ -129,7 +134,8 @@ ddp_restart_init(struct ddp_restart *st, unsigned max, const char *user_exclude,
 	st->alloc_nodes = alloc_nodes;
 }
 
-/* "rank 2 was killed by signal 9", "rank 2 exited with status 1". */
+/* "rank 2 was killed by signal 9", "rank 2 exited with status 1", "rank 2
+ * hangs". */
 static int
 describe(const struct ddp_restart_report *r, char *buf, size_t len)
 {
@@ -137,6 +143,10 @@ describe(const struct ddp_restart_report *r, char *buf, size_t len)
 
 	if (r->rank >= 0 && ddp_fmt(who, sizeof(who), "rank %ld", r->rank) < 0)
 		return -1;
+	/* A hang's how is the step's end or the naming rank's exit. */
+	if (r->why[0])
+		return ddp_fmt(buf, len, "%s %s", who,
+			       ddp_failure_why_words(r->why));
 	if (r->signalled)
 		return ddp_fmt(buf, len, "%s was killed by signal %ld", who,
 			       r->code);

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "failure.h"
 #include "hostlist.h"
 #include "requeue.h"
 
@@ -51,12 +52,13 @@ struct ddp_restart_report {
 	long code;			  /* N of how */
 	char blame[DDP_RESTART_LIST_LEN]; /* host list, "" = none */
 	long nodes;			  /* the failed step's nodes */
+	char why[DDP_FAILURE_WHY_MAX];	  /* "" or a naming's (failure.h) */
 };
 
 /*
  * Parses the first line of text (len bytes, no NUL needed) into r.
- * how, blame and nodes must be there (blame may be empty); rank and node
- * are optional; other keys are skipped. Returns 0, or -1 with err naming
+ * how, blame and nodes must be there (blame may be empty); rank, node and
+ * why are optional; other keys are skipped. Returns 0, or -1 with err naming
  * the key and its value.
  */
 int ddp_restart_report_parse(const char *text, size_t len,

@@ -163,7 +163,7 @@ survives() {
 	line=$(cat "$report")
 	rm -f "$report"
 	echo "# $line" >&3
-	[[ $line =~ ^rank=1\ node=(node[0-9]+)\ how=exit:1\ time=[0-9]+\.[0-9]{3}\ blame=\ nodes=3\ step_nodes=[^\ ]+$ ]]
+	[[ $line =~ ^rank=1\ node=(node[0-9]+)\ how=exit:1\ time=[0-9]+\.[0-9]{3}\ blame=\ nodes=3\ step_nodes=[^\ ]+\ why=$ ]]
 	local node=${BASH_REMATCH[1]}
 	output=$(first_failure_lines)
 	[ "$(wc -l <<<"$output")" -eq 1 ]
@@ -271,7 +271,7 @@ survives() {
 	line=$(cat "$report")
 	rm -f "$report"
 	echo "# $line" >&3
-	[[ $line =~ ^rank=2\ node=$node\ how=[a-z]+:[0-9]+\ time=[0-9]+\.[0-9]{3}\ blame=$node\ nodes=3\ step_nodes=[^\ ]+$ ]]
+	[[ $line =~ ^rank=2\ node=$node\ how=[a-z]+:[0-9]+\ time=[0-9]+\.[0-9]{3}\ blame=$node\ nodes=3\ step_nodes=[^\ ]+\ why=hang$ ]]
 	output=$(grep -E '\(first failure of step [0-9]+\.[0-9]+\)$' <<<"$output")
 	[ "$(wc -l <<<"$output")" -eq 1 ]
 	[[ $output == *"ddp: rank 2 on $node hangs (named by rank "[01]"); the step was ended (first failure of step "* ]]

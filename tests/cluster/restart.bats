@@ -272,7 +272,7 @@ crc_of() {
 	[ "$state" = COMPLETED ]
 	grep -qx 'srun exit 0' "$dir/job.out"
 	grep -qE "^ddp: rank 2 on $blamed hangs \(named by rank [0-3]\); the step was ended " "$dir/job.out"
-	grep -qE "^ddp: step restarted \(1 of at most 2\) without $blamed, " "$dir/job.out"
+	grep -qE "^ddp: step restarted \(1 of at most 2\) without $blamed, from the allocation's [^:]+: rank 2 hangs$" "$dir/job.out"
 	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq 4 ]
 	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
 	got=$(crc_of "$dir/job.out")

@@ -213,14 +213,14 @@ test_record(void)
 	ddp_failure_format_record(&f, line, sizeof(line));
 	TAP_STREQ(line,
 		  "rank=2 node=node3 how=signal:9 time=1764240000.123 "
-		  "blame=node3 nodes=4 step_nodes=node[1-4]\n",
+		  "blame=node3 nodes=4 step_nodes=node[1-4] why=\n",
 		  "the record of a killed rank");
 	f.signal = 0;
 	f.status = 1;
 	ddp_failure_format_record(&f, line, sizeof(line));
 	TAP_STREQ(line,
 		  "rank=2 node=node3 how=exit:1 time=1764240000.123 blame= "
-		  "nodes=4 step_nodes=node[1-4]\n",
+		  "nodes=4 step_nodes=node[1-4] why=\n",
 		  "an exit blames nobody: blame= empty");
 	if (!mkdtemp(dir)) {
 		tap_ok(0, "mkdtemp");
@@ -342,7 +342,8 @@ test_cause(void)
 		       !strncmp(rec,
 				"rank=2 node=node3 how=signal:9 time=1.200 "
 				"blame=node3 ",
-				46),
+				46) &&
+		       strstr(rec, " why=\n"),
 	       "a lost rank killed by a signal is the cause and blamed, "
 	       "though a survivor failed first: %s; %s",
 	       what, rec);
@@ -351,9 +352,25 @@ test_cause(void)
 	r[0] = naming(0, "node1", 1000, 2, "h3", "hang");
 	r[1] = killed(2, "node3", SIGKILL, 1200);
 	c = cause_of(r, 2, what, sizeof(what));
+	ddp_failure_format_record(&c, rec, sizeof(rec));
 	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
-		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)"),
-	       "a hung rank is the cause, its report's node blamed: %s", what);
+		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)") &&
+		       strstr(rec, " blame=node3 ") && strstr(rec, " why=hang\n"),
+	       "a hung rank is the cause, its report's node blamed, and the "
+	       "record says it hangs: %s; %s",
+	       what, rec);
+	/* Its node could not report: how= is the naming rank's exit. */
+	r[0] = naming(0, "node1", 1000, 2, "node3", "behind");
+	c = cause_of(r, 1, what, sizeof(what));
+	ddp_failure_format_record(&c, rec, sizeof(rec));
+	tap_ok(c.rank == 2 &&
+		       !strcmp(what, "rank 2 on node3 hangs in an earlier call "
+				     "(named by rank 0)") &&
+		       !strncmp(rec, "rank=2 node=node3 how=exit:1 ", 29) &&
+		       strstr(rec, " why=behind\n"),
+	       "a rank without a report of its own: the record carries why= "
+	       "beside the naming rank's exit: %s; %s",
+	       what, rec);
 
 	/* A cut link: rank 2 behind it names rank 3 first, the three
 	 * others name rank 2; the side with more ranks decides. */

@@ -35,6 +35,7 @@ test_report(void)
 		"how=exit:1 blame=node[3 nodes=4",	   /* blame list */
 		"how=exit:1 blame=node3 nodes=0",	   /* nodes */
 		"how=exit:1 blame=node3 nodes=4 junk",	   /* not key=value */
+		"how=exit:1 blame=node3 nodes=4 why=slow", /* why */
 	};
 	size_t i;
 
@@ -60,7 +61,7 @@ static void
 test_decide(void)
 {
 	struct ddp_restart st;
-	struct ddp_restart_report r, r5, exit1;
+	struct ddp_restart_report r, r5, exit1, hung;
 	char err[DDP_ERR_LEN], line[2 * DDP_ERR_LEN];
 
 	parse(killed3, &r, err, sizeof(err));
@@ -110,6 +111,25 @@ test_decide(void)
 		       strstr(line, "(2 of at most 3) without node5") &&
 		       strstr(line, "node[2,4,7-8]"),
 	       "decide: blamed nodes add up over restarts (%s)", line);
+
+	/* A hang: how= is the step's end; why= says what the rank did. */
+	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	parse("rank=2 node=node3 how=signal:9 blame=node3 nodes=4 "
+	      "step_nodes=node[1-4] why=hang",
+	      &hung, err, sizeof(err));
+	tap_ok(ddp_restart_decide(&st, &hung, NULL, 0, line, sizeof(line)) ==
+			       1 &&
+		       !strcmp(line, "step restarted (1 of at most 2) without "
+				     "node3, from the allocation's "
+				     "node[1-2,4-5]: rank 2 hangs"),
+	       "decide: a hung rank is said to hang, not to have been "
+	       "killed (%s)",
+	       line);
+	parse("rank=2 node=node3 how=exit:1 blame=node3 nodes=4 why=behind",
+	      &hung, err, sizeof(err));
+	ddp_restart_decide(&st, &hung, NULL, 0, line, sizeof(line));
+	tap_ok(strstr(line, ": rank 2 hangs in an earlier call") != NULL,
+	       "decide: a rank behind: said so (%s)", line);
 
 	ddp_restart_init(&st, 2, NULL, "node[1-5]");
 	tap_ok(ddp_restart_decide(&st, &exit1, NULL, 0, line, sizeof(line)) ==
