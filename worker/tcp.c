@@ -133,12 +133,20 @@ hang_error(struct wk_mesh *c)
 				  i ? ", " : "", a, c->peers[a].host,
 				  c->pids ? (int)c->pids[a] : 0, still);
 	}
+	/* Silence is all a survey sees of a rank that is stopped, outside
+	 * the library or behind a cut link: the hint names each. */
 	wk_err(DDP_ERR_TIMEOUT,
 	       "hang: rank %d (%s, pid %d) is in %s, which %s %s not entered "
-	       "(alive but not calling: a skipped call or a stuck data "
-	       "loader?); the communicator is aborted (DDP_TIMEOUT=%g)",
+	       "(%s); the communicator is aborted (DDP_TIMEOUT=%g)",
 	       c->rank, c->myhost, (int)getpid(), d, who,
-	       n > 1 ? "have" : "has", c->timeout_s);
+	       n > 1 ? "have" : "has",
+	       in_earlier_call(c, absent[0])
+		       ? "waiting in an earlier call: its own error names "
+			 "the rank it waits for"
+		       : "silent in this call: not calling (a skipped call, "
+			 "a stuck data loader), stopped, or cut off by the "
+			 "network?",
+	       c->timeout_s);
 	wk_log(0, "%s", wk_errbuf());
 	return DDP_ERR_TIMEOUT;
 }

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "cause.h"
+#include "status.h"
 #include "tap.h"
 #include "tcp.h"
 #include "test-worker-util.h"
@@ -105,7 +106,8 @@ test_verdict(void)
  * The naming line rank 0 writes to DDP_FAILURE_FD, into buf: for a
  * peer's abort reason, or (reason NULL) when its hang survey's verdict
  * names rank 2, which last said it is in call in_seq while rank 0 is in
- * call 7. In a child: a process names once.
+ * call 7; then the survey's error follows the line. In a child: a
+ * process names once.
  */
 static void
 survey_naming(const char *reason, uint32_t in_seq, char *buf, size_t len)
@@ -150,10 +152,11 @@ survey_naming(const char *reason, uint32_t in_seq, char *buf, size_t len)
 		c->grace_end = tw_now() - 1.0;
 		c->peers[2].in_seq = in_seq;
 		c->peers[2].absent_seq = 7;
-		_exit(tcp_hang_watch(c, NULL, 2, tw_now() - 1.0) ==
-				      DDP_ERR_TIMEOUT
-			      ? 0
-			      : 1);
+		if (tcp_hang_watch(c, NULL, 2, tw_now() - 1.0) !=
+		    DDP_ERR_TIMEOUT)
+			_exit(1);
+		(void)!write(fd[1], wk_errbuf(), strlen(wk_errbuf()));
+		_exit(0);
 	}
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
@@ -164,26 +167,40 @@ out:
 	close(fd[1]);
 }
 
+/* 1 when out is the naming line want followed by an error with hint. */
+static int
+named_with_hint(const char *out, const char *want, const char *hint)
+{
+	size_t n = strlen(want);
+
+	return !strncmp(out, want, n) && strstr(out + n, "hang: rank 0 ") &&
+	       strstr(out + n, hint);
+}
+
 static void
 test_survey_naming(void)
 {
-	char line[256];
+	char line[1024];
+	static const char silent[] = "(silent in this call: not calling";
+	static const char behind[] = "(waiting in an earlier call: its own "
+				     "error names the rank it waits for)";
 
 	survey_naming(NULL, 0, line, sizeof(line));
-	tap_ok(!strcmp(line, "0 names 2 node3 hang\n"),
+	tap_ok(named_with_hint(line, "0 names 2 node3 hang\n", silent),
 	       "a survey that names a rank which said nothing of its calls "
-	       "names it as hung: %s",
-	       line);
+	       "names it as hung, silent in this call: %.*s",
+	       (int)strcspn(line, "\n"), line);
 	survey_naming(NULL, 7, line, sizeof(line));
-	tap_ok(!strcmp(line, "0 names 2 node3 hang\n"),
+	tap_ok(named_with_hint(line, "0 names 2 node3 hang\n", silent),
 	       "the same for a rank whose last word was the call in "
-	       "progress: %s",
-	       line);
+	       "progress: %.*s",
+	       (int)strcspn(line, "\n"), line);
 	survey_naming(NULL, 6, line, sizeof(line));
-	tap_ok(!strcmp(line, "0 names 2 node3 behind\n"),
+	tap_ok(named_with_hint(line, "0 names 2 node3 behind\n", behind) &&
+		       strstr(line, "rank 2 (node3, pid 0, still in #6)"),
 	       "a rank still in an earlier call is named as behind, a "
-	       "waiter that srun follows: %s",
-	       line);
+	       "waiter that srun follows, and said to wait there: %.*s",
+	       (int)strcspn(line, "\n"), line);
 	survey_naming("rank 3 (node4) aborted: hang: rank 3 (node4, pid 9) "
 		      "is in allreduce #7 (...), which rank 2 (node3, pid 8, "
 		      "still in #6) has not entered (...)",
@@ -287,7 +304,7 @@ hang_job(int size, const struct hang_try *t, char *line, size_t linelen,
 		m = strstr(rk[i].out, "MSG ");
 		ok &= tw_status_of(&rk[i]) == DDP_ERR_TIMEOUT && m &&
 		      strstr(m, "hang: ") && strstr(m, want) &&
-		      strstr(m, "has not entered") &&
+		      strstr(m, "has not entered (silent in this call") &&
 		      strstr(m, "allreduce #") &&
 		      tw_after_of(&rk[i]) <= t->timeout + grace_of(t->timeout);
 		snprintf(want, sizeof(want), "pid %d)", (int)rk[t->victim].pid);
