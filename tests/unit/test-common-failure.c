@@ -354,8 +354,10 @@ test_cause(void)
 	c = cause_of(r, 2, what, sizeof(what));
 	ddp_failure_format_record(&c, rec, sizeof(rec));
 	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
-		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)") &&
-		       strstr(rec, " blame=node3 ") && strstr(rec, " why=hang\n"),
+		       !strcmp(what,
+			       "rank 2 on node3 hangs (named by rank 0)") &&
+		       strstr(rec, " blame=node3 ") &&
+		       strstr(rec, " why=hang\n"),
 	       "a hung rank is the cause, its report's node blamed, and the "
 	       "record says it hangs: %s; %s",
 	       what, rec);
