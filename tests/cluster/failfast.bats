@@ -277,8 +277,14 @@ survives() {
 	[[ $output == *"ddp: rank 2 on $node hangs (named by rank "[01]"); the step was ended (first failure of step "* ]]
 }
 
-@test "DDP_ON_FAILURE=shrink: rank 2 killed mid-training, ranks 0 and 1 on the other nodes go on in a world of 2 and end with equal parameters" {
-	local job step pid node rc=0 t_kill
+# shrink_once: one step of train under DDP_ON_FAILURE=shrink on 3 nodes,
+# rank 2 SIGKILLed in its third epoch; waits for srun and sets output,
+# status and node (rank 2's), and shrunk to 1 when the survivors went on,
+# 0 when they failed as libddp(3) says they may: the kill fell between a
+# step's end on one survivor and on the other (the survivors then differ
+# by a step, and say so). Fails on any other outcome.
+shrink_once() {
+	local job step pid rc=0 t_kill
 	mc_run -- env DDP_ON_FAILURE=shrink DDP_TIMEOUT=10 srun --nodes=3 --ntasks-per-node=1 --ddp \
 		"$train" --synthetic 4096 --hidden 32 --epochs 40 >"$out" 2>&1 &
 	srun_pid=$!
@@ -288,19 +294,41 @@ survives() {
 	[ -n "$pid" ]
 	t_kill=$EPOCHREALTIME
 	kill -KILL "$pid"
-	wait_line "$out" '^train: rank 1 goes on in a world of 2 ranks' 60
-	echo "# rank 2 (on $node) killed; rank 1 went on after $(awk -v a="$t_kill" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }') s (polled every 0.1 s)" >&3
+	wait_line "$out" '^train: rank 1 goes on in a world of 2 ranks|survivors were at different steps' 60
+	echo "# rank 2 (on $node) killed; rank 1 went on or failed after $(awk -v a="$t_kill" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }') s (polled every 0.1 s)" >&3
 	wait "$srun_pid" || rc=$?
 	srun_pid=
 	output=$(cat "$out")
 	status=$rc
 	show
-	# The killed task's status is srun's; the survivors trained on.
+	# The killed task's status is srun's, whatever the survivors did.
 	[ "$status" -ne 0 ]
+	[[ $output == *"ddp: rank 2 on $node was killed by signal 9 (SIGKILL); the step was not ended"* ]]
+	shrunk=1
+	if [[ $output == *"survivors were at different steps"* ]]; then
+		shrunk=0
+		# Both survivors stop, one at least naming the steps (srun may
+		# drop the other's line once a task was killed): no copy
+		# trains on.
+		grep -qE '^train: rank [01]: communication failed: grad sync: after the loss of a rank the survivors were at different steps \([0-9]+ to [0-9]+\)' "$out"
+		[ "$(grep -cE '^srun: error: node[0-9]+: task [01]: Exited with exit code 1$' "$out")" -eq 2 ]
+		[ "$(grep -c 'params_crc=' "$out")" -eq 0 ]
+		return 0
+	fi
 	[[ $output == *"train: rank 0 goes on in a world of 2 ranks (DDP_ON_FAILURE=shrink)"* ]]
 	grep -q '^epoch 40 loss' "$out"
 	[ "$(grep -cE '^rank [01] params_crc=[0-9a-f]{8}$' "$out")" -eq 2 ]
 	[ "$(sed -n 's/^rank [01] params_crc=//p' "$out" | sort -u | wc -l)" -eq 1 ]
 	[ "$(grep -c '^rank 2 params_crc=' "$out")" -eq 0 ]
-	[[ $output == *"ddp: rank 2 on $node was killed by signal 9 (SIGKILL); the step was not ended"* ]]
+}
+
+@test "DDP_ON_FAILURE=shrink: rank 2 killed mid-training, ranks 0 and 1 on the other nodes go on in a world of 2 and end with equal parameters" {
+	# A kill between the two survivors' ends of a step (about 1 in 12
+	# here) stops both, as documented: then the next run is tried.
+	local tries=3 shrunk=0
+	while [ "$tries" -gt 0 ] && [ "$shrunk" -eq 0 ]; do
+		tries=$((tries - 1))
+		shrink_once
+	done
+	[ "$shrunk" -eq 1 ]
 }
