@@ -105,7 +105,6 @@ fields_ok(const struct ddp_failure *f)
 			      : f->status > 0 && f->status <= 255);
 }
 
-/* 1 when WHY is one a naming may carry. */
 const char *
 ddp_failure_why_words(const char *why)
 {
@@ -120,6 +119,7 @@ ddp_failure_why_words(const char *why)
 	return NULL;
 }
 
+/* 1 when WHY is one a naming may carry. */
 static int
 why_ok(const char *why)
 {
