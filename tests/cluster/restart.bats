@@ -271,8 +271,14 @@ crc_of() {
 	[ "$took" -le 20 ]
 	[ "$state" = COMPLETED ]
 	grep -qx 'srun exit 0' "$dir/job.out"
-	grep -qE "^ddp: rank 2 on $blamed hangs \(named by rank [0-3]\); the step was ended " "$dir/job.out"
-	grep -qE "^ddp: step restarted \(1 of at most 2\) without $blamed, from the allocation's [^:]+: rank 2 hangs$" "$dir/job.out"
+	# A stopped rank hangs to the ranks surveying a call it never
+	# entered, and is unreachable to one it stopped sending to mid-call:
+	# whichever names it first, srun and ddp-restart say the same.
+	local said restarted
+	said=$(sed -nE "s/^ddp: rank 2 on $blamed (.*) \(named by rank [0-3]\); the step was ended .*/\1/p" "$dir/job.out")
+	restarted=$(sed -nE "s/^ddp: step restarted \(1 of at most 2\) without $blamed, from the allocation's [^:]+: rank 2 (.*)$/\1/p" "$dir/job.out")
+	[[ $said =~ ^(hangs|hangs\ in\ an\ earlier\ call|is\ unreachable)$ ]]
+	[ "$restarted" = "$said" ]
 	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq 4 ]
 	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
 	got=$(crc_of "$dir/job.out")
