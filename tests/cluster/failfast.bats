@@ -276,7 +276,11 @@ survives() {
 	# the record's why= is the same naming.
 	[[ $line =~ ^rank=2\ node=$node\ how=[a-z]+:[0-9]+\ time=[0-9]+\.[0-9]{3}\ blame=$node\ nodes=3\ step_nodes=[^\ ]+\ why=(hang|behind|unreachable)$ ]]
 	local why=${BASH_REMATCH[1]} says
-	says=$(case $why in hang) echo hangs ;; behind) echo "hangs in an earlier call" ;; *) echo "is unreachable" ;; esac)
+	case $why in
+	hang) says=hangs ;;
+	behind) says="hangs in an earlier call" ;;
+	*) says="is unreachable" ;;
+	esac
 	output=$(grep -E '\(first failure of step [0-9]+\.[0-9]+\)$' <<<"$output")
 	[ "$(wc -l <<<"$output")" -eq 1 ]
 	[[ $output == *"ddp: rank 2 on $node $says (named by rank "[01]"); the step was ended (first failure of step "* ]]
