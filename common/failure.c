@@ -246,9 +246,18 @@ parse_naming_fields(const char **p, struct ddp_failure *f)
 }
 
 int
+ddp_failure_format_naming(const struct ddp_failure *f, char *buf, size_t len)
+{
+	if (!naming_ok(f))
+		return -1;
+	return ddp_fmt(buf, len, "%ld names %ld %s %s\n", f->named_by,
+		       f->named_rank, f->named_node, f->named_why);
+}
+
+int
 ddp_failure_parse_naming(const char *line, struct ddp_failure *f)
 {
-	char copy[DDP_HOSTNAME_MAX + 96], fields[sizeof(copy)], by[16];
+	char copy[DDP_FAILURE_NAMING_MAX], fields[sizeof(copy)], by[16];
 	const char *p = copy;
 	size_t n = strlen(line);
 	long v;

@@ -166,9 +166,29 @@ int ddp_failure_parse_report(const char *line, const char *nonce,
 			     struct ddp_failure *f, char *err, size_t errlen);
 
 /*
- * Reads a task's naming line ("BY names NAMED NAMED_HOST WHY", a trailing
- * newline allowed) into f's naming fields. Returns 0, or -1 (f untouched)
- * for anything else: the line comes from the job's program.
+ * A task's naming line, "BY names NAMED NAMED_HOST WHY\n": libddp writes it
+ * to DDP_FAILURE_FD (ddp_failure_format_naming), slurmstepd reads it
+ * (ddp_failure_parse_naming); the two are each other's inverse on f's
+ * naming fields (named_by, named_rank, named_node, named_why).
+ */
+/* Room for one naming line, newline and NUL included (under PIPE_BUF, so
+ * that one write carries it whole). */
+#define DDP_FAILURE_NAMING_MAX (DDP_HOSTNAME_MAX + 96)
+
+/*
+ * The naming line of f's naming fields into buf, newline included; f->named
+ * is not looked at. Returns 0, or -1 (buf unspecified) when a field is not
+ * what the line allows (a rank outside 0-2^31-1, a rank naming itself, a
+ * host outside Slurm's host name syntax, a WHY other than "lost", "hang",
+ * "unreachable" or "behind") or buf is too small. Reentrant.
+ */
+int ddp_failure_format_naming(const struct ddp_failure *f, char *buf,
+			      size_t len);
+
+/*
+ * Reads a task's naming line (a trailing newline allowed) into f's naming
+ * fields, f->named set. Returns 0, or -1 (f untouched) for anything else:
+ * the line comes from the job's program.
  */
 int ddp_failure_parse_naming(const char *line, struct ddp_failure *f);
 

@@ -14,31 +14,12 @@
 
 #include "cause.h"
 #include "ddp_util.h"
-#include "hostlist.h"
+#include "failure.h"
 #include "status.h"
 
 #define CAUSE_ENV "DDP_FAILURE_FD"
 
 static int named;
-
-/* 1 when host is a name the line may carry: Slurm's host name syntax. */
-static int
-host_ok(const char *host)
-{
-	size_t i, n = strlen(host);
-
-	if (n == 0 || n > DDP_HOSTNAME_MAX)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = host[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == '-'))
-			return 0;
-	}
-	return 1;
-}
 
 /*
  * The descriptor of DDP_FAILURE_FD ("N", or "N:INODE" as the plugin sets
@@ -81,16 +62,20 @@ cause_fd(void)
 void
 wk_cause_name(int self, int rank, const char *host, const char *why)
 {
-	char line[DDP_HOSTNAME_MAX + 96];
+	struct ddp_failure f;
+	char line[DDP_FAILURE_NAMING_MAX];
 	int fd;
 
-	if (self < 0 || rank < 0 || rank == self || !host_ok(host) ||
-	    strlen(why) >= WK_CAUSE_WHY_MAX ||
+	memset(&f, 0, sizeof(f));
+	f.named_by = self;
+	f.named_rank = rank;
+	if (ddp_fmt(f.named_node, sizeof(f.named_node), "%s", host) < 0 ||
+	    ddp_fmt(f.named_why, sizeof(f.named_why), "%s", why) < 0 ||
+	    ddp_failure_format_naming(&f, line, sizeof(line)) < 0 ||
 	    __atomic_exchange_n(&named, 1, __ATOMIC_ACQ_REL))
 		return;
 	fd = cause_fd();
-	if (fd < 0 || ddp_fmt(line, sizeof(line), "%d names %d %s %s\n", self,
-			      rank, host, why) < 0)
+	if (fd < 0)
 		return;
 	/* One write under PIPE_BUF: the line arrives whole or not at all. */
 	if (write(fd, line, strlen(line)) < 0)

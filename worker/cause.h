@@ -7,9 +7,11 @@
  * DDP_FAILURE_FD, which the slurm-ddp plugin gives each task of a --ddp
  * step:
  *   RANK names NAMED_RANK NAMED_HOST WHY\n
- * RANK is this rank, WHY "lost", "hang", "unreachable" or "behind": a
- * hang survey named a rank that is still in an earlier call, waiting
- * itself, so that srun follows it to the rank its own naming names.
+ * (ddp_failure_format_naming, beside the parser slurmstepd uses:
+ * common/failure.h). RANK is this rank, WHY "lost", "hang", "unreachable"
+ * or "behind": a hang survey named a rank that is still in an earlier
+ * call, waiting itself, so that srun follows it to the rank its own
+ * naming names.
  * slurmstepd reads it when the task has failed, so that the step's
  * first-failure report names the rank at the root of the failure
  * (common/failure.h).
@@ -23,9 +25,6 @@
  */
 #ifndef DDP_WK_CAUSE_H
 #define DDP_WK_CAUSE_H
-
-/* Longest WHY, NUL included. */
-#define WK_CAUSE_WHY_MAX 16
 
 /* Names rank (on host) as the cause of self's failure, for why. */
 void wk_cause_name(int self, int rank, const char *host, const char *why);

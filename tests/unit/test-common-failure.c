@@ -282,6 +282,20 @@ test_naming(void)
 		       !strcmp(g.named_why, "hang"),
 	       "a report with a naming reads back: %s", line);
 	g = killed(1, "node2", 9, 5);
+	tap_ok(ddp_failure_format_naming(&f, line, sizeof(line)) == 0 &&
+		       !strcmp(line, "0 names 2 node3 hang\n") &&
+		       ddp_failure_parse_naming(line, &g) == 0 && g.named &&
+		       g.named_by == 0 && g.named_rank == 2 &&
+		       !strcmp(g.named_node, "node3") &&
+		       !strcmp(g.named_why, "hang"),
+	       "a naming line formatted reads back");
+	g = f;
+	g.named_rank = g.named_by;
+	f.named_why[0] = '\0';
+	tap_ok(ddp_failure_format_naming(&g, line, sizeof(line)) < 0 &&
+		       ddp_failure_format_naming(&f, line, sizeof(line)) < 0,
+	       "no naming line names its own rank or lacks a why");
+	g = killed(1, "node2", 9, 5);
 	tap_ok(ddp_failure_parse_naming("1 names 3 node4 lost\n", &g) == 0 &&
 		       g.named && g.named_by == 1 && g.named_rank == 3 &&
 		       !strcmp(g.named_node, "node4") &&
