@@ -24,9 +24,20 @@ setup() {
 	for p in slurm-ddp-common slurm-ddp-plugin slurm-ddp-prolog slurm-ddp-check libddp1 libddp-devel; do
 		ls "$pkg_out/$p"-[0-9]*.rpm >/dev/null
 	done
-	if [ -f /usr/local/cuda/include/nccl.h ]; then
-		ls "$pkg_out"/libddp-nccl-[0-9]*.rpm >/dev/null
-	fi
+}
+
+# packaging/build-packages builds libddp-nccl only where CUDA_HOME has
+# nccl.h and cuda_runtime.h (make deps installs them). Without them this
+# says so as a skip, which tests/run counts as a failure: only a missing
+# GPU may skip, and the headers are a build dependency, not a GPU.
+@test "make rpm builds libddp-nccl, the NCCL backend, from CUDA_HOME's headers" {
+	local cuda=${CUDA_HOME:-/usr/local/cuda}
+	[ -f "$cuda/include/nccl.h" ] && [ -f "$cuda/include/cuda_runtime.h" ] ||
+		skip "no nccl.h and cuda_runtime.h under $cuda: libddp-nccl cannot be built (make deps installs them)"
+	ls "$pkg_out"/libddp-nccl-[0-9]*.rpm >/dev/null
+	run rpm -qpl "$pkg_out"/libddp-nccl-[0-9]*.rpm
+	echo "$output"
+	[[ $output == *"/usr/lib64/slurm-ddp/libddp-nccl.so"* ]]
 }
 
 @test "make rpm builds the -debuginfo package with a .debug file for every binary" {

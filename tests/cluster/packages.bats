@@ -110,12 +110,26 @@ check_ddp_option() {
 
 @test "make deb builds every package, lintian-clean" {
 	for p in "${packages[@]}"; do
-		[ "$p" != libddp-nccl ] || [ -f /usr/local/cuda/include/nccl.h ] || continue
+		[ "$p" != libddp-nccl ] || continue # its own test, below
 		ls "$pkg_out/${p}"_*.deb >/dev/null
 	done
 	# Errors and warnings fail make deb; its log has what lintian said.
 	run grep -E '^[EW]: ' "$pkg_out/lintian.log"
 	[ "$status" -eq 1 ]
+}
+
+# packaging/build-packages builds libddp-nccl only where CUDA_HOME has
+# nccl.h and cuda_runtime.h (make deps installs them). Without them this
+# says so as a skip, which tests/run counts as a failure: only a missing
+# GPU may skip, and the headers are a build dependency, not a GPU.
+@test "make deb builds libddp-nccl, the NCCL backend, from CUDA_HOME's headers" {
+	local cuda=${CUDA_HOME:-/usr/local/cuda}
+	[ -f "$cuda/include/nccl.h" ] && [ -f "$cuda/include/cuda_runtime.h" ] ||
+		skip "no nccl.h and cuda_runtime.h under $cuda: libddp-nccl cannot be built (make deps installs them)"
+	ls "$pkg_out"/libddp-nccl_*.deb >/dev/null
+	run dpkg-deb -c "$pkg_out"/libddp-nccl_*.deb
+	echo "$output"
+	[[ $output == *"/slurm-ddp/libddp-nccl.so"* ]]
 }
 
 @test "the plugin depends on the Slurm release it was built for" {
