@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A listener's guard against floods: the pending table's accounting, the
- * victim for a newcomer, and the refusals' lines (ddp_guard.h).
+ * victim for a newcomer, the refusals' lines and the budget of costly
+ * answers (ddp_guard.h).
  */
 #include <string.h>
 
 #include "ddp_guard.h"
+#include "ddp_net.h"
 #include "ddp_util.h"
 
 #define SRC_SLOTS (2 * DDP_GUARD_MAX) /* a power of two */
@@ -132,4 +134,80 @@ ddp_guard_refused(struct ddp_guard_refusals *f, double now, const char *from,
 	ddp_fmt(f->last_from, sizeof(f->last_from), "%s", from);
 	ddp_fmt(f->last_why, sizeof(f->last_why), "%s", why);
 	ddp_guard_flush(f, now, 0);
+}
+
+/* Brings bucket k up to now: full when first used, then rate a second
+ * up to burst. */
+static void
+refill(struct ddp_budget_bucket *k, double burst, double rate, double now)
+{
+	if (!k->used) {
+		k->used = 1;
+		k->tokens = burst;
+		k->at = now;
+	}
+	if (now > k->at) {
+		k->tokens += (now - k->at) * rate;
+		k->at = now;
+	}
+	if (k->tokens > burst)
+		k->tokens = burst;
+}
+
+/* The bucket of addr's prefix, as a ticket: 1 + its index, or
+ * DDP_BUDGET_PREFIXES + 1 for the shared one. */
+static int
+bucket_of(struct ddp_budget *b, const char *addr)
+{
+	char prefix[sizeof(b->prefix[0].prefix)];
+	int k;
+
+	if (ddp_net_addr_prefix(addr, prefix, sizeof(prefix)) < 0)
+		return DDP_BUDGET_PREFIXES + 1;
+	for (k = 0; k < DDP_BUDGET_PREFIXES; k++) {
+		if (!b->prefix[k].prefix[0]) {
+			ddp_fmt(b->prefix[k].prefix,
+				sizeof(b->prefix[k].prefix), "%s", prefix);
+			return k + 1;
+		}
+		if (strcmp(b->prefix[k].prefix, prefix) == 0)
+			return k + 1;
+	}
+	return DDP_BUDGET_PREFIXES + 1;
+}
+
+static struct ddp_budget_bucket *
+bucket(struct ddp_budget *b, int ticket)
+{
+	return ticket > DDP_BUDGET_PREFIXES ? &b->other
+					    : &b->prefix[ticket - 1];
+}
+
+int
+ddp_budget_take(struct ddp_budget *b, const char *addr, double now)
+{
+	int ticket = bucket_of(b, addr);
+	struct ddp_budget_bucket *k = bucket(b, ticket);
+
+	refill(k, b->burst, b->rate, now);
+	refill(&b->global, b->global_burst, b->global_rate, now);
+	if (k->tokens < 1 || b->global.tokens < 1)
+		return 0;
+	k->tokens -= 1;
+	b->global.tokens -= 1;
+	return ticket;
+}
+
+void
+ddp_budget_give(struct ddp_budget *b, int ticket)
+{
+	struct ddp_budget_bucket *k;
+
+	if (ticket <= 0 || ticket > DDP_BUDGET_PREFIXES + 1)
+		return;
+	k = bucket(b, ticket);
+	k->tokens = k->tokens + 1 < b->burst ? k->tokens + 1 : b->burst;
+	b->global.tokens = b->global.tokens + 1 < b->global_burst
+				   ? b->global.tokens + 1
+				   : b->global_burst;
 }

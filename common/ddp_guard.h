@@ -3,8 +3,9 @@
  * A listener's guard against floods (ddp_guard.c), for libddp's
  * rendezvous and ddp-check's link test: a bounded table of pending
  * connections with a cap per source address, the choice of the
- * connection to evict for a newcomer, and refusals told one per line
- * for the first few, then summarised.
+ * connection to evict for a newcomer, refusals told one per line for
+ * the first few, then summarised, and a budget of costly answers (a
+ * credential each) that no rotation of source addresses escapes.
  *
  * The caller keeps its own table of pending connections and this one
  * beside it, index for index: ddp_guard_add when it appends one,
@@ -111,5 +112,51 @@ void ddp_guard_refused(struct ddp_guard_refusals *f, double now,
 /* Tells the summary of the refusals counted and not told yet, when one
  * is due (force: now, when there are any). */
 void ddp_guard_flush(struct ddp_guard_refusals *f, double now, int force);
+
+/* Prefixes a budget tracks on their own; those past them share one. */
+#define DDP_BUDGET_PREFIXES 64
+
+struct ddp_budget_bucket {
+	char prefix[64]; /* ddp_net_addr_prefix's; "" while unused */
+	int used;
+	double tokens;
+	double at; /* when tokens was last brought up to date */
+};
+
+/*
+ * A budget of answers that cost the listener (libddp's rank 0: a
+ * credential from munged for each proof), for anyone who connects. One
+ * party can take any address of a prefix (ddp_net_addr_prefix: all of
+ * loopback, an IPv4 /24, an IPv6 /64), so the budget is the prefix's:
+ * burst at once, then rate a second; on top, all sources together get
+ * global_burst at once, then global_rate a second. The first
+ * DDP_BUDGET_PREFIXES prefixes keep a budget of their own for the
+ * budget's life (none is ever forgotten, so none comes back full); the
+ * rest, and an address that is not numeric, share one more as if they
+ * were one prefix. An answer that was put to use (the caller's measure:
+ * the rendezvous' verified hello) is given back, so that only the
+ * wasted ones are spent.
+ *
+ * Zero it, then set burst, rate, global_burst and global_rate.
+ */
+struct ddp_budget {
+	double burst, rate;
+	double global_burst, global_rate;
+	struct ddp_budget_bucket global;
+	struct ddp_budget_bucket other;
+	struct ddp_budget_bucket prefix[DDP_BUDGET_PREFIXES];
+};
+
+/*
+ * Takes one answer for a connection from addr (numeric, as
+ * ddp_net_sa_format writes it) at now from its prefix's budget and the
+ * global one: a ticket (> 0) for ddp_budget_give, or 0 when either has
+ * none left now (then nothing is taken; ask again later).
+ */
+int ddp_budget_take(struct ddp_budget *b, const char *addr, double now);
+
+/* Gives back the answer of ticket (ddp_budget_take's; 0 does nothing):
+ * it was put to use. */
+void ddp_budget_give(struct ddp_budget *b, int ticket);
 
 #endif

@@ -161,6 +161,32 @@ ddp_net_sa_loopback(const struct sockaddr *sa)
 }
 
 int
+ddp_net_addr_prefix(const char *addr, char *out, size_t len)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	uint8_t *b;
+
+	if (inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_V4MAPPED(&a6)) {
+		memcpy(&a4, &a6.s6_addr[12], sizeof(a4));
+	} else if (inet_pton(AF_INET6, addr, &a6) == 1) {
+		if (IN6_IS_ADDR_LOOPBACK(&a6))
+			return ddp_fmt(out, len, "loopback");
+		memset(&a6.s6_addr[8], 0, 8);
+		if (len < INET6_ADDRSTRLEN + 4 ||
+		    ddp_net_addr_format(AF_INET6, &a6, out, len) < 0)
+			return -1;
+		return ddp_fmt_cat(out, len, "/64");
+	} else if (inet_pton(AF_INET, addr, &a4) != 1) {
+		return -1;
+	}
+	b = (uint8_t *)&a4.s_addr;
+	if (b[0] == 127)
+		return ddp_fmt(out, len, "loopback");
+	return ddp_fmt(out, len, "%u.%u.%u.0/24", b[0], b[1], b[2]);
+}
+
+int
 ddp_net_addr_format(int family, const void *bin, char *out, size_t len)
 {
 	return inet_ntop(family, bin, out, (socklen_t)len) ? 0 : -1;

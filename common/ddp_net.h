@@ -54,6 +54,16 @@ void ddp_net_tune_data(int fd);
 /* 1 when sa is a loopback address (127/8, ::1, v4-mapped 127/8). */
 int ddp_net_sa_loopback(const struct sockaddr *sa);
 
+/*
+ * The prefix of the numeric address addr that one party can be taken to
+ * hold whole, as text into out (len bytes, INET6_ADDRSTRLEN + 8 holds
+ * any): "loopback" for 127/8, ::1 and v4-mapped 127/8 (any local user
+ * may bind any of them), a.b.c.0/24 for other IPv4 (v4-mapped too), the
+ * first 64 bits and /64 for other IPv6. Returns 0, or -1 when addr is
+ * not a numeric address or out is too small.
+ */
+int ddp_net_addr_prefix(const char *addr, char *out, size_t len);
+
 /* 1 when every address host resolves to is a loopback address; 0 when
  * one is not or host does not resolve. */
 int ddp_net_host_is_loopback(const char *host);

@@ -482,6 +482,10 @@ rdv_connect_all(struct wk_mesh *m, const struct ddp_config *cfg)
 		r->guard.max < PER_SOURCE_MAX ? r->guard.max : PER_SOURCE_MAX;
 	r->guard.proof = rdv_pend_proof;
 	r->guard.arg = r;
+	r->budget.burst = PROOF_BURST;
+	r->budget.rate = PROOF_RATE;
+	r->budget.global_burst = PROOF_GLOBAL_BURST;
+	r->budget.global_rate = PROOF_GLOBAL_RATE;
 	r->ref.log = refuse_line;
 	r->ref.arg = r;
 	st = auth_init(&r->auth, cfg);

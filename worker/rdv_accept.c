@@ -465,8 +465,8 @@ accept_poll(struct rdv *r, double now, double deadline)
 	if (r->leader && r->batch_end > 0 && r->batch_end < wake)
 		wake = r->batch_end;
 	/* Opens held for their budget: answered as it comes back. */
-	if (r->ndeferred > 0 && now + 1 / PROOF_RATE < wake)
-		wake = now + 1 / PROOF_RATE;
+	if (r->ndeferred > 0 && now + 1 / PROOF_GLOBAL_RATE < wake)
+		wake = now + 1 / PROOF_GLOBAL_RATE;
 	if (r->progress_at > 0 && r->progress_at < wake)
 		wake = r->progress_at;
 	pfd[0].fd = r->lfd;

@@ -105,16 +105,22 @@ _Static_assert(PER_SOURCE_MAX < MAX_PENDING,
  * LATE_BATCH_S after the first of them. */
 #define BATCH_WAIT_S 1.0
 #define LATE_BATCH_S 0.2
-/* Rank 0's proofs for one source address: PROOF_BURST at once, then
- * PROOF_RATE a second. Each is a credential (with munge, a round trip to
- * the munged that slurmd shares), made for anyone who reaches
- * MASTER_PORT with the job's ids, which squeue shows; an open over the
- * budget waits for it. The ranks of one node without a leader share an
- * address: 64 of them join within 3 s. PROOF_SOURCES addresses are
- * tracked; the least recently asking one makes room. */
-#define PROOF_BURST 16
+/* Rank 0's proofs (ddp_budget, ddp_guard.h). Each is a credential (with
+ * munge, a round trip to the munged that slurmd shares), made for anyone
+ * who reaches MASTER_PORT with the job's ids, which squeue shows; an open
+ * over the budget waits for it. A local user can take any address of
+ * 127/8, a host any of its /24 or /64, so the budget is a prefix's:
+ * PROOF_BURST at once, then PROOF_RATE a second; all sources together
+ * get PROOF_GLOBAL_BURST and PROOF_GLOBAL_RATE, so that no rotation of
+ * sources gets more. A proof whose hello verifies (a rank of the job
+ * joined) is given back: only proofs no rank used are spent, and a job's
+ * own joins, however many from one prefix (a whole job's node leaders in
+ * one /24, bench/scale's in 127/8), wait only when more than PROOF_BURST
+ * of them are between proof and hello at once. */
+#define PROOF_BURST 32
 #define PROOF_RATE 20.0
-#define PROOF_SOURCES 32
+#define PROOF_GLOBAL_BURST 128
+#define PROOF_GLOBAL_RATE 60.0
 /* The name of a node's join socket: this, then a digest's hex. */
 #define NODE_SOCKET_PREFIX "slurm-ddp/"
 
@@ -148,6 +154,9 @@ struct pend {
 	/* Stage 0: its open, whole in buf, waits for its source's budget
 	 * of proofs (rdv_pend_deferred). */
 	int deferred;
+	/* Stage 1 at rank 0: the budget's ticket of its proof, given back
+	 * when its hello verifies (0: none). */
+	int ticket;
 	uint8_t nonce[RDV_NONCE_LEN];	   /* this side's, of the connection */
 	uint8_t peer_nonce[RDV_NONCE_LEN]; /* PK_PEER: the dialer's */
 	char bind[WK_ADDR_LEN + 48]; /* proto_conn_binding of the connection */
@@ -157,13 +166,6 @@ struct pend {
 	double deadline;
 	char from[WK_ADDR_LEN + 48]; /* ADDR:PORT, or the member's process */
 	char addr[WK_ADDR_LEN];
-};
-
-/* Rank 0's budget of proofs for one source address. */
-struct proof_budget {
-	char addr[WK_ADDR_LEN]; /* "" when unused */
-	double tokens;
-	double at; /* when tokens was last brought up to date */
 };
 
 /* State of one rank's rendezvous. */
@@ -210,8 +212,8 @@ struct rdv {
 	double progress_at;
 	int lost; /* rank 0: a rank that died after it joined, or -1 */
 	struct ddp_guard_refusals ref;
-	struct proof_budget budget[PROOF_SOURCES];
-	int ndeferred; /* pending opens waiting for their budget */
+	struct ddp_budget budget; /* rank 0's proofs */
+	int ndeferred;		  /* pending opens waiting for their budget */
 	const struct ddp_config *cfg;
 	/* After the roster: the peers this rank's collectives use
 	 * (peers.h), the only ones it connects; NULL before, when rank 0

@@ -96,44 +96,13 @@ rdv_member_binding(const struct rdv *r, int pid, int leader,
 	return proto_conn_binding(out, outlen, addr, nonce);
 }
 
-/* Takes one proof from the budget of source addr: 1, or 0 when it has
- * none left now. */
-static int
-budget_take(struct rdv *r, const char *addr, double now)
-{
-	struct proof_budget *b = NULL;
-	int k;
-
-	for (k = 0; k < PROOF_SOURCES && !b; k++)
-		if (r->budget[k].addr[0] &&
-		    strcmp(r->budget[k].addr, addr) == 0)
-			b = &r->budget[k];
-	if (!b) {
-		b = &r->budget[0];
-		for (k = 1; k < PROOF_SOURCES; k++)
-			if (r->budget[k].at < b->at)
-				b = &r->budget[k];
-		ddp_fmt(b->addr, sizeof(b->addr), "%s", addr);
-		b->tokens = PROOF_BURST;
-		b->at = now;
-	}
-	b->tokens += (now - b->at) * PROOF_RATE;
-	if (b->tokens > PROOF_BURST)
-		b->tokens = PROOF_BURST;
-	b->at = now;
-	if (b->tokens < 1)
-		return 0;
-	b->tokens -= 1;
-	return 1;
-}
-
 /*
  * An open: the rank it claims. Checked against this job (the cheap
- * checks) before rank 0 spends a credential on it, and held while its
- * source's budget of proofs is spent; then rank 0's proof, bound to a
- * fresh nonce and to the address the connection comes from. A member on
- * the node's join socket has no budget: the leader took only its own
- * user's processes there.
+ * checks) before rank 0 spends a credential on it, and held while the
+ * budget of proofs of its source's prefix, or of all sources, is spent;
+ * then rank 0's proof, bound to a fresh nonce and to the address the
+ * connection comes from. A member on the node's join socket has no
+ * budget: the leader took only its own user's processes there.
  */
 void
 rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
@@ -148,7 +117,9 @@ rdv_pend_open(struct rdv *r, int i, const uint8_t *body, size_t blen)
 		goto refuse;
 	if (open_claim_ok(r, p->kind, &o, why, sizeof(why)) < 0)
 		goto refuse;
-	if (p->kind == PK_JOIN && !budget_take(r, p->addr, ddp_now())) {
+	if (p->kind == PK_JOIN)
+		p->ticket = ddp_budget_take(&r->budget, p->addr, ddp_now());
+	if (p->kind == PK_JOIN && !p->ticket) {
 		if (!p->deferred)
 			r->ndeferred++;
 		p->deferred = 1;
@@ -330,6 +301,9 @@ rdv_pend_hello(struct rdv *r, int i, const uint8_t *body, size_t blen)
 	if (auth_verify(&r->auth, h->cred, member ? "member" : "hello",
 			(int)h->rank, p->nonce, p->bind, why, sizeof(why)) < 0)
 		goto refuse;
+	/* A rank of the job used the proof: the budget gets it back. */
+	ddp_budget_give(&r->budget, p->ticket);
+	p->ticket = 0;
 	if (member && strcmp(h->host, c->myhost) != 0) {
 		ddp_fmt(why, sizeof(why),
 			"rank %u on the join socket of node %s says its host "

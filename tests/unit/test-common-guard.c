@@ -3,8 +3,9 @@
  * while under both caps, the victim a full table or a full source gives
  * up (least proved, then busiest source, then oldest), the caller's
  * swap-with-last removal, and refusals told one per line for the first
- * few, then in summaries at most every DDP_GUARD_LOG_EVERY_S; and the
- * abstract socket names of common/ddp_net.h. */
+ * few, then in summaries at most every DDP_GUARD_LOG_EVERY_S; the budget
+ * of costly answers that no rotation of source addresses escapes; and
+ * the address prefixes and abstract socket names of common/ddp_net.h. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,11 +142,133 @@ test_abstract_name(void)
 	       "a prefix too long for sun_path is refused");
 }
 
+static void
+test_prefix(void)
+{
+	static const char *const cases[][2] = {
+		{"127.0.0.1", "loopback"},
+		{"127.200.3.4", "loopback"},
+		{"::1", "loopback"},
+		{"::ffff:127.9.9.9", "loopback"},
+		{"10.1.2.3", "10.1.2.0/24"},
+		{"::ffff:10.1.2.3", "10.1.2.0/24"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
+		{"fe80::1", "fe80::/64"},
+	};
+	char out[64];
+	size_t k;
+	int ok = 1;
+
+	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		if (ddp_net_addr_prefix(cases[k][0], out, sizeof(out)) < 0 ||
+		    strcmp(out, cases[k][1]) != 0) {
+			tap_diag("%s: got '%s', want '%s'", cases[k][0], out,
+				 cases[k][1]);
+			ok = 0;
+		}
+	}
+	tap_ok(ok, "prefixes: all of loopback one, IPv4 by /24, IPv6 by /64, "
+		   "v4-mapped as IPv4");
+	tap_ok(ddp_net_addr_prefix("?", out, sizeof(out)) < 0 &&
+		       ddp_net_addr_prefix("node1", out, sizeof(out)) < 0 &&
+		       ddp_net_addr_prefix("10.1.2.3", out, 8) < 0,
+	       "a name, '?' or a too small buffer is refused");
+}
+
+static void
+budget_init(struct ddp_budget *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->burst = 32;
+	b->rate = 20;
+	b->global_burst = 128;
+	b->global_rate = 60;
+}
+
+static void
+test_budget(void)
+{
+	struct ddp_budget b;
+	char addr[64];
+	int k, got, t;
+
+	budget_init(&b);
+	for (k = got = 0; k < 1000; k++) {
+		snprintf(addr, sizeof(addr), "127.%d.%d.%d", k % 250 + 1,
+			 k / 250, k % 7 + 1);
+		got += ddp_budget_take(&b, addr, 100.0) > 0;
+	}
+	tap_ok(got == 32,
+	       "1000 addresses of 127/8 share one budget: %d "
+	       "answers at once (burst 32)",
+	       got);
+	for (k = got = 0; k < 1000; k++) {
+		snprintf(addr, sizeof(addr), "10.0.0.%d", k % 254 + 1);
+		got += ddp_budget_take(&b, addr, 100.0) > 0;
+	}
+	tap_ok(got == 32, "so do those of one /24: %d", got);
+	budget_init(&b);
+	for (k = got = 0; k < 4000; k++) {
+		snprintf(addr, sizeof(addr), "10.0.%d.%d", k % 8,
+			 k / 8 % 250 + 1);
+		got += ddp_budget_take(&b, addr, 100.0) > 0;
+	}
+	tap_ok(got == 128,
+	       "4000 addresses of 8 prefixes at once: %d answers in all "
+	       "(global burst 128, not 8 x 32)",
+	       got);
+	for (k = got = 0; k < 4000; k++) {
+		snprintf(addr, sizeof(addr), "10.0.%d.%d", k % 8,
+			 k / 8 % 250 + 1);
+		got += ddp_budget_take(&b, addr, 100.0 + k / 4000.0) > 0;
+	}
+	tap_ok(got >= 59 && got <= 61,
+	       "then 4000 more over a second: %d (global rate 60, not 8 x "
+	       "20)",
+	       got);
+	budget_init(&b);
+	b.global_burst = 1e6;
+	for (k = 0; k < DDP_BUDGET_PREFIXES; k++) {
+		snprintf(addr, sizeof(addr), "10.0.%d.1", k);
+		ddp_budget_take(&b, addr, 100.0);
+	}
+	for (k = got = 0; k < 1000; k++) {
+		snprintf(addr, sizeof(addr), "10.1.%d.1", k % 250);
+		got += ddp_budget_take(&b, addr, 100.0) > 0;
+	}
+	tap_ok(got == 32,
+	       "prefixes past the %d tracked share one more budget: %d",
+	       DDP_BUDGET_PREFIXES, got);
+	snprintf(addr, sizeof(addr), "10.0.0.1");
+	for (k = got = 0; k < 100; k++)
+		got += ddp_budget_take(&b, addr, 100.0) > 0;
+	tap_ok(got == 31,
+	       "a tracked prefix is never forgotten for newcomers: its "
+	       "budget did not come back full (%d more)",
+	       got);
+	budget_init(&b);
+	for (k = got = 0; k < 1000; k++) {
+		t = ddp_budget_take(&b, "127.0.0.1", 100.0);
+		got += t > 0;
+		ddp_budget_give(&b, t);
+	}
+	tap_ok(got == 1000,
+	       "answers given back (used) are not spent: %d of "
+	       "1000 at once",
+	       got);
+	ddp_budget_give(&b, 0);
+	ddp_budget_give(&b, DDP_BUDGET_PREFIXES + 2);
+	tap_ok(b.global.tokens <= 128, "a ticket of 0 or out of range gives "
+				       "nothing back");
+}
+
 int
 main(void)
 {
 	test_victim();
 	test_refusals();
 	test_abstract_name();
+	test_prefix();
+	test_budget();
 	return tap_done();
 }

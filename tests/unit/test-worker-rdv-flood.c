@@ -195,10 +195,16 @@ flood_case(const char *src, const char *dir)
 
 #define OPEN_FLOOD_S 3.0
 #define OPEN_CONNS 32
-/* The most proofs rank 0 may make for one source in OPEN_FLOOD_S: its
- * burst and rate (rdv_internal.h, PROOF_BURST and PROOF_RATE), with a
- * second of slack. */
-#define OPEN_PROOF_BOUND (16 + 20 * (OPEN_FLOOD_S + 1))
+/* The most proofs rank 0 may make for one source prefix (all of 127/8
+ * is one) in OPEN_FLOOD_S: its burst and rate (rdv_internal.h,
+ * PROOF_BURST and PROOF_RATE), with a second of slack. */
+#define OPEN_PROOF_BOUND (32 + 20 * (OPEN_FLOOD_S + 1))
+/* Sources a flooder rotates through, all in 127/8. */
+#define ROTATE_SOURCES 256
+/* The most proofs rank 0 may make for all sources together in
+ * OPEN_FLOOD_S: the global burst and rate (rdv_internal.h,
+ * PROOF_GLOBAL_BURST and PROOF_GLOBAL_RATE), with a second of slack. */
+#define GLOBAL_PROOF_BOUND (128 + 60 * (OPEN_FLOOD_S + 1))
 
 /* An open claiming the job's missing last rank (job 777) or another job
  * (778), with a fresh nonce, on a new connection from src; fd or -1. */
@@ -240,18 +246,31 @@ open_send(int port, const char *src, int right)
 	return fd;
 }
 
+/* The k-th of ROTATE_SOURCES source addresses spread over 127/8, each
+ * a local user may bind (the whole of 127/8 is the loopback's). */
+static const char *
+rotate_src(long k, char *buf, size_t len)
+{
+	k %= ROTATE_SOURCES;
+	snprintf(buf, len, "127.%ld.%ld.%ld", 1 + k % 254, k / 254 % 256,
+		 2 + k % 250);
+	return buf;
+}
+
 /*
- * As nobody, from src: OPEN_CONNS connections at a time, each one open
- * then its reply (a connection with none after 0.3 s is dropped for a
- * new one), for OPEN_FLOOD_S; counts the proofs and refusals.
+ * As nobody, from src (NULL: a new one of ROTATE_SOURCES for every
+ * connection): OPEN_CONNS connections at a time, each one open then its
+ * reply (a connection with none after 0.3 s is dropped for a new one),
+ * for OPEN_FLOOD_S; counts the proofs and refusals.
  */
 static int
 open_flooder(int port, const char *src, int right, FILE *out)
 {
 	struct pollfd pfd[OPEN_CONNS];
 	double since[OPEN_CONNS], end;
-	long opens = 0, proofs = 0, refused = 0;
+	long opens = 0, proofs = 0, refused = 0, k = 0;
 	uint8_t hdr[TR_HDR];
+	char rot[32];
 	int i;
 
 	if (tr_become_nobody(out) < 0)
@@ -271,7 +290,11 @@ open_flooder(int port, const char *src, int right, FILE *out)
 				pfd[i].fd = -1;
 			}
 			if (pfd[i].fd < 0) {
-				pfd[i].fd = open_send(port, src, right);
+				pfd[i].fd = open_send(
+					port,
+					src ? src
+					    : rotate_src(k++, rot, sizeof(rot)),
+					right);
 				pfd[i].events = POLLIN;
 				since[i] = tw_now();
 				opens += pfd[i].fd >= 0;
@@ -343,7 +366,16 @@ open_flood_case(const char *src, int right)
 	proofs = (long)value_after(&rk[RANKS], "PROOFS ");
 	for (i = 0; i < RANKS; i++)
 		done &= completed(&rk[i]);
-	if (right)
+	if (!src)
+		tap_ok(done && opens >= 200 && proofs >= 1 &&
+			       proofs <= (long)GLOBAL_PROOF_BOUND,
+		       "%ld opens in %g s from %d rotating 127/8 addresses "
+		       "whose claims fit: rank 0 makes %ld credentials, at "
+		       "most %ld (its bound for all sources), and the job "
+		       "completes",
+		       opens, OPEN_FLOOD_S, ROTATE_SOURCES, proofs,
+		       (long)GLOBAL_PROOF_BOUND);
+	else if (right)
 		tap_ok(done && opens >= 200 && proofs >= 1 &&
 			       proofs <= (long)OPEN_PROOF_BOUND,
 		       "%ld opens from %s in %g s whose claims fit (job, "
@@ -382,6 +414,7 @@ main(void)
 	flood_case("127.0.0.1", dir);
 	open_flood_case("127.0.0.2", 0);
 	open_flood_case("127.0.0.2", 1);
+	open_flood_case(NULL, 1);
 	tr_munged_stop(cmd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
