@@ -37,8 +37,20 @@
 #endif
 #define SLURM_CONF_DEFAULT "/etc/slurm/slurm.conf"
 #define PLUGIN_NAME "spank_ddp.so"
-/* Include files nested deeper than this are a loop. */
+/* Include files nested deeper than this are not read. */
 #define MAX_DEPTH 8
+/* What doctor reads of a tree of configuration files. slurmd reads the
+ * same files as it starts, so a file doctor will not read (a FIFO, a
+ * device, a giant) would hang or swamp slurmd as well. */
+#define CONF_FILES_MAX 256
+#define PLUGSTACK_FILE_MAX (1024 * 1024)
+#define PLUGSTACK_LINE_MAX 4096
+/* slurm.conf may hold a large cluster's node lines: only its size is
+ * bounded. */
+#define SLURM_CONF_FILE_MAX (16 * 1024 * 1024)
+/* Problems of one tree told one per line (a loop, a file or line
+ * skipped); the rest are counted in one more. */
+#define TROUBLE_TOLD 8
 /* How much of a Prolog wrapper is read to find the script it runs. */
 #define WRAPPER_MAX 65536
 
@@ -47,19 +59,26 @@ struct doctor {
 	int unusable; /* slurm.conf or ddp.conf unreadable: exit 2 */
 };
 
+__attribute__((format(printf, 4, 0))) static void
+vsay(struct doctor *d, const char *verdict, const char *what, const char *fmt,
+     va_list ap)
+{
+	if (strcmp(verdict, "FAIL") == 0)
+		d->failed = 1;
+	printf("%s %s: ", verdict, what);
+	vprintf(fmt, ap);
+	putchar('\n');
+}
+
 __attribute__((format(printf, 4, 5))) static void
 say(struct doctor *d, const char *verdict, const char *what, const char *fmt,
     ...)
 {
 	va_list ap;
 
-	if (strcmp(verdict, "FAIL") == 0)
-		d->failed = 1;
-	printf("%s %s: ", verdict, what);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vsay(d, verdict, what, fmt, ap);
 	va_end(ap);
-	putchar('\n');
 }
 
 /* The settings of slurm.conf doctor looks at ("" when not set). */
@@ -124,15 +143,288 @@ set_value(char *dst, size_t len, const char *value)
 	return ddp_fmt(dst, len, "%s", value);
 }
 
+/* A file of a tree, by identity: a link and its target are one. */
+struct conf_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* How a file of a tree went (conf_walk). */
+enum conf_rc {
+	CONF_OK = 0,
+	CONF_UNREADABLE = -1,  /* missing, no permission: why is errno's */
+	CONF_NOT_REGULAR = -2, /* a FIFO, a device, too large: never read */
+	CONF_LOOP = -3,	       /* it includes itself, directly or not */
+	CONF_LIMIT = -4,       /* too deep or too many files */
+	CONF_STOP = -5,	       /* the line callback stopped the walk */
+};
+
+struct conf_walk;
+
+/* What a walk does with a line (comment cut, NUL-terminated, words may
+ * be cut in place) of the file path, at depth in the tree (an include
+ * it follows is depth + 1); 0, or -1 to stop the walk (why in w->err). */
+typedef int conf_line_fn(struct conf_walk *w, const char *path, unsigned lineno,
+			 int depth, char *line, void *arg);
+
 /*
- * Reads the keys doctor needs from slurm.conf at path, following its
- * Include lines (relative to the first file's directory, as slurmctld
- * does). Keys are case-insensitive; the last setting wins. Returns 0, or
- * -1 with err.
+ * One walk over a tree of configuration files (slurm.conf and its
+ * Include lines, or a plugstack file and its include lines): each file
+ * read once, only regular files, within file_max bytes and lines within
+ * line_max, and the chain of includes that led to the file being read,
+ * which names a loop. Zero it, then set file_max, line_max, fn and arg.
+ */
+struct conf_walk {
+	size_t file_max, line_max;
+	conf_line_fn *fn;
+	void *arg;
+	/* Where its problems are said (under what); NULL: nowhere. */
+	struct doctor *d;
+	const char *what;
+	int told;	 /* problems said */
+	int untold;	 /* more, counted */
+	int untold_fail; /* one of them a FAIL */
+	struct conf_id seen[CONF_FILES_MAX];
+	int nseen;
+	struct {
+		struct conf_id id;
+		const char *path;
+		unsigned line; /* the line being handled */
+	} chain[MAX_DEPTH + 1];
+	char why[PATH_MAX * (MAX_DEPTH + 2)]; /* the last file's trouble */
+	char err[DDP_ERR_LEN];		      /* a callback's, CONF_STOP */
+};
+
+/* Says a problem of w's tree, one of the first TROUBLE_TOLD, else
+ * counts it for conf_tell_rest. */
+__attribute__((format(printf, 3, 4))) static void
+conf_tell(struct conf_walk *w, const char *verdict, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!w->d)
+		return;
+	if (w->told == TROUBLE_TOLD) {
+		w->untold++;
+		w->untold_fail |= strcmp(verdict, "FAIL") == 0;
+		return;
+	}
+	w->told++;
+	va_start(ap, fmt);
+	vsay(w->d, verdict, w->what, fmt, ap);
+	va_end(ap);
+}
+
+/* Says how many problems conf_tell counted without saying them. */
+static void
+conf_tell_rest(struct conf_walk *w)
+{
+	if (w->d && w->untold)
+		say(w->d, w->untold_fail ? "FAIL" : "warn", w->what,
+		    "%d more problems like those above in these files (the "
+		    "first %d are named); fix: as above",
+		    w->untold, TROUBLE_TOLD);
+}
+
+static const char *
+file_kind(mode_t mode, const char **effect)
+{
+	*effect = "slurmd cannot read it";
+	if (S_ISFIFO(mode)) {
+		*effect = "slurmd would block reading it";
+		return "a FIFO";
+	}
+	if (S_ISCHR(mode) || S_ISBLK(mode)) {
+		*effect = "slurmd would read it without end";
+		return S_ISCHR(mode) ? "a character device" : "a block device";
+	}
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a plain file";
+}
+
+/*
+ * The text of the regular file path (through links), into *text
+ * (NUL-terminated, the caller frees it), at most max bytes; its identity
+ * in *st. Anything but a regular file is never opened: a FIFO would
+ * block, a device be read without end. Returns CONF_OK, or an error with
+ * w->why.
+ */
+static enum conf_rc
+conf_read(struct conf_walk *w, const char *path, const struct stat *st,
+	  char **text)
+{
+	const char *kind, *effect;
+	struct stat fst;
+	enum conf_rc rc = CONF_UNREADABLE;
+	size_t n = 0;
+	ssize_t got;
+	char *buf = NULL;
+	int fd;
+
+	*text = NULL;
+	if (!S_ISREG(st->st_mode)) {
+		kind = file_kind(st->st_mode, &effect);
+		ddp_fmt(w->why, sizeof(w->why),
+			"is %s, not a regular file: skipped (%s)", kind,
+			effect);
+		return CONF_NOT_REGULAR;
+	}
+	/* O_NONBLOCK: were it swapped for a FIFO since the stat, the open
+	 * does not wait for a writer, and the fstat below refuses it. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		ddp_fmt(w->why, sizeof(w->why), "%s", strerror(errno));
+		return CONF_UNREADABLE;
+	}
+	if (fstat(fd, &fst) < 0 || !S_ISREG(fst.st_mode) ||
+	    fst.st_dev != st->st_dev || fst.st_ino != st->st_ino) {
+		ddp_fmt(w->why, sizeof(w->why),
+			"changed while doctor read it: skipped");
+		rc = CONF_NOT_REGULAR;
+		goto out;
+	}
+	if ((size_t)fst.st_size > w->file_max) {
+		ddp_fmt(w->why, sizeof(w->why),
+			"is %lld bytes, more than doctor reads (%zu): skipped",
+			(long long)fst.st_size, w->file_max);
+		rc = CONF_NOT_REGULAR;
+		goto out;
+	}
+	buf = malloc(w->file_max + 1);
+	if (!buf) {
+		ddp_fmt(w->why, sizeof(w->why), "out of memory");
+		goto out;
+	}
+	/* A file that grows while it is read stops at the bound too. */
+	while (n <= w->file_max) {
+		got = read(fd, buf + n, w->file_max + 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			ddp_fmt(w->why, sizeof(w->why), "%s", strerror(errno));
+			goto out;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	if (n > w->file_max) {
+		ddp_fmt(w->why, sizeof(w->why),
+			"grew past %zu bytes while doctor read it: skipped",
+			w->file_max);
+		rc = CONF_NOT_REGULAR;
+		goto out;
+	}
+	buf[n] = '\0';
+	*text = buf;
+	buf = NULL;
+	rc = CONF_OK;
+out:
+	free(buf);
+	ddp_close(&fd);
+	return rc;
+}
+
+/* w->why: the include loop that the file at chain[top] closes by
+ * including path, at chain[from]. */
+static void
+name_loop(struct conf_walk *w, int from, int top, const char *path)
+{
+	int k;
+
+	w->why[0] = '\0';
+	for (k = from; k <= top; k++)
+		ddp_fmt_cat(w->why, sizeof(w->why), "%s -> ", w->chain[k].path);
+	ddp_fmt_cat(w->why, sizeof(w->why), "%s (%s:%u includes %s again)",
+		    path, w->chain[top].path, w->chain[top].line, path);
+}
+
+/*
+ * Reads path and hands each of its lines to w->fn, once in the walk: a
+ * file read already (included twice) is CONF_OK at once, one on the
+ * chain of includes that led here is CONF_LOOP. depth is path's in the
+ * tree (0: the first file). Returns CONF_OK, or an error with w->why
+ * (w->err for CONF_STOP).
+ */
+static enum conf_rc
+conf_walk(struct conf_walk *w, const char *path, int depth)
+{
+	struct stat st;
+	enum conf_rc rc;
+	char *text = NULL, *line, *next;
+	unsigned lineno = 0;
+	size_t len;
+	int k;
+
+	if (stat(path, &st) < 0) {
+		ddp_fmt(w->why, sizeof(w->why), "%s", strerror(errno));
+		return CONF_UNREADABLE;
+	}
+	for (k = 0; k < depth; k++)
+		if (w->chain[k].id.dev == st.st_dev &&
+		    w->chain[k].id.ino == st.st_ino) {
+			name_loop(w, k, depth - 1, path);
+			return CONF_LOOP;
+		}
+	for (k = 0; k < w->nseen; k++)
+		if (w->seen[k].dev == st.st_dev && w->seen[k].ino == st.st_ino)
+			return CONF_OK;
+	if (depth > MAX_DEPTH) {
+		ddp_fmt(w->why, sizeof(w->why),
+			"is nested deeper than %d includes: skipped",
+			MAX_DEPTH);
+		return CONF_LIMIT;
+	}
+	if (w->nseen == CONF_FILES_MAX) {
+		ddp_fmt(w->why, sizeof(w->why),
+			"is past the %d files doctor reads: skipped",
+			CONF_FILES_MAX);
+		return CONF_LIMIT;
+	}
+	rc = conf_read(w, path, &st, &text);
+	if (rc)
+		return rc;
+	w->seen[w->nseen].dev = st.st_dev;
+	w->seen[w->nseen].ino = st.st_ino;
+	w->nseen++;
+	w->chain[depth].id = w->seen[w->nseen - 1];
+	w->chain[depth].path = path;
+	for (line = text; *line; line = next) {
+		len = strcspn(line, "\n");
+		next = line + len + (line[len] == '\n');
+		line[len] = '\0';
+		lineno++;
+		if (len > w->line_max) {
+			conf_tell(w, "warn",
+				  "%s:%u is longer than %zu bytes: skipped; "
+				  "fix: shorten it",
+				  path, lineno, w->line_max);
+			continue;
+		}
+		drop_comment(line);
+		w->chain[depth].line = lineno;
+		if (w->fn(w, path, lineno, depth, line, w->arg) < 0) {
+			rc = CONF_STOP;
+			break;
+		}
+	}
+	free(text);
+	return rc;
+}
+
+/*
+ * A line of slurm.conf or a file it includes (a conf_line_fn, arg the
+ * struct slurm_conf): an Include is followed (relative to the first
+ * file's directory, as slurmctld does; any trouble with it stops the
+ * walk), a key doctor needs is kept. Keys are case-insensitive; the last
+ * setting wins.
  */
 static int
-read_slurm_conf(const char *path, struct slurm_conf *sc, int depth, char *err,
-		size_t errlen)
+slurm_conf_line(struct conf_walk *w, const char *path, unsigned lineno,
+		int depth, char *line, void *arg)
 {
 	static const struct {
 		const char *key;
@@ -146,65 +438,81 @@ read_slurm_conf(const char *path, struct slurm_conf *sc, int depth, char *err,
 		{"Epilog", offsetof(struct slurm_conf, epilog), PATH_MAX},
 		{"PrologFlags", offsetof(struct slurm_conf, prolog_flags), 256},
 	};
-	char *line = NULL, *rest, *word, *eq, inc[PATH_MAX];
-	size_t cap = 0, i;
-	unsigned lineno = 0;
-	FILE *f;
-	int rv = -1;
+	struct slurm_conf *sc = arg;
+	char *rest = line, *word, *eq, *inc;
+	size_t i;
+	enum conf_rc rc;
 
-	if (depth > MAX_DEPTH)
-		return ddp_errf(err, errlen,
-				"%s: Include nested deeper than %d", path,
-				MAX_DEPTH);
-	f = fopen(path, "re");
-	if (!f)
-		return ddp_errf(err, errlen, "cannot read %s: %s", path,
-				strerror(errno));
-	while (getline(&line, &cap, f) >= 0) {
-		lineno++;
-		drop_comment(line);
-		rest = line;
+	word = next_word(&rest);
+	if (word && strcasecmp(word, "Include") == 0) {
 		word = next_word(&rest);
-		if (word && strcasecmp(word, "Include") == 0) {
-			word = next_word(&rest);
-			if (!word) {
-				ddp_errf(err, errlen,
-					 "%s:%u: Include without a file", path,
-					 lineno);
-				goto out;
-			}
-			if (relative_to(sc->path, word, inc, sizeof(inc)) < 0) {
-				ddp_errf(err, errlen,
-					 "%s:%u: Include: path too long", path,
-					 lineno);
-				goto out;
-			}
-			if (read_slurm_conf(inc, sc, depth + 1, err, errlen) <
-			    0)
-				goto out;
-			continue;
+		if (!word)
+			return ddp_errf(w->err, sizeof(w->err),
+					"%s:%u: Include without a file", path,
+					lineno);
+		inc = malloc(PATH_MAX);
+		if (!inc)
+			return ddp_errf(w->err, sizeof(w->err),
+					"%s:%u: out of memory", path, lineno);
+		if (relative_to(sc->path, word, inc, PATH_MAX) < 0) {
+			free(inc);
+			return ddp_errf(w->err, sizeof(w->err),
+					"%s:%u: Include: path too long", path,
+					lineno);
 		}
-		for (; word; word = next_word(&rest)) {
-			eq = strchr(word, '=');
-			if (!eq)
-				continue;
-			*eq = '\0';
-			for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-				if (strcasecmp(word, keys[i].key) == 0 &&
-				    set_value((char *)sc + keys[i].off,
-					      keys[i].len, eq + 1) < 0) {
-					ddp_errf(err, errlen,
-						 "%s:%u: %s: value too long",
-						 path, lineno, keys[i].key);
-					goto out;
-				}
-		}
+		rc = conf_walk(w, inc, depth + 1);
+		if (rc == CONF_LOOP)
+			ddp_errf(w->err, sizeof(w->err), "Include loop: %s",
+				 w->why);
+		else if (rc == CONF_UNREADABLE)
+			ddp_errf(w->err, sizeof(w->err),
+				 "cannot read %s (included by %s:%u): %s", inc,
+				 path, lineno, w->why);
+		else if (rc && rc != CONF_STOP)
+			ddp_errf(w->err, sizeof(w->err),
+				 "%s (included by %s:%u) %s", inc, path, lineno,
+				 w->why);
+		free(inc);
+		return rc ? -1 : 0;
 	}
-	rv = 0;
-out:
-	free(line);
-	fclose(f);
-	return rv;
+	for (; word; word = next_word(&rest)) {
+		eq = strchr(word, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (strcasecmp(word, keys[i].key) == 0 &&
+			    set_value((char *)sc + keys[i].off, keys[i].len,
+				      eq + 1) < 0)
+				return ddp_errf(w->err, sizeof(w->err),
+						"%s:%u: %s: value too long",
+						path, lineno, keys[i].key);
+	}
+	return 0;
+}
+
+/* Reads the keys doctor needs from slurm.conf at sc->path and the files
+ * it includes. Returns 0, or -1 with err. */
+static int
+read_slurm_conf(struct slurm_conf *sc, char *err, size_t errlen)
+{
+	struct conf_walk *w = calloc(1, sizeof(*w));
+	enum conf_rc rc;
+
+	if (!w)
+		return ddp_errf(err, errlen, "out of memory");
+	w->file_max = w->line_max = SLURM_CONF_FILE_MAX;
+	w->fn = slurm_conf_line;
+	w->arg = sc;
+	rc = conf_walk(w, sc->path, 0);
+	if (rc == CONF_STOP)
+		ddp_errf(err, errlen, "%s", w->err);
+	else if (rc == CONF_UNREADABLE)
+		ddp_errf(err, errlen, "cannot read %s: %s", sc->path, w->why);
+	else if (rc)
+		ddp_errf(err, errlen, "%s %s", sc->path, w->why);
+	free(w);
+	return rc ? -1 : 0;
 }
 
 /* The plugstack line that names the plugin, once found. */
@@ -255,74 +563,134 @@ is_plugin(const char *path)
 	return strcmp(base ? base + 1 : path, PLUGIN_NAME) == 0;
 }
 
+/* A walk over plugstack files: what it looks for, what it found. */
+struct plug_scan {
+	const struct slurm_conf *sc;
+	struct plug_hit *hit;
+};
+
+/* Says what following the include at by:line to file met (rc, the
+ * walk's why). */
+static void
+plug_trouble(struct conf_walk *w, const char *file, const char *by,
+	     unsigned line, enum conf_rc rc)
+{
+	if (rc == CONF_LOOP)
+		conf_tell(w, "FAIL",
+			  "include loop: %s, which slurmd would follow "
+			  "without end; fix: change the include at %s:%u so "
+			  "that it matches none of these files",
+			  w->why, by, line);
+	else if (rc == CONF_UNREADABLE)
+		conf_tell(w, "warn",
+			  "%s (included by %s:%u) cannot be read: %s: "
+			  "skipped; fix: remove it, or the include line",
+			  file, by, line, w->why);
+	else if (rc)
+		conf_tell(w, "FAIL",
+			  "%s (included by %s:%u) %s; fix: remove it, or "
+			  "change the include at %s:%u so that it does not "
+			  "match it",
+			  file, by, line, w->why, by, line);
+}
+
 /*
- * Looks for a live "required|optional .../spank_ddp.so" line in the
- * plugstack file path and the files its include lines name (globs,
- * relative to its directory). The first line whose plugin exists wins.
- * Returns 0, or -1 with err when path cannot be read.
+ * A line of a plugstack file (a conf_line_fn, arg a struct plug_scan):
+ * an include is followed (globs, relative to the file's directory); a
+ * live "required|optional .../spank_ddp.so" line is a hit. The first
+ * line whose plugin exists wins.
  */
 static int
-scan_plugstack(const struct slurm_conf *sc, const char *path, int depth,
-	       struct plug_hit *hit, char *err, size_t errlen)
+plug_line(struct conf_walk *w, const char *path, unsigned lineno, int depth,
+	  char *line, void *arg)
 {
-	char *line = NULL, *rest, *word, pattern[PATH_MAX];
-	size_t cap = 0, i;
-	unsigned lineno = 0;
+	struct plug_scan *ps = arg;
+	struct plug_hit *hit = ps->hit;
+	char *rest = line, *word, *pattern;
 	glob_t g;
-	FILE *f;
+	size_t i;
 
-	if (depth > MAX_DEPTH)
-		return ddp_errf(err, errlen,
-				"%s: include nested deeper than %d", path,
-				MAX_DEPTH);
-	f = fopen(path, "re");
-	if (!f)
-		return ddp_errf(err, errlen, "cannot read %s: %s", path,
-				strerror(errno));
-	while (getline(&line, &cap, f) >= 0) {
-		lineno++;
-		drop_comment(line);
-		rest = line;
+	word = next_word(&rest);
+	if (!word)
+		return 0;
+	if (strcmp(word, "include") == 0) {
 		word = next_word(&rest);
-		if (!word)
-			continue;
-		if (strcmp(word, "include") == 0) {
-			word = next_word(&rest);
-			if (!word ||
-			    relative_to(path, word, pattern, sizeof(pattern)) <
-				    0 ||
-			    glob(pattern, 0, NULL, &g) != 0)
-				continue;
-			/* An unreadable included file is only not a hit. */
-			for (i = 0; i < g.gl_pathc; i++)
-				scan_plugstack(sc, g.gl_pathv[i], depth + 1,
-					       hit, err, errlen);
-			globfree(&g);
-			continue;
+		pattern = word ? malloc(PATH_MAX) : NULL;
+		if (!pattern ||
+		    relative_to(path, word, pattern, PATH_MAX) < 0 ||
+		    glob(pattern, 0, NULL, &g) != 0) {
+			free(pattern);
+			return 0;
 		}
-		if (strcmp(word, "required") != 0 &&
-		    strcmp(word, "optional") != 0)
-			continue;
-		word = next_word(&rest);
-		if (!word || !is_plugin(word))
-			continue;
-		hit->lines++;
-		if (hit->exists)
-			continue;
-		ddp_fmt(hit->file, sizeof(hit->file), "%s", path);
-		hit->line = lineno;
-		resolve_plugin(sc, word, hit);
+		for (i = 0; i < g.gl_pathc; i++)
+			plug_trouble(w, g.gl_pathv[i], path, lineno,
+				     conf_walk(w, g.gl_pathv[i], depth + 1));
+		globfree(&g);
+		free(pattern);
+		return 0;
 	}
-	free(line);
-	fclose(f);
+	if (strcmp(word, "required") != 0 && strcmp(word, "optional") != 0)
+		return 0;
+	word = next_word(&rest);
+	if (!word || !is_plugin(word))
+		return 0;
+	hit->lines++;
+	if (hit->exists)
+		return 0;
+	ddp_fmt(hit->file, sizeof(hit->file), "%s", path);
+	hit->line = lineno;
+	resolve_plugin(ps->sc, word, hit);
 	return 0;
+}
+
+/*
+ * Looks for the plugin's line in the plugstack files paths (n of them)
+ * and the files they include, each file read once. With d, says what it
+ * skipped and why (not a regular file, too large, unreadable, too deep,
+ * an overlong line) and names each include loop. Returns CONF_OK, or
+ * the first file's trouble with err.
+ */
+static enum conf_rc
+scan_plugstack(struct doctor *d, const struct slurm_conf *sc,
+	       char *const *paths, size_t n, struct plug_hit *hit, char *err,
+	       size_t errlen)
+{
+	struct plug_scan ps = {.sc = sc, .hit = hit};
+	struct conf_walk *w = calloc(1, sizeof(*w));
+	enum conf_rc rc, rv = CONF_OK;
+	size_t i;
+
+	if (!w) {
+		ddp_fmt(err, errlen, "out of memory");
+		return CONF_UNREADABLE;
+	}
+	w->file_max = PLUGSTACK_FILE_MAX;
+	w->line_max = PLUGSTACK_LINE_MAX;
+	w->fn = plug_line;
+	w->arg = &ps;
+	w->d = d;
+	w->what = "plugstack";
+	for (i = 0; i < n; i++) {
+		rc = conf_walk(w, paths[i], 0);
+		if (i == 0 && rc == CONF_UNREADABLE)
+			ddp_fmt(err, errlen, "cannot read %s: %s", paths[i],
+				w->why);
+		else if (i == 0 && rc)
+			ddp_fmt(err, errlen, "%s %s", paths[i], w->why);
+		if (i == 0)
+			rv = rc;
+	}
+	conf_tell_rest(w);
+	free(w);
+	return rv;
 }
 
 /*
  * Where no line loads the plugin: whether a plugstack.conf.d beside path
  * has one all the same (the packages link their line in there), which
  * path does not include (SchedMD's and OpenHPC's Slurm ship no
- * plugstack.conf that does). Fills dir with that directory.
+ * plugstack.conf that does). Fills dir with that directory. Says nothing
+ * of its files: it only looks.
  */
 static int
 unincluded_entry(const struct slurm_conf *sc, const char *path, char *dir,
@@ -331,14 +699,13 @@ unincluded_entry(const struct slurm_conf *sc, const char *path, char *dir,
 	struct plug_hit hit = {0};
 	char pattern[PATH_MAX], err[DDP_ERR_LEN];
 	glob_t g;
-	size_t i;
 
 	if (relative_to(path, "plugstack.conf.d", dir, dirlen) < 0 ||
 	    ddp_fmt(pattern, sizeof(pattern), "%s/*.conf", dir) < 0 ||
 	    glob(pattern, 0, NULL, &g) != 0)
 		return 0;
-	for (i = 0; i < g.gl_pathc; i++)
-		scan_plugstack(sc, g.gl_pathv[i], 1, &hit, err, sizeof(err));
+	scan_plugstack(NULL, sc, g.gl_pathv, g.gl_pathc, &hit, err,
+		       sizeof(err));
 	globfree(&g);
 	return hit.lines > 0;
 }
@@ -348,6 +715,7 @@ check_plugstack(struct doctor *d, const struct slurm_conf *sc)
 {
 	struct plug_hit hit = {0};
 	char path[PATH_MAX], dir[PATH_MAX], err[DDP_ERR_LEN];
+	char *paths[1] = {path};
 	int rc;
 
 	if (sc->plugstack[0])
@@ -355,13 +723,21 @@ check_plugstack(struct doctor *d, const struct slurm_conf *sc)
 	else if (relative_to(sc->path, "plugstack.conf", path, sizeof(path)) <
 		 0)
 		path[0] = '\0';
-	rc = scan_plugstack(sc, path, 0, &hit, err, sizeof(err));
+	rc = scan_plugstack(d, sc, paths, 1, &hit, err, sizeof(err));
 	if (rc < 0 && unincluded_entry(sc, path, dir, sizeof(dir))) {
 		say(d, "FAIL", "plugstack",
 		    "%s; fix: create it with the line 'include %s/*.conf' "
 		    "(on a configless cluster, beside slurmctld's "
 		    "slurm.conf) and restart slurmd",
 		    err, dir);
+		return;
+	}
+	if (rc < 0 && rc != CONF_UNREADABLE) {
+		say(d, "FAIL", "plugstack",
+		    "%s; fix: make it a regular file with the line "
+		    "'required /PATH/TO/" PLUGIN_NAME "', or set "
+		    "PlugStackConfig= in slurm.conf to one",
+		    err);
 		return;
 	}
 	if (rc < 0) {
@@ -557,7 +933,7 @@ check_slurm(struct doctor *d, const char *path)
 		return;
 	}
 	ddp_fmt(sc->path, sizeof(sc->path), "%s", path);
-	if (read_slurm_conf(path, sc, 0, err, sizeof(err)) < 0) {
+	if (read_slurm_conf(sc, err, sizeof(err)) < 0) {
 		say(d, "FAIL", "slurm.conf",
 		    "%s; fix: give --slurm-conf FILE or set SLURM_CONF", err);
 		d->unusable = 1;

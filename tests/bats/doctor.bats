@@ -217,3 +217,83 @@ line() {
 	line FAIL plugstack
 	[[ $output == *"cannot read $tmp/etc/plugstack.conf"*"fix: create it with the line 'include $tmp/etc/plugstack.conf.d/*.conf'"* ]]
 }
+
+# traced_doctor: doctor (under `timeout 60`: a hang fails) traced by
+# strace, every file it opens listed in $tmp/trace.
+traced_doctor() {
+	run strace -f -qq -e trace=open,openat -o "$tmp/trace" \
+		timeout 60 "$helper" doctor --slurm-conf "$tmp/etc/slurm.conf"
+	echo "$output"
+}
+
+# opens PATH: how many times the traced doctor opened PATH.
+opens() { grep -cF "\"$1\"" "$tmp/trace" || true; }
+
+@test "plugstack files that include each other (5): each read once, the loop named" {
+	mkdir "$tmp/etc/loop"
+	local f
+	for f in a b c d e; do
+		echo "include $tmp/etc/loop/*.conf" >"$tmp/etc/loop/$f.conf"
+	done
+	echo "include $tmp/etc/loop/*.conf" >>"$tmp/etc/plugstack.conf"
+	traced_doctor
+	[ "$status" -eq 1 ]
+	for f in a b c d e; do
+		[ "$(opens "$tmp/etc/loop/$f.conf")" -eq 1 ] || { echo "$f.conf opened $(opens "$tmp/etc/loop/$f.conf") times" >&2; return 1; }
+	done
+	[[ $output == *"FAIL plugstack: include loop: $tmp/etc/loop/a.conf -> $tmp/etc/loop/a.conf ($tmp/etc/loop/a.conf:1 includes $tmp/etc/loop/a.conf again), which slurmd would follow without end; fix: change the include at $tmp/etc/loop/a.conf:1 so that it matches none of these files"* ]]
+	[[ $output == *"FAIL plugstack: include loop: $tmp/etc/loop/a.conf -> $tmp/etc/loop/b.conf -> $tmp/etc/loop/a.conf ($tmp/etc/loop/b.conf:1 includes $tmp/etc/loop/a.conf again), "* ]]
+	# 15 include lines close a loop: the first 8 are named, one per
+	# line, the rest counted.
+	[ "$(grep -c '^FAIL plugstack: include loop: ' <<<"$output")" -eq 8 ]
+	[[ $output == *"FAIL plugstack: 7 more problems like those above in these files (the first 8 are named); fix: as above"* ]]
+	# The plugin's own line is still found and judged.
+	[[ $output == *"ok plugstack: $tmp/etc/plugstack.conf.d/ddp.conf:1 loads $tmp/lib/spank_ddp.so"* ]]
+}
+
+@test "a plugstack file that is a link to /dev/zero is named and skipped" {
+	ln -s /dev/zero "$tmp/etc/plugstack.conf.d/zero.conf"
+	# On a doctor that reads it, the limit ends the growing line.
+	run timeout 60 bash -c 'ulimit -v 600000 && exec "$@"' doctor \
+		"$helper" doctor --slurm-conf "$tmp/etc/slurm.conf"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ $output == *"FAIL plugstack: $tmp/etc/plugstack.conf.d/zero.conf (included by $tmp/etc/plugstack.conf:1) is a character device, not a regular file: skipped (slurmd would read it without end); fix: remove it"* ]]
+	[[ $output == *"ok plugstack: $tmp/etc/plugstack.conf.d/ddp.conf:1 loads"* ]]
+	line ok Prolog
+}
+
+@test "a FIFO among the plugstack files is named and skipped, never opened" {
+	mkfifo "$tmp/etc/plugstack.conf.d/fifo.conf"
+	traced_doctor
+	[ "$status" -eq 1 ]
+	[ "$(opens "$tmp/etc/plugstack.conf.d/fifo.conf")" -eq 0 ]
+	[[ $output == *"FAIL plugstack: $tmp/etc/plugstack.conf.d/fifo.conf (included by $tmp/etc/plugstack.conf:1) is a FIFO, not a regular file: skipped (slurmd would block reading it); fix: remove it"* ]]
+	[[ $output == *"ok plugstack: $tmp/etc/plugstack.conf.d/ddp.conf:1 loads"* ]]
+	line ok Prolog
+}
+
+@test "an overlong plugstack line and an oversized plugstack file are named and skipped" {
+	{
+		head -c 5000 /dev/zero | tr '\0' x
+		echo
+		echo "required $tmp/lib/spank_ddp.so"
+	} >"$tmp/etc/plugstack.conf.d/long.conf"
+	head -c 1100000 /dev/zero | tr '\0' '\n' >"$tmp/etc/plugstack.conf.d/big.conf"
+	run timeout 60 "$helper" doctor --slurm-conf "$tmp/etc/slurm.conf"
+	echo "$output"
+	[[ $output == *"warn plugstack: $tmp/etc/plugstack.conf.d/long.conf:1 is longer than 4096 bytes: skipped; fix: "* ]]
+	[[ $output == *"FAIL plugstack: $tmp/etc/plugstack.conf.d/big.conf (included by $tmp/etc/plugstack.conf:1) is 1100000 bytes, more than doctor reads (1048576): skipped; fix: "* ]]
+	# The line after the long one is read: two lines name the plugin.
+	[[ $output == *"warn plugstack: 2 lines name spank_ddp.so"* ]]
+}
+
+@test "slurm.conf files that include each other: the loop named, doctor ends" {
+	echo "Include $tmp/etc/b.conf" >>"$tmp/etc/slurm.conf"
+	echo "Include $tmp/etc/slurm.conf" >"$tmp/etc/b.conf"
+	run timeout 60 "$helper" doctor --slurm-conf "$tmp/etc/slurm.conf"
+	echo "$output"
+	[ "$status" -eq 2 ]
+	line FAIL slurm.conf
+	[[ $output == *"Include loop: $tmp/etc/slurm.conf -> $tmp/etc/b.conf -> $tmp/etc/slurm.conf ($tmp/etc/b.conf:1 includes $tmp/etc/slurm.conf again)"* ]]
+}
