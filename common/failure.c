@@ -85,13 +85,42 @@ nonce_ok(const char *s)
 	return s[i] == '\0';
 }
 
-/* "exit:N" or "signal:N" into buf. */
-static int
-format_how(const struct ddp_failure *f, char *buf, size_t len)
+/* The HOW suffix of what the kernel recorded, "" for none. */
+static const char *
+kernel_word(enum ddp_failure_kernel k)
 {
-	if (f->signal > 0)
-		return ddp_fmt(buf, len, "signal:%d", f->signal);
-	return ddp_fmt(buf, len, "exit:%d", f->status);
+	switch (k) {
+	case DDP_KERNEL_OOM:
+		return "oom";
+	case DDP_KERNEL_MEMORY_ERROR:
+		return "memory-error";
+	default:
+		return "";
+	}
+}
+
+/* The signal a kernel record explains: SIGKILL for an OOM kill, SIGBUS
+ * for a memory error; 0 for none. */
+static int
+kernel_signal(enum ddp_failure_kernel k)
+{
+	return k == DDP_KERNEL_OOM	    ? SIGKILL
+	       : k == DDP_KERNEL_MEMORY_ERROR ? SIGBUS
+					      : 0;
+}
+
+/* "exit:N" or "signal:N" into buf, and for a report (with_kernel) the
+ * kernel's word after a colon. */
+static int
+format_how(const struct ddp_failure *f, int with_kernel, char *buf,
+	   size_t len)
+{
+	if (f->signal <= 0)
+		return ddp_fmt(buf, len, "exit:%d", f->status);
+	if (with_kernel && f->kernel != DDP_KERNEL_NONE)
+		return ddp_fmt(buf, len, "signal:%d:%s", f->signal,
+			       kernel_word(f->kernel));
+	return ddp_fmt(buf, len, "signal:%d", f->signal);
 }
 
 /* The fields both lines share, checked. */
@@ -102,7 +131,9 @@ fields_ok(const struct ddp_failure *f)
 	       word_ok(f->step_nodes, sizeof(f->step_nodes), ",[]") &&
 	       f->time_ms >= 0 && f->nodes > 0 &&
 	       (f->signal > 0 ? f->signal <= SIGNAL_MAX
-			      : f->status > 0 && f->status <= 255);
+			      : f->status > 0 && f->status <= 255) &&
+	       (f->kernel == DDP_KERNEL_NONE ||
+		kernel_signal(f->kernel) == f->signal);
 }
 
 const char *
@@ -144,7 +175,7 @@ ddp_failure_format_report(const struct ddp_failure *f, const char *nonce,
 	char how[32];
 
 	if (!nonce_ok(nonce) || !fields_ok(f) ||
-	    format_how(f, how, sizeof(how)) < 0)
+	    format_how(f, 1, how, sizeof(how)) < 0)
 		return -1;
 	if (!f->named)
 		return ddp_fmt(buf, len, "%s %ld %s %s %lld.%03lld %lu %s\n",
@@ -175,25 +206,43 @@ next_field(const char **p, char *buf, size_t len)
 	return 0;
 }
 
-/* "exit:N" or "signal:N" into f. */
+/* "exit:N", "signal:N" or "signal:N:KERNEL" into f. */
 static int
 parse_how(const char *s, struct ddp_failure *f)
 {
+	char num[16];
+	const char *colon;
 	long v;
+	size_t n;
 
 	if (!strncmp(s, "exit:", 5) && ddp_parse_long(s + 5, 1, 255, &v) == 0 &&
 	    s[5] != '+') {
 		f->signal = 0;
 		f->status = (int)v;
+		f->kernel = DDP_KERNEL_NONE;
 		return 0;
 	}
-	if (!strncmp(s, "signal:", 7) &&
-	    ddp_parse_long(s + 7, 1, SIGNAL_MAX, &v) == 0 && s[7] != '+') {
-		f->signal = (int)v;
-		f->status = 0;
+	if (strncmp(s, "signal:", 7))
+		return -1;
+	s += 7;
+	colon = strchr(s, ':');
+	n = colon ? (size_t)(colon - s) : strlen(s);
+	if (n == 0 || n >= sizeof(num) || s[0] == '+')
+		return -1;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	if (ddp_parse_long(num, 1, SIGNAL_MAX, &v) < 0)
+		return -1;
+	f->signal = (int)v;
+	f->status = 0;
+	f->kernel = DDP_KERNEL_NONE;
+	if (!colon)
 		return 0;
-	}
-	return -1;
+	if (!strcmp(colon + 1, "oom"))
+		f->kernel = DDP_KERNEL_OOM;
+	else if (!strcmp(colon + 1, "memory-error"))
+		f->kernel = DDP_KERNEL_MEMORY_ERROR;
+	return kernel_signal(f->kernel) == f->signal ? 0 : -1;
 }
 
 /* "SECONDS.mmm" into milliseconds. */
@@ -305,7 +354,8 @@ ddp_failure_parse_report(const char *line, const char *nonce,
 	if (next_field(&p, out.node, sizeof(out.node)) < 0)
 		return ddp_errf(err, errlen, "no node");
 	if (next_field(&p, how, sizeof(how)) < 0 || parse_how(how, &out) < 0)
-		return ddp_errf(err, errlen, "no exit:N or signal:N");
+		return ddp_errf(err, errlen,
+				"no exit:N, signal:N or signal:N:KERNEL");
 	if (next_field(&p, when, sizeof(when)) < 0 ||
 	    parse_time(when, &out.time_ms) < 0)
 		return ddp_errf(err, errlen, "no time");
@@ -338,15 +388,68 @@ ddp_failure_earlier(const struct ddp_failure *a, const struct ddp_failure *b)
 	return a->rank < b->rank;
 }
 
+/* 1 for the signals Slurm (scancel, time limits) and people end steps
+ * with. */
+static int
+stop_signal(int sig)
+{
+	return sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+}
+
+/* The class of a death alone, from its how and its kernel's word. */
+static enum ddp_failure_cause
+how_cause(int signal, enum ddp_failure_kernel kernel)
+{
+	if (signal <= 0)
+		return DDP_CAUSE_EXIT;
+	if (stop_signal(signal))
+		return DDP_CAUSE_STOP;
+	if (kernel == DDP_KERNEL_OOM && signal == SIGKILL)
+		return DDP_CAUSE_OOM;
+	if (kernel == DDP_KERNEL_MEMORY_ERROR && signal == SIGBUS)
+		return DDP_CAUSE_NODE;
+	return DDP_CAUSE_CRASH;
+}
+
+enum ddp_failure_cause
+ddp_failure_cause_of(const struct ddp_failure *f)
+{
+	if (f->blame_decided)
+		return f->cause;
+	return how_cause(f->signal, f->kernel);
+}
+
 const char *
 ddp_failure_blame(const struct ddp_failure *f)
 {
 	if (f->blame_decided)
 		return f->blamed;
-	if (f->signal <= 0 || f->signal == SIGTERM || f->signal == SIGINT ||
-	    f->signal == SIGHUP)
-		return "";
-	return f->node;
+	return ddp_failure_cause_of(f) == DDP_CAUSE_NODE ? f->node : "";
+}
+
+static const char *const cause_names[DDP_CAUSE_COUNT] = {
+	[DDP_CAUSE_EXIT] = "exit", [DDP_CAUSE_CRASH] = "crash",
+	[DDP_CAUSE_OOM] = "oom",   [DDP_CAUSE_HANG] = "hang",
+	[DDP_CAUSE_STOP] = "stop", [DDP_CAUSE_NODE] = "node",
+};
+
+const char *
+ddp_failure_cause_name(enum ddp_failure_cause cause)
+{
+	return (unsigned)cause < DDP_CAUSE_COUNT ? cause_names[cause] : "";
+}
+
+int
+ddp_failure_cause_parse(const char *word, enum ddp_failure_cause *cause)
+{
+	int i;
+
+	for (i = 0; i < DDP_CAUSE_COUNT; i++)
+		if (!strcmp(word, cause_names[i])) {
+			*cause = (enum ddp_failure_cause)i;
+			return 0;
+		}
+	return -1;
 }
 
 const char *
@@ -379,17 +482,22 @@ int
 ddp_failure_describe(const struct ddp_failure *f, char *buf, size_t len)
 {
 	const char *name = ddp_failure_signal_name(f->signal);
+	const char *by = f->kernel == DDP_KERNEL_OOM
+				 ? " by the kernel's OOM killer"
+			 : f->kernel == DDP_KERNEL_MEMORY_ERROR
+				 ? " after a memory error on its node"
+				 : "";
 
 	if (f->signal <= 0)
 		return ddp_fmt(buf, len, "rank %ld on %s exited with status %d",
 			       f->rank, f->node, f->status);
 	if (!name)
 		return ddp_fmt(buf, len,
-			       "rank %ld on %s was killed by signal %d",
-			       f->rank, f->node, f->signal);
+			       "rank %ld on %s was killed by signal %d%s",
+			       f->rank, f->node, f->signal, by);
 	return ddp_fmt(buf, len,
-		       "rank %ld on %s was killed by signal %d (SIG%s)",
-		       f->rank, f->node, f->signal, name);
+		       "rank %ld on %s was killed by signal %d (SIG%s)%s",
+		       f->rank, f->node, f->signal, name, by);
 }
 
 int
@@ -397,14 +505,133 @@ ddp_failure_format_record(const struct ddp_failure *f, char *buf, size_t len)
 {
 	char how[32];
 
-	if (format_how(f, how, sizeof(how)) < 0)
+	if (format_how(f, 0, how, sizeof(how)) < 0)
 		return -1;
 	return ddp_fmt(buf, len,
 		       "rank=%ld node=%s how=%s time=%lld.%03lld blame=%s "
-		       "nodes=%lu step_nodes=%s why=%s\n",
+		       "nodes=%lu step_nodes=%s why=%s cause=%s\n",
 		       f->rank, f->node, how, f->time_ms / 1000,
 		       f->time_ms % 1000, ddp_failure_blame(f), f->nodes,
-		       f->step_nodes, f->named ? "" : f->named_why);
+		       f->step_nodes, f->named ? "" : f->named_why,
+		       ddp_failure_cause_name(ddp_failure_cause_of(f)));
+}
+
+/* Longest record line read; the plugin's are far shorter. */
+#define RECORD_LINE_MAX (2 * DDP_FAILURE_NODES_LEN + 512)
+/* The most nodes a record's blame= may name. */
+#define RECORD_BLAME_MAX 65536
+
+/* One key=value of a record; unknown keys are skipped. seen gathers the
+ * keys a record must have (1 how, 2 nodes, 4 blame) and 8 for cause. */
+static int
+record_field(const char *key, const char *v, struct ddp_failure_record *r,
+	     unsigned *seen)
+{
+	struct ddp_failure f = {0};
+	struct ddp_hostlist hl = {0};
+	char why[256];
+
+	if (!strcmp(key, "rank"))
+		return ddp_parse_long(v, 0, 1L << 24, &r->rank);
+	if (!strcmp(key, "node"))
+		return ddp_fmt(r->node, sizeof(r->node), "%s", v);
+	if (!strcmp(key, "how")) {
+		*seen |= 1;
+		if ((strncmp(v, "exit:", 5) && strncmp(v, "signal:", 7)) ||
+		    strchr(strchr(v, ':') + 1, ':') || parse_how(v, &f) < 0)
+			return -1;
+		r->signalled = f.signal > 0;
+		r->code = f.signal > 0 ? f.signal : f.status;
+		return 0;
+	}
+	if (!strcmp(key, "why")) {
+		if (v[0] && !why_ok(v))
+			return -1;
+		return ddp_fmt(r->why, sizeof(r->why), "%s", v);
+	}
+	if (!strcmp(key, "cause")) {
+		*seen |= 8;
+		return ddp_failure_cause_parse(v, &r->cause);
+	}
+	if (!strcmp(key, "nodes")) {
+		*seen |= 2;
+		return ddp_parse_long(v, 1, 65535, &r->nodes);
+	}
+	if (!strcmp(key, "blame")) {
+		*seen |= 4;
+		if (!v[0]) {
+			r->blame[0] = '\0';
+			return 0;
+		}
+		/* Checked now, so that deciding cannot meet a bad list. */
+		if (ddp_hostlist_parse(v, RECORD_BLAME_MAX, &hl, why,
+				       sizeof(why)) < 0)
+			return -1;
+		ddp_hostlist_free(&hl);
+		return ddp_fmt(r->blame, sizeof(r->blame), "%s", v);
+	}
+	return 0;
+}
+
+int
+ddp_failure_parse_record(const char *text, size_t len,
+			 struct ddp_failure_record *r, char *err, size_t errlen)
+{
+	char line[RECORD_LINE_MAX];
+	const char *nl = memchr(text, '\n', len);
+	char *p, *next;
+	unsigned seen = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->rank = -1;
+	r->nodes = -1;
+	if (nl)
+		len = (size_t)(nl - text);
+	if (len >= sizeof(line))
+		return ddp_errf(err, errlen,
+				"restart report: a line of %zu bytes, longer "
+				"than the %d a report may have",
+				len, RECORD_LINE_MAX - 1);
+	memcpy(line, text, len);
+	line[len] = '\0';
+	for (p = line; p && *p; p = next) {
+		char *eq;
+
+		next = strchr(p, ' ');
+		if (next)
+			*next++ = '\0';
+		if (!*p)
+			continue;
+		eq = strchr(p, '=');
+		if (!eq)
+			return ddp_errf(err, errlen,
+					"restart report: '%.60s' is not "
+					"key=value",
+					p);
+		*eq = '\0';
+		if (record_field(p, eq + 1, r, &seen) < 0)
+			return ddp_errf(err, errlen,
+					"restart report: %.40s='%.80s' is not "
+					"what the plugin writes",
+					p, eq + 1);
+	}
+	if ((seen & 7) != 7)
+		return ddp_errf(err, errlen,
+				"restart report: '%.120s' lacks %s", line,
+				!(seen & 1)   ? "how="
+				: !(seen & 2) ? "nodes="
+					      : "blame=");
+	/* An older plugin's record: only a node blamed restarted it. */
+	if (!(seen & 8))
+		r->cause = r->blame[0]	  ? DDP_CAUSE_NODE
+			   : r->signalled ? DDP_CAUSE_CRASH
+					  : DDP_CAUSE_EXIT;
+	if (r->blame[0] && r->cause != DDP_CAUSE_NODE)
+		return ddp_errf(err, errlen,
+				"restart report: blame=%.80s with cause=%s: "
+				"only cause=node blames a node",
+				r->blame, ddp_failure_cause_name(r->cause));
+	return 0;
 }
 
 int
@@ -474,6 +701,7 @@ ddp_failure_set_add(struct ddp_failure_set *set, const struct ddp_failure *f)
 	ddp_fmt(e->node, sizeof(e->node), "%s", f->node);
 	e->signal = f->signal;
 	e->status = f->status;
+	e->kernel = f->kernel;
 	e->time_ms = f->time_ms;
 	e->named_rank = f->named ? f->named_rank : -1;
 	ddp_fmt(e->named_node, sizeof(e->named_node), "%s",
@@ -525,12 +753,50 @@ step_has(const char *nodes, unsigned long count, const char *node)
 	return found;
 }
 
-/* Decides blame of *c: node, or none for NULL or "". */
+/* Decides the class of *c, and the node it blames (node, for class
+ * node alone). */
 static void
-decide_blame(struct ddp_failure *c, const char *node)
+decide_blame(struct ddp_failure *c, enum ddp_failure_cause cause,
+	     const char *node)
 {
 	c->blame_decided = 1;
-	ddp_fmt(c->blamed, sizeof(c->blamed), "%s", node ? node : "");
+	c->cause = cause;
+	ddp_fmt(c->blamed, sizeof(c->blamed), "%s",
+		cause == DDP_CAUSE_NODE && node ? node : "");
+}
+
+/* 1 for a WHY that says a rank's node may be gone ("lost",
+ * "unreachable"), not only the rank. */
+static int
+why_may_be_node(const char *why)
+{
+	return !strcmp(why, "lost") || !strcmp(why, "unreachable");
+}
+
+/* Node evidence about rank (on node) in set (failure.h, rule 2): a rank of
+ * another node named it lost or unreachable, and either no report came
+ * from its node, or its own report (own) names a rank of another node so. */
+static int
+node_evidence(const struct ddp_failure_set *set, long rank, const char *node,
+	      const struct ddp_failure_seen *own)
+{
+	int other = 0, from_node = 0;
+	size_t i;
+
+	for (i = 0; i < set->nseen; i++) {
+		const struct ddp_failure_seen *e = &set->seen[i];
+
+		from_node |= !strcmp(e->node, node);
+		other |= e->named_rank == rank && strcmp(e->node, node) &&
+			 why_may_be_node(e->named_why);
+	}
+	if (!other)
+		return 0;
+	if (!from_node)
+		return 1;
+	return own && own->named_rank >= 0 &&
+	       why_may_be_node(own->named_why) &&
+	       strcmp(own->named_node, own->node);
 }
 
 /* Rule 2 (failure.h): the cause the naming n names, into c. */
@@ -550,15 +816,11 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 		c->status = own->status;
 		c->time_ms = own->time_ms;
 	}
-	if (own && own->signal <= 0 && own->named_rank < 0) {
+	c->kernel = own ? own->kernel : DDP_KERNEL_NONE;
+	if (own && ((own->signal <= 0 && own->named_rank < 0) ||
+		    (own->signal > 0 && !strcmp(n->named_why, "lost")))) {
 		c->named_why[0] = '\0';
-		decide_blame(c, NULL);
-		ddp_failure_describe(c, what, whatlen);
-		return;
-	}
-	if (own && !strcmp(n->named_why, "lost")) {
-		c->named_why[0] = '\0';
-		decide_blame(c, c->node);
+		decide_blame(c, how_cause(own->signal, own->kernel), c->node);
 		ddp_failure_describe(c, what, whatlen);
 		return;
 	}
@@ -569,7 +831,12 @@ named_cause(const struct ddp_failure_set *set, const struct ddp_failure *n,
 	if (!own)
 		ddp_fmt(c->node, sizeof(c->node), "%s",
 			node ? node : n->named_node);
-	decide_blame(c, node);
+	decide_blame(c,
+		     node && why_may_be_node(n->named_why) &&
+				     node_evidence(set, c->rank, node, own)
+			     ? DDP_CAUSE_NODE
+			     : DDP_CAUSE_HANG,
+		     node);
 	words = ddp_failure_why_words(n->named_why);
 	ddp_fmt(what, whatlen, "rank %ld on %s %s (named by rank %ld)", c->rank,
 		c->node, words ? words : "is unreachable", n->named_by);
@@ -714,11 +981,13 @@ ddp_failure_set_cause(const struct ddp_failure_set *set,
 
 	if (!set->have_first)
 		return 0;
-	if (ddp_failure_blame(&set->first)[0] || !set->have_naming) {
+	if ((set->first.signal > 0 && !stop_signal(set->first.signal)) ||
+	    !set->have_naming) {
 		*cause = set->first;
 		cause->named = 0;
 		cause->named_why[0] = '\0';
-		decide_blame(cause, ddp_failure_blame(&set->first));
+		decide_blame(cause, ddp_failure_cause_of(&set->first),
+			     set->first.node);
 		if (ddp_failure_describe(cause, what, whatlen) < 0)
 			ddp_fmt(what, whatlen, "rank %ld failed", cause->rank);
 		return 1;

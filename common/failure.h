@@ -9,11 +9,14 @@
  * The report, one line from a node's slurmstepd to srun over TCP:
  *   NONCE RANK NODE HOW TIME NODES STEP_NODES[ BY NAMED NAMED_HOST WHY]\n
  * NONCE is the step's SLURM_DDP_FAILURE_NONCE (DDP_FAILURE_NONCE_HEX lowercase
- * hex digits), HOW "exit:N" (N 1-255) or "signal:N" (N 1-64), TIME
- * CLOCK_REALTIME seconds with milliseconds ("1764240000.123"), NODES and
- * STEP_NODES the step's node count and Slurm host list, which srun alone
- * does not know when the step ends. The four optional fields, all or
- * none, are the naming: a task of the node (rank BY) wrote to its
+ * hex digits), HOW "exit:N" (N 1-255) or "signal:N" (N 1-64), followed by
+ * ":oom" for a SIGKILL while the kernel's OOM-kill count rose, or by
+ * ":memory-error" for a SIGBUS while the node's memory-error counts rose
+ * (kevents.h: what slurmstepd read of its own kernel, never what the task
+ * says), TIME CLOCK_REALTIME seconds with milliseconds ("1764240000.123"),
+ * NODES and STEP_NODES the step's node count and Slurm host list, which
+ * srun alone does not know when the step ends. The four optional fields,
+ * all or none, are the naming: a task of the node (rank BY) wrote to its
  * DDP_FAILURE_FD that it failed because of rank NAMED on NAMED_HOST (as
  * libddp knows the host), WHY "lost", "hang", "unreachable" or "behind"
  * (a hang survey found NAMED still in an earlier call, itself waiting:
@@ -21,20 +24,39 @@
  *
  * The record, one line in the file DDP_RESTART_REPORT names:
  *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 nodes=4
- *   step_nodes=node[1-4] why=
+ *   step_nodes=node[1-4] why= cause=node
  * (one line, the fields in this order, blame= empty when no node is to
  * blame). why= is empty when HOW is what happened to the rank, else the
  * WHY of the naming that made it the cause ("hang": the rank hangs, and
- * HOW is how the rank that named it, or the rank itself, ended).
+ * HOW is how the rank that named it, or the rank itself, ended). cause=
+ * is the cause's class (below); blame= is set for cause=node alone.
  *
- * Blame: a task killed by a signal blames its node, except SIGTERM, SIGINT
- * and SIGHUP, which Slurm (scancel, time limits) and people use to end
- * steps; a non-zero exit status blames nobody: the program failed by
- * itself (a bug, a bad input), and another node would fail the same way.
+ * The cause's class: what the evidence says failed, from what srun and
+ * slurmstepd can verify, never from what the program could choose (it
+ * chooses how it dies: abort(), a NULL dereference, kill(getpid(), ...)):
+ *   exit   a rank exited with a non-zero status by itself;
+ *   crash  a rank was killed by a signal, not proven otherwise (SIGSEGV,
+ *          SIGABRT, SIGKILL that no OOM kill explains, SIGBUS that no
+ *          memory error explains, ...);
+ *   oom    SIGKILL while the kernel's OOM-kill count rose: the job's
+ *          memory;
+ *   hang   a rank a hang survey names, or one named unreachable while its
+ *          node still reported (the node was up: the rank was stopped,
+ *          hung or far behind);
+ *   stop   SIGTERM, SIGINT or SIGHUP: Slurm (scancel, time limits) or a
+ *          person ended it;
+ *   node   the node: a SIGBUS while its kernel's memory-error counts rose,
+ *          or a rank named lost or unreachable by ranks of other nodes
+ *          while no report came from its node (the node or its link was
+ *          gone), or that itself named a rank of another node so (a cut
+ *          link, the side with more ranks deciding).
+ * Only node blames a node (restart.h: --ddp-restart leaves it out); the
+ * others blame the program, and --ddp-restart-on chooses which of them
+ * are run again on the same nodes.
  *
  * The cause of a step's failure, from all its reports (ddp_failure_set):
- * 1. The earliest report, when it blames (a signal death, above): it is
- *    the cause, its node is blamed.
+ * 1. The earliest report, when it is a signal death other than SIGTERM,
+ *    SIGINT and SIGHUP: it is the cause, its class from its HOW.
  * 2. Else the earliest report that carries a naming names rank R, unless
  *    the reports name another rank more often: then R is that rank and
  *    the naming the earliest that names it. (A cut link: the ranks on
@@ -49,23 +71,24 @@
  *    its own blames that waiter, the best known. (Out of memory, no
  *    chain is followed.) R's own report (the earliest of R's, if any)
  *    is looked up:
- *    - R exited with a status by itself, naming nobody: R is the cause,
- *      nobody is blamed (the program failed, the others lost it);
- *    - WHY is "lost" and R was killed by a signal: R's report is the
- *      cause ("rank 2 on node3 was killed by signal 9 (SIGKILL)"), R's
- *      node is blamed, whichever signal it was;
- *    - else (a hang, a waiter, an unreachable rank, or a lost one that no
- *      report names): R is the cause, said as "rank 2 on node3 hangs
- *      (named by rank 0)", "hangs in an earlier call", "is unreachable"
- *      or "was lost", named by the last naming of the chain; the node
- *      blamed is R's report's, else NAMED_HOST when it is one of
- *      STEP_NODES, else none.
+ *    - R exited with a status by itself, naming nobody, or WHY is "lost"
+ *      and R was killed by a signal: R's report is the cause, its class
+ *      from its HOW ("rank 2 on node3 was killed by signal 11
+ *      (SIGSEGV)");
+ *    - else R is the cause, said as "rank 2 on node3 hangs (named by rank
+ *      0)", "hangs in an earlier call", "is unreachable" or "was lost",
+ *      named by the last naming of the chain; its class is node when
+ *      WHY is "lost" or "unreachable", R's node is one of STEP_NODES and
+ *      a rank of another node named it, and either no report came from
+ *      R's node or R's own report names a rank of another node lost or
+ *      unreachable; else hang. The node blamed is then R's node (its
+ *      report's, else NAMED_HOST).
  *    The cause's how and time are R's report's, else the naming one's.
- * 3. Else the earliest report is the cause, and blames nobody.
+ * 3. Else the earliest report is the cause, its class from its HOW.
  * A naming comes from the job's own program and is trusted as such: the
  * node it blames only leaves that job's own restarted step
  * (--ddp-restart); slurmstepd records verdicts (verdict.h) only for what
- * it saw itself.
+ * its kernel recorded (a memory error), never for how a task died.
  *
  * Errors: functions return 0 or -1 (with err, NUL-terminated when errlen
  * > 0, where they take one); they never log. Thread safety: reentrant,
@@ -87,12 +110,31 @@
 /* Longest WHY of a naming, NUL included. */
 #define DDP_FAILURE_WHY_MAX 16
 
+/* What the node's kernel recorded of a task's death (kevents.h). */
+enum ddp_failure_kernel {
+	DDP_KERNEL_NONE = 0,
+	DDP_KERNEL_OOM,		 /* SIGKILL, and the OOM-kill count rose */
+	DDP_KERNEL_MEMORY_ERROR, /* SIGBUS, and memory errors rose */
+};
+
+/* The cause's class (see above); the record's cause= word. */
+enum ddp_failure_cause {
+	DDP_CAUSE_EXIT = 0,
+	DDP_CAUSE_CRASH,
+	DDP_CAUSE_OOM,
+	DDP_CAUSE_HANG,
+	DDP_CAUSE_STOP,
+	DDP_CAUSE_NODE,
+};
+#define DDP_CAUSE_COUNT 6
+
 /* One failed task, as its node's slurmstepd saw it end. */
 struct ddp_failure {
 	long rank;			 /* global rank, 0-2^31 */
 	char node[DDP_HOSTNAME_MAX + 1]; /* its Slurm node name */
 	int signal;			 /* > 0: killed by this signal */
 	int status;			 /* else its exit status, 1-255 */
+	enum ddp_failure_kernel kernel;	 /* with signal, its node's word */
 	long long time_ms;		 /* CLOCK_REALTIME, milliseconds */
 	unsigned long nodes;		 /* the step's node count */
 	char step_nodes[DDP_FAILURE_NODES_LEN]; /* the step's host list */
@@ -102,9 +144,10 @@ struct ddp_failure {
 	long named_by, named_rank;
 	char named_node[DDP_HOSTNAME_MAX + 1];
 	char named_why[DDP_FAILURE_WHY_MAX];
-	/* Set by ddp_failure_set_cause: the node blamed is blamed, whatever
-	 * the rule for f alone says. */
+	/* Set by ddp_failure_set_cause: the class and the node blamed are
+	 * these, whatever the rule for f alone says. */
 	int blame_decided;
+	enum ddp_failure_cause cause;
 	char blamed[DDP_HOSTNAME_MAX + 1];
 };
 
@@ -113,6 +156,7 @@ struct ddp_failure_seen {
 	long rank;
 	char node[DDP_HOSTNAME_MAX + 1];
 	int signal, status;
+	enum ddp_failure_kernel kernel;
 	long long time_ms;
 	/* Its naming: the rank it names, -1 for none, with host and why. */
 	long named_rank;
@@ -196,9 +240,18 @@ int ddp_failure_parse_naming(const char *line, struct ddp_failure *f);
 int ddp_failure_earlier(const struct ddp_failure *a,
 			const struct ddp_failure *b);
 
-/* The node f blames (its node, see Blame above; blamed when
- * blame_decided), or "" for none. */
+/* The class of f: cause when blame_decided, else what its HOW alone says
+ * (rule 1 above). */
+enum ddp_failure_cause ddp_failure_cause_of(const struct ddp_failure *f);
+
+/* The node f blames (blamed when blame_decided, else its node when its
+ * class is node), or "" for none. */
 const char *ddp_failure_blame(const struct ddp_failure *f);
+
+/* The record's word for a class ("crash"), and the class of a word:
+ * 0, or -1 for a word that is none. */
+const char *ddp_failure_cause_name(enum ddp_failure_cause cause);
+int ddp_failure_cause_parse(const char *word, enum ddp_failure_cause *cause);
 
 /* A naming's WHY in srun's words ("hang": "hangs", "behind": "hangs in an
  * earlier call", "lost": "was lost", "unreachable": "is unreachable"), or
@@ -233,6 +286,31 @@ int ddp_failure_set_cause(const struct ddp_failure_set *set,
 
 /* Releases what set owns and zeroes it. */
 void ddp_failure_set_free(struct ddp_failure_set *set);
+
+/* One record, as ddp_failure_parse_record reads it (restart.h decides
+ * from it). */
+struct ddp_failure_record {
+	long rank;			   /* -1: not said */
+	char node[DDP_HOSTNAME_MAX + 1];   /* where the rank ran, or "" */
+	int signalled;			   /* how: 1 signal:N, 0 exit:N */
+	long code;			   /* N of how */
+	char blame[DDP_FAILURE_NODES_LEN]; /* host list, "" = none */
+	long nodes;			   /* the failed step's nodes */
+	char why[DDP_FAILURE_WHY_MAX];	   /* "" or a naming's WHY */
+	enum ddp_failure_cause cause;	   /* node when cause= is absent */
+};
+
+/*
+ * Parses the first line of text (len bytes, no NUL needed) into r.
+ * how, blame and nodes must be there (blame may be empty); rank, node,
+ * why and cause are optional (a record without cause= is an older
+ * plugin's: cause node when it blames a node, crash for a signal, exit
+ * else); other keys are skipped. Returns 0, or -1 with err naming the key
+ * and its value.
+ */
+int ddp_failure_parse_record(const char *text, size_t len,
+			     struct ddp_failure_record *r, char *err,
+			     size_t errlen);
 
 /* The record line of f (see above) into buf, newline included. Returns 0,
  * or -1 when buf is too small. */

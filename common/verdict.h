@@ -13,11 +13,13 @@
  *      value=<v> median=<m> unit=<u>
  *
  * (one line). slurmstepd also appends a verdict of its own, check
- * "rank-killed" with the signal as value (median and unit "-"), when a
- * signal other than SIGKILL killed a task of a --ddp step on its node
- * (plugin/failure.c): it saw that itself, but it is counted as any other
- * finding. The health check (ddp-nodectl health) and `ddp-nodectl
- * verdicts` read it.
+ * "memory-error" with the signal as value (median and unit "-"), when a
+ * task of a --ddp step died of SIGBUS while its node's kernel counted
+ * memory errors (plugin/failure.c, kevents.h): the kernel's word, counted
+ * as any other finding. How a task died is never a verdict by itself (a
+ * program chooses it: failure.h); the "rank-killed" records of older
+ * releases stay in the file, shown but never counted. The health check
+ * (ddp-nodectl health) and `ddp-nodectl verdicts` read it.
  *
  * Trust: node, check, value, median and unit come from user processes and
  * can be forged by the job's user; time, job, step and uid cannot (root
@@ -39,6 +41,10 @@
 
 #include <stddef.h>
 #include <stdio.h>
+
+/* The check of the records older releases wrote for a task's signal
+ * death: never counted toward a drain. */
+#define DDP_VERDICT_CHECK_RANK_KILLED "rank-killed"
 
 /* Longest line of ddp-check's form, newline included. */
 #define DDP_VERDICT_LINE_MAX 512
@@ -176,7 +182,8 @@ struct ddp_drain_tally {
  * rule->window. Distinct jobs are distinct job ids; a job's records of
  * several steps or lines count once. The jobs of the user with the most
  * of them count as one toward rule.jobs: no user's forged records can
- * make up for the other users' missing ones. Cannot fail; when memory
+ * make up for the other users' missing ones. Records of check
+ * DDP_VERDICT_CHECK_RANK_KILLED are not counted at all. Cannot fail; when memory
  * runs out it counts nothing and drains nothing.
  */
 void ddp_drain_evaluate(const struct ddp_verdict_list *list, const char *node,

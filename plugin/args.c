@@ -72,10 +72,65 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 				"%d)",
 				SHOW(arg), DDP_RESTART_LIMIT);
 		o->restart = n;
+	} else if (!strcmp(name, "ddp-restart-on")) {
+		if (ddp_restart_on_parse(arg ? arg : "", &o->restart_on, err,
+					 errlen) < 0)
+			return -1;
 	} else {
 		return ddp_errf(err, errlen, "unknown option --%.40s", name);
 	}
 	return 0;
+}
+
+int
+ddp_restart_on_parse(const char *value, unsigned *mask, char *err,
+		     size_t errlen)
+{
+	enum ddp_failure_cause cause;
+	const char *p = value, *end;
+	char word[16];
+	size_t n;
+
+	*mask = DDP_RESTART_ON_NODE;
+	do {
+		end = strchr(p, ',');
+		n = end ? (size_t)(end - p) : strlen(p);
+		if (n < sizeof(word)) {
+			memcpy(word, p, n);
+			word[n] = '\0';
+		}
+		if (n < sizeof(word) && !strcmp(word, "all"))
+			*mask |= DDP_RESTART_ON_ALL;
+		else if (n >= sizeof(word) ||
+			 ddp_failure_cause_parse(word, &cause) < 0 ||
+			 cause == DDP_CAUSE_STOP)
+			return ddp_errf(err, errlen,
+					"--ddp-restart-on=%.80s: '%.*s' is no "
+					"cause to restart on; give a comma "
+					"list of exit, crash, oom, hang, node "
+					"or all",
+					value, (int)(n < 40 ? n : 40), p);
+		else
+			*mask |= 1u << cause;
+		p = end ? end + 1 : NULL;
+	} while (p);
+	return 0;
+}
+
+int
+ddp_restart_on_format(unsigned mask, char *buf, size_t len)
+{
+	static const enum ddp_failure_cause order[] = {
+		DDP_CAUSE_EXIT, DDP_CAUSE_CRASH, DDP_CAUSE_OOM, DDP_CAUSE_HANG};
+	size_t i;
+
+	buf[0] = '\0';
+	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if ((mask & (1u << order[i])) &&
+		    ddp_fmt_cat(buf, len, "%s%s", buf[0] ? "," : "",
+				ddp_failure_cause_name(order[i])) < 0)
+			return -1;
+	return buf[0] ? 0 : ddp_fmt(buf, len, "node");
 }
 
 int
@@ -219,6 +274,7 @@ static const char *const long_with_arg[] = {
 	"ddp-bind",
 	"ddp-port",
 	"ddp-restart",
+	"ddp-restart-on",
 	"deadline",
 	"delay-boot",
 	"dependency",

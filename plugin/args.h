@@ -14,6 +14,7 @@
 
 #include "ddp_conf.h"
 #include "ddp_util.h"
+#include "failure.h"
 
 /* What the user asked for with the --ddp* options. */
 struct ddp_opts {
@@ -23,12 +24,33 @@ struct ddp_opts {
 	int verbose;  /* --ddp-verbose */
 	int check;    /* --ddp-check as enum ddp_check, -1 = not given */
 	long restart; /* --ddp-restart=N: restarts allowed, 0 = none */
+	/* --ddp-restart-on: the causes restarted, a bit each */
+	unsigned restart_on;
 };
+
+/* --ddp-restart-on's words, a bit each (1 << enum ddp_failure_cause). */
+#define DDP_RESTART_ON_NODE (1u << DDP_CAUSE_NODE)
+#define DDP_RESTART_ON_ALL                                            \
+	((1u << DDP_CAUSE_EXIT) | (1u << DDP_CAUSE_CRASH) |           \
+	 (1u << DDP_CAUSE_OOM) | (1u << DDP_CAUSE_HANG) | DDP_RESTART_ON_NODE)
+
+/*
+ * Parses --ddp-restart-on's value, a comma list of exit, crash, oom,
+ * hang, node and all (node is always on), into *mask. Returns 0, or -1
+ * with err naming the word and the words that would work.
+ */
+int ddp_restart_on_parse(const char *value, unsigned *mask, char *err,
+			 size_t errlen);
+
+/* The words of mask as --ddp-restart-on takes them ("crash,hang"; "node"
+ * for node alone) into buf. Returns 0, or -1 when it does not fit. */
+int ddp_restart_on_format(unsigned mask, char *buf, size_t len);
+
 
 /*
  * Applies one option callback. name is the option without dashes ("ddp",
- * "ddp-port", "ddp-bind", "ddp-verbose", "ddp-check", "ddp-restart"), arg
- * its value or NULL. --ddp-restart takes a whole number from 0 to
+ * "ddp-port", "ddp-bind", "ddp-verbose", "ddp-check", "ddp-restart",
+ * "ddp-restart-on"), arg its value or NULL. --ddp-restart takes a whole number from 0 to
  * DDP_RESTART_LIMIT here; the site's own ceiling is checked by
  * ddp_opts_restart_allowed once ddp.conf is known. --ddp-check alone means
  * fail; fail and warn imply --ddp, off only overrides the site's default.

@@ -43,6 +43,7 @@ static const int forwarded[] = {SIGINT,	 SIGTERM, SIGHUP, SIGQUIT,
 
 /* ddp.conf's check_requeue_max, from the plugin. */
 #define REQUEUE_MAX_OPT "--requeue-max="
+#define RESTART_ON_OPT "--restart-on="
 
 static volatile sig_atomic_t child_pid;
 /* A terminating signal came: the step is not run again. */
@@ -137,7 +138,7 @@ run_srun(const char *srun, char **argv, const sigset_t *set)
 
 /* Reads the report at path into r. Returns 0, or -1 with why. */
 static int
-read_report(const char *path, struct ddp_restart_report *r, char *why,
+read_report(const char *path, struct ddp_failure_record *r, char *why,
 	    size_t whylen)
 {
 	struct ddp_buf b = {0};
@@ -169,7 +170,7 @@ read_report(const char *path, struct ddp_restart_report *r, char *why,
 		ddp_errf(why, whylen, "srun's report is empty");
 		goto out;
 	}
-	rc = ddp_restart_report_parse(b.s, b.len, r, why, whylen);
+	rc = ddp_failure_parse_record(b.s, b.len, r, why, whylen);
 out:
 	ddp_close(&fd);
 	ddp_buf_free(&b);
@@ -227,11 +228,11 @@ requeue(const struct ddp_restart *st, unsigned max, char *why, size_t whylen)
 /* Runs srun until it succeeds or restart.c says not to run it again.
  * Returns the exit code. */
 static int
-supervise(unsigned max, unsigned requeue_max, int argc, char **argv,
-	  const char *report, const sigset_t *set)
+supervise(unsigned max, unsigned requeue_max, unsigned restart_on, int argc,
+	  char **argv, const char *report, const sigset_t *set)
 {
 	struct ddp_restart st;
-	struct ddp_restart_report r;
+	struct ddp_failure_record r;
 	struct ddp_srun_req req;
 	char err[DDP_ERR_LEN], why[DDP_ERR_LEN], line[2 * DDP_ERR_LEN];
 	char **run_argv = argv, *added = NULL;
@@ -241,7 +242,8 @@ supervise(unsigned max, unsigned requeue_max, int argc, char **argv,
 		ddp_error("%s", err);
 		return 1;
 	}
-	ddp_restart_init(&st, max, req.exclude, getenv("SLURM_JOB_NODELIST"));
+	ddp_restart_init(&st, max, restart_on, req.exclude,
+			 getenv("SLURM_JOB_NODELIST"));
 	for (;;) {
 		if (unlink(report) < 0 && errno != ENOENT) {
 			ddp_error("cannot remove %s: %s", report,
@@ -297,26 +299,37 @@ main(int argc, char **argv)
 	char dir[4096], report[4096];
 	const char *tmp = getenv("TMPDIR");
 	sigset_t set, none;
+	char on_err[DDP_ERR_LEN] = "";
 	long max, requeue_max = 0;
+	unsigned restart_on = DDP_RESTART_ON_NODE;
 	int code = 1;
 
-	if (argc > 1 &&
-	    !strncmp(argv[1], REQUEUE_MAX_OPT, strlen(REQUEUE_MAX_OPT))) {
-		if (ddp_parse_long(argv[1] + strlen(REQUEUE_MAX_OPT), 0,
-				   DDP_RESTART_LIMIT, &requeue_max) < 0)
+	for (; argc > 1 && !strncmp(argv[1], "--", 2); argc--, argv++) {
+		if (!strncmp(argv[1], REQUEUE_MAX_OPT, strlen(REQUEUE_MAX_OPT))) {
+			if (ddp_parse_long(argv[1] + strlen(REQUEUE_MAX_OPT),
+					   0, DDP_RESTART_LIMIT,
+					   &requeue_max) < 0)
+				requeue_max = -1;
+		} else if (strncmp(argv[1], RESTART_ON_OPT,
+				   strlen(RESTART_ON_OPT)) ||
+			   ddp_restart_on_parse(argv[1] +
+							strlen(RESTART_ON_OPT),
+						&restart_on, on_err,
+						sizeof(on_err)) < 0) {
 			requeue_max = -1;
-		argc--;
-		argv++;
+			break;
+		}
 	}
 	if (argc < 3 || requeue_max < 0 ||
 	    ddp_parse_long(argv[1], 1, DDP_RESTART_LIMIT, &max) < 0) {
 		fprintf(stderr,
-			"usage: ddp-restart N SRUN [ARGUMENTS...]\n"
-			"       ddp-restart " REQUEUE_MAX_OPT
-			"Q N SRUN [ARGUMENTS...]\n"
-			"srun --ddp --ddp-restart=N runs it in srun's place; "
-			"N is 1-%d, Q 0-%d\n",
-			DDP_RESTART_LIMIT, DDP_RESTART_LIMIT);
+			"%s%susage: ddp-restart [" REQUEUE_MAX_OPT
+			"Q] [" RESTART_ON_OPT "LIST] N SRUN [ARGUMENTS...]\n"
+			"srun --ddp --ddp-restart=N [--ddp-restart-on=LIST] "
+			"runs it in srun's place; N is 1-%d, Q 0-%d, LIST a "
+			"comma list of exit, crash, oom, hang, node or all\n",
+			on_err, on_err[0] ? "\n" : "", DDP_RESTART_LIMIT,
+			DDP_RESTART_LIMIT);
 		return 2;
 	}
 	/* srun may have blocked signals before the plugin ran this. */
@@ -336,8 +349,8 @@ main(int argc, char **argv)
 			  tmp, strerror(errno));
 		return 1;
 	}
-	code = supervise((unsigned)max, (unsigned)requeue_max, argc - 2,
-			 argv + 2, report, &set);
+	code = supervise((unsigned)max, (unsigned)requeue_max, restart_on,
+			 argc - 2, argv + 2, report, &set);
 	unlink(report);
 	if (rmdir(dir) < 0)
 		ddp_error("cannot remove %s: %s", dir, strerror(errno));

@@ -37,6 +37,7 @@
 #include "ddp_util.h"
 #include "failure.h"
 #include "hostlist.h"
+#include "kevents.h"
 #include "plugin.h"
 #include "restart.h"
 #include "verdict.h"
@@ -51,8 +52,8 @@
 #define RECORD_ENV "DDP_RESTART_REPORT"
 /* The task's end of the pipe libddp names the rank at fault on. */
 #define CAUSE_ENV "DDP_FAILURE_FD"
-/* The verdict a rank killed on this node leaves (verdict.h). */
-#define KILLED_CHECK "rank-killed"
+/* The verdict a memory error on this node leaves (verdict.h). */
+#define MEMORY_ERROR_CHECK "memory-error"
 /* How long a node's report may take, and srun's reading of all of them. */
 #define REPORT_SECONDS 2.0
 /* How long a failed task's output may take to leave slurmstepd. */
@@ -273,6 +274,8 @@ failure_user_init(struct ddp_plugin *p)
 
 	if (!n->active || n->prelaunch_rfd >= 0 || !n->local_tasks)
 		return;
+	/* Before any task runs: what rises from here on is the step's. */
+	ddp_kevents_read("/", NULL, &n->kevents);
 	n->prelaunch_failed = calloc(n->local_tasks, 1);
 	if (!n->prelaunch_failed)
 		return;
@@ -386,36 +389,34 @@ read_naming(struct ddp_node *n, struct ddp_failure *f)
 }
 
 /*
- * Records the verdict KILLED_CHECK about this node for f, a task of its
- * own that a signal killed and that blames the node, so that the drain
- * rule (two users' jobs at least) may act on it. Not for SIGKILL: it is
- * what ends a step, and every node of a step that a failure ended sees its
- * tasks die of it. Nor for what a task merely names: that is the user's
- * word alone.
+ * Records this node's memory error (verdict.h) when the kernel counted one
+ * while the task died of SIGBUS: the node's own word, which the drain rule
+ * counts like a ddp-check finding. How a task died is never recorded by
+ * itself: the program chooses it (failure.h, the cause's class), and
+ * three users' crashing programs must not drain a node.
  */
 static void
-record_killed(const struct ddp_plugin *p, const struct ddp_failure *f)
+record_memory_error(const struct ddp_plugin *p, const struct ddp_failure *f)
 {
 	const struct ddp_node *n = &p->node;
 	struct ddp_verdict v = {0};
 	char err[DDP_ERR_LEN];
 
-	if (f->signal <= 0 || f->signal == SIGKILL ||
-	    !ddp_failure_blame(f)[0] || !p->conf.state_dir[0])
+	if (f->kernel != DDP_KERNEL_MEMORY_ERROR || !p->conf.state_dir[0])
 		return;
 	v.time = (long long)time(NULL);
 	v.uid = (unsigned long)n->uid;
 	if (ddp_fmt(v.job, sizeof(v.job), "%u", n->jobid) < 0 ||
 	    ddp_fmt(v.step, sizeof(v.step), "%u", n->stepid) < 0 ||
 	    ddp_fmt(v.node, sizeof(v.node), "%s", n->host) < 0 ||
-	    ddp_fmt(v.check, sizeof(v.check), "%s", KILLED_CHECK) < 0 ||
+	    ddp_fmt(v.check, sizeof(v.check), "%s", MEMORY_ERROR_CHECK) < 0 ||
 	    ddp_fmt(v.value, sizeof(v.value), "%d", f->signal) < 0 ||
 	    ddp_fmt(v.median, sizeof(v.median), "-") < 0 ||
 	    ddp_fmt(v.unit, sizeof(v.unit), "-") < 0)
 		return;
 	if (ddp_verdict_append(p->conf.state_dir, &v, err, sizeof(err)) < 0)
 		ddp_error("--ddp: %s: the verdict %s is not recorded: %s",
-			  n->host, KILLED_CHECK, err);
+			  n->host, MEMORY_ERROR_CHECK, err);
 }
 
 /* Whether this step is to be ended: the site's kill_on_bad_exit, and no
@@ -489,6 +490,12 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 		list[0] = '\0';
 	ddp_fmt(f.step_nodes, sizeof(f.step_nodes), "%s", list);
 	node_name(n, list, f.node, sizeof(f.node));
+	if (f.signal > 0) {
+		struct ddp_kevents now;
+
+		ddp_kevents_read("/", NULL, &now);
+		f.kernel = ddp_kevents_verdict(&n->kevents, &now, f.signal);
+	}
 	read_naming(n, &f);
 	if (ddp_failure_describe(&f, what, sizeof(what)) < 0)
 		ddp_fmt(what, sizeof(what), "rank %ld failed", f.rank);
@@ -522,6 +529,6 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 	}
 	if (f.rank >= 0)
 		report(sp, &f);
-	record_killed(p, &f);
+	record_memory_error(p, &f);
 	return 0;
 }

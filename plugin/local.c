@@ -567,6 +567,7 @@ int
 local_restart(const struct ddp_plugin *p)
 {
 	char err[DDP_ERR_LEN], max[32], requeue_max[48], exe[PATH_MAX];
+	char restart_on[64], on[48];
 	char *abuf = NULL, **argv = NULL, *ebuf = NULL, **envp = NULL;
 	char **nargv = NULL;
 	int argc = 0, envc = 0, i, rc = -1;
@@ -597,6 +598,9 @@ local_restart(const struct ddp_plugin *p)
 	    ddp_fmt(max, sizeof(max), "%ld", p->opts.restart) < 0 ||
 	    ddp_fmt(requeue_max, sizeof(requeue_max), "--requeue-max=%u",
 		    p->conf.check_requeue_max) < 0 ||
+	    ddp_restart_on_format(p->opts.restart_on, on, sizeof(on)) < 0 ||
+	    ddp_fmt(restart_on, sizeof(restart_on), "--restart-on=%s", on) <
+		    0 ||
 	    read_cmdline(&abuf, &argv, &argc) < 0 ||
 	    read_proc_words("/proc/self/environ", &ebuf, &envp, &envc) < 0) {
 		ddp_error("--ddp-restart: cannot read srun's command line and "
@@ -604,15 +608,16 @@ local_restart(const struct ddp_plugin *p)
 		goto out;
 	}
 	exe[n] = '\0';
-	nargv = calloc((size_t)argc + 4, sizeof(*nargv));
+	nargv = calloc((size_t)argc + 5, sizeof(*nargv));
 	if (!nargv)
 		goto out;
 	nargv[0] = (char *)p->conf.restart_path;
 	nargv[1] = requeue_max;
-	nargv[2] = max;
-	nargv[3] = exe;
+	nargv[2] = restart_on;
+	nargv[3] = max;
+	nargv[4] = exe;
 	for (i = 1; i < argc; i++)
-		nargv[i + 3] = argv[i];
+		nargv[i + 4] = argv[i];
 	/* The environment srun started with: what local_init or srun
 	 * changed since is done again by the srun the supervisor runs. */
 	fflush(NULL);

@@ -31,6 +31,7 @@
 #include "failure.h"
 #include "gpulist.h"
 #include "hostlist.h"
+#include "kevents.h"
 #include "placement.h"
 #include "port.h"
 #include "sitekey.h"
@@ -63,6 +64,9 @@ struct ddp_node {
 	char step_key_name[64];
 	char step_key_path[PATH_MAX];
 	char user[65];
+	/* The kernel's counts when the step started on this node
+	 * (failure_user_init), for the word on a task's signal death. */
+	struct ddp_kevents kevents;
 	enum ddp_bind bind;
 	struct ddp_topo *topo;
 	char topo_note[1280]; /* where topo came from (remote_post_opt) */

@@ -11,133 +11,22 @@
 #include "args.h"
 #include "ddp_util.h"
 
-/* Longest report line read; the plugin's are far shorter. */
-#define REPORT_LINE_MAX (2 * DDP_RESTART_LIST_LEN + 512)
-
-/* how=exit:N or how=signal:N. */
-static int
-parse_how(const char *v, struct ddp_restart_report *r)
-{
-	if (!strncmp(v, "exit:", 5) &&
-	    ddp_parse_long(v + 5, 0, 255, &r->code) == 0) {
-		r->signalled = 0;
-		return 0;
-	}
-	if (!strncmp(v, "signal:", 7) &&
-	    ddp_parse_long(v + 7, 1, 64, &r->code) == 0) {
-		r->signalled = 1;
-		return 0;
-	}
-	return -1;
-}
-
-/* One key=value of a report; unknown keys are skipped. */
-static int
-report_field(const char *key, const char *v, struct ddp_restart_report *r,
-	     unsigned *seen)
-{
-	struct ddp_hostlist hl = {0};
-	char why[256];
-
-	if (!strcmp(key, "rank"))
-		return ddp_parse_long(v, 0, 1L << 24, &r->rank);
-	if (!strcmp(key, "node"))
-		return ddp_fmt(r->node, sizeof(r->node), "%s", v);
-	if (!strcmp(key, "how")) {
-		*seen |= 1;
-		return parse_how(v, r);
-	}
-	if (!strcmp(key, "why")) {
-		if (v[0] && !ddp_failure_why_words(v))
-			return -1;
-		return ddp_fmt(r->why, sizeof(r->why), "%s", v);
-	}
-	if (!strcmp(key, "nodes")) {
-		*seen |= 2;
-		return ddp_parse_long(v, 1, 65535, &r->nodes);
-	}
-	if (!strcmp(key, "blame")) {
-		*seen |= 4;
-		if (!v[0]) {
-			r->blame[0] = '\0';
-			return 0;
-		}
-		/* Checked now, so that deciding cannot meet a bad list. */
-		if (ddp_hostlist_parse(v, DDP_REQUEUE_MAX_NODES, &hl, why,
-				       sizeof(why)) < 0)
-			return -1;
-		ddp_hostlist_free(&hl);
-		return ddp_fmt(r->blame, sizeof(r->blame), "%s", v);
-	}
-	return 0;
-}
-
-int
-ddp_restart_report_parse(const char *text, size_t len,
-			 struct ddp_restart_report *r, char *err, size_t errlen)
-{
-	char line[REPORT_LINE_MAX];
-	const char *nl = memchr(text, '\n', len);
-	char *p, *next;
-	unsigned seen = 0;
-
-	memset(r, 0, sizeof(*r));
-	r->rank = -1;
-	r->nodes = -1;
-	if (nl)
-		len = (size_t)(nl - text);
-	if (len >= sizeof(line))
-		return ddp_errf(err, errlen,
-				"restart report: a line of %zu bytes, longer "
-				"than the %d a report may have",
-				len, REPORT_LINE_MAX - 1);
-	memcpy(line, text, len);
-	line[len] = '\0';
-	for (p = line; p && *p; p = next) {
-		char *eq;
-
-		next = strchr(p, ' ');
-		if (next)
-			*next++ = '\0';
-		if (!*p)
-			continue;
-		eq = strchr(p, '=');
-		if (!eq)
-			return ddp_errf(err, errlen,
-					"restart report: '%.60s' is not "
-					"key=value",
-					p);
-		*eq = '\0';
-		if (report_field(p, eq + 1, r, &seen) < 0)
-			return ddp_errf(err, errlen,
-					"restart report: %.40s='%.80s' is not "
-					"what the plugin writes",
-					p, eq + 1);
-	}
-	if (seen != 7)
-		return ddp_errf(err, errlen,
-				"restart report: '%.120s' lacks %s", line,
-				!(seen & 1)   ? "how="
-				: !(seen & 2) ? "nodes="
-					      : "blame=");
-	return 0;
-}
-
 void
-ddp_restart_init(struct ddp_restart *st, unsigned max, const char *user_exclude,
-		 const char *alloc_nodes)
+ddp_restart_init(struct ddp_restart *st, unsigned max, unsigned restart_on,
+		 const char *user_exclude, const char *alloc_nodes)
 {
 	memset(st, 0, sizeof(*st));
 	st->max = max;
+	st->restart_on = restart_on | DDP_RESTART_ON_NODE;
 	st->user_exclude =
 		user_exclude && user_exclude[0] ? user_exclude : NULL;
 	st->alloc_nodes = alloc_nodes;
 }
 
 /* "rank 2 was killed by signal 9", "rank 2 exited with status 1", "rank 2
- * hangs". */
+ * hangs", "rank 2 was killed by the kernel's OOM killer". */
 static int
-describe(const struct ddp_restart_report *r, char *buf, size_t len)
+describe(const struct ddp_failure_record *r, char *buf, size_t len)
 {
 	char who[32] = "a rank";
 
@@ -147,6 +36,9 @@ describe(const struct ddp_restart_report *r, char *buf, size_t len)
 	if (r->why[0])
 		return ddp_fmt(buf, len, "%s %s", who,
 			       ddp_failure_why_words(r->why));
+	if (r->cause == DDP_CAUSE_OOM)
+		return ddp_fmt(buf, len,
+			       "%s was killed by the kernel's OOM killer", who);
 	if (r->signalled)
 		return ddp_fmt(buf, len, "%s was killed by signal %ld", who,
 			       r->code);
@@ -232,8 +124,58 @@ answer(int verdict, char *line, size_t linelen, const char *fmt, ...)
 	return n < 0 || (size_t)n >= linelen ? -1 : verdict;
 }
 
+/* The program's words for a cause other than node: what ddp-restart says
+ * of it when it is not run again. */
+static const char *
+program_words(enum ddp_failure_cause cause)
+{
+	switch (cause) {
+	case DDP_CAUSE_EXIT:
+		return "the program's own exit";
+	case DDP_CAUSE_CRASH:
+		return "a crash of the program";
+	case DDP_CAUSE_OOM:
+		return "the job's memory";
+	case DDP_CAUSE_HANG:
+		return "a hang of the program";
+	default:
+		return "the step's end by a signal";
+	}
+}
+
+/* ddp_restart_decide for a cause that blames the program (exit, crash,
+ * oom, hang) or nobody (stop): the same nodes again, when the user asked
+ * for it. */
+static int
+same_nodes(struct ddp_restart *st, const struct ddp_failure_record *r,
+	   const char *what, char *line, size_t linelen)
+{
+	const char *name = ddp_failure_cause_name(r->cause);
+
+	if (r->cause == DDP_CAUSE_STOP)
+		return answer(0, line, linelen,
+			      "not restarted: %s, which ends a step on purpose "
+			      "(scancel, a time limit)",
+			      what);
+	if (!(st->restart_on & (1u << r->cause)))
+		return answer(0, line, linelen,
+			      "not restarted: %s, %s, which blames no node "
+			      "(--ddp-restart-on=%s restarts it)",
+			      what, program_words(r->cause), name);
+	if (st->done >= st->max)
+		return answer(0, line, linelen,
+			      "not restarted: %s (%s), and no restart is left "
+			      "(%u of at most %u used)",
+			      what, name, st->done, st->max);
+	st->done++;
+	return answer(1, line, linelen,
+		      "step restarted (%u of at most %u) on the same nodes: "
+		      "%s (%s; --ddp-restart-on=%s)",
+		      st->done, st->max, what, name, name);
+}
+
 int
-ddp_restart_decide(struct ddp_restart *st, const struct ddp_restart_report *r,
+ddp_restart_decide(struct ddp_restart *st, const struct ddp_failure_record *r,
 		   const char *no_report, int stopped, char *line,
 		   size_t linelen)
 {
@@ -251,6 +193,8 @@ ddp_restart_decide(struct ddp_restart *st, const struct ddp_restart_report *r,
 			      no_report ? no_report : "no report");
 	if (describe(r, what, sizeof(what)) < 0)
 		return -1;
+	if (r->cause != DDP_CAUSE_NODE)
+		return same_nodes(st, r, what, line, linelen);
 	if (!r->blame[0])
 		return answer(0, line, linelen,
 			      "not restarted: %s, and no node is to blame",

@@ -8,13 +8,12 @@
  * user's own -x/--exclude, and builds the next srun's argv. The program
  * around it only runs srun, forwards signals and waits.
  *
- * The report line, written atomically by the plugin in srun at
- * slurm_spank_exit:
- *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3
- *   nodes=4 step_nodes=node[1-4]
- * (one line; blame empty: no node to blame, the step is not run again;
- * how is exit:N or signal:N). Unknown keys are skipped, so the plugin
- * may add some.
+ * The report is the failure record that the plugin writes in srun at
+ * slurm_spank_exit (common/failure.h formats and parses it). Its cause=
+ * decides: node runs the step again without the blamed node; exit,
+ * crash, oom and hang run it again on the same nodes when --ddp-restart-on
+ * names them (the program failed: another node would fail the same way,
+ * so no node is spent on it); stop never.
  *
  * Errors: functions return 0 or -1 with err (NUL-terminated when errlen >
  * 0); they never log. Thread safety: reentrant, they touch only their
@@ -44,31 +43,11 @@
 /* The most nodes an allocation's host list may expand to here. */
 #define DDP_RESTART_MAX_HOSTS 65536
 
-/* One report, as the plugin in srun wrote it. */
-struct ddp_restart_report {
-	long rank;			  /* -1: not said */
-	char node[DDP_HOSTNAME_MAX + 1];  /* where the rank ran, or "" */
-	int signalled;			  /* how: 1 signal:N, 0 exit:N */
-	long code;			  /* N of how */
-	char blame[DDP_RESTART_LIST_LEN]; /* host list, "" = none */
-	long nodes;			  /* the failed step's nodes */
-	char why[DDP_FAILURE_WHY_MAX];	  /* "" or a naming's (failure.h) */
-};
-
-/*
- * Parses the first line of text (len bytes, no NUL needed) into r.
- * how, blame and nodes must be there (blame may be empty); rank, node and
- * why are optional; other keys are skipped. Returns 0, or -1 with err naming
- * the key and its value.
- */
-int ddp_restart_report_parse(const char *text, size_t len,
-			     struct ddp_restart_report *r, char *err,
-			     size_t errlen);
-
 /* What one supervised run of srun is up to. Fill it with
  * ddp_restart_init; it holds no memory of its own. */
 struct ddp_restart {
 	unsigned max;			 /* N of --ddp-restart=N */
+	unsigned restart_on;		 /* --ddp-restart-on, a bit a cause */
 	unsigned done;			 /* restarts so far */
 	const char *user_exclude;	 /* the user's -x/--exclude, or NULL */
 	const char *alloc_nodes;	 /* SLURM_JOB_NODELIST, or NULL */
@@ -85,10 +64,12 @@ struct ddp_restart {
 	char failure[128];
 };
 
-/* Starts st for --ddp-restart=max; user_exclude and alloc_nodes are
+/* Starts st for --ddp-restart=max and --ddp-restart-on's restart_on
+ * (DDP_RESTART_ON_NODE is added); user_exclude and alloc_nodes are
  * borrowed and must outlive st. Cannot fail. */
 void ddp_restart_init(struct ddp_restart *st, unsigned max,
-		      const char *user_exclude, const char *alloc_nodes);
+		      unsigned restart_on, const char *user_exclude,
+		      const char *alloc_nodes);
 
 /*
  * Decides after srun ended with a failure. r is the report, or NULL when
@@ -97,15 +78,16 @@ void ddp_restart_init(struct ddp_restart *st, unsigned max,
  * (the user or Slurm ended the step: never restarted). Returns 1 to run
  * the step again, with st->done counted, st->exclude the nodes to leave
  * out and line the one line to print ("step restarted (1 of at most 2)
- * without node3, from the allocation's node[1-2,4-5]: rank 2 was killed
- * by signal 9"); 0 not to, with line saying why (with the --exclude= to
+ * without node3, from the allocation's node[1-2,4-5]: rank 2 is
+ * unreachable", "step restarted (1 of at most 2) on the same nodes: rank
+ * 2 was killed by signal 11 (crash; --ddp-restart-on=crash)"); 0 not to, with line saying why (with the --exclude= to
  * run again with when too few nodes are left); -1 when line does not fit
  * (it then holds the start of the text). When too few nodes are left, it
  * also sets st->short_of_nodes, st->requeue_nodes and st->failure, for a
  * caller that requeues the job instead.
  */
 int ddp_restart_decide(struct ddp_restart *st,
-		       const struct ddp_restart_report *r,
+		       const struct ddp_failure_record *r,
 		       const char *no_report, int stopped, char *line,
 		       size_t linelen);
 

@@ -70,6 +70,13 @@ static struct spank_option options[] = {
 	 "allocation's other nodes, at most N times (0 to the site's "
 	 "restart_max)",
 	 1, 5, opt_cb},
+	{"ddp-restart-on", "LIST",
+	 "[ddp] with --ddp-restart: also run the step again, on the same "
+	 "nodes, when the program failed by itself: a comma list of exit "
+	 "(a non-zero exit), crash (killed by a signal: SIGSEGV, SIGABRT, "
+	 "...), oom (killed by the kernel's OOM killer), hang (a rank named "
+	 "hung) or all (default: node alone, a node to blame)",
+	 1, 6, opt_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 
@@ -103,7 +110,7 @@ opt_cb(int val, const char *optarg, int remote)
 {
 	char err[DDP_ERR_LEN];
 
-	if (val < 0 || val > 5)
+	if (val < 0 || (size_t)val >= sizeof(options) / sizeof(options[0]) - 1)
 		return -1;
 	if (ddp_opts_apply(&plugin.opts, options[val].name, optarg, err,
 			   sizeof(err)) < 0) {

@@ -14,15 +14,15 @@ static const char killed3[] =
 	"nodes=4 step_nodes=node[1-4]\n";
 
 static int
-parse(const char *text, struct ddp_restart_report *r, char *err, size_t errlen)
+parse(const char *text, struct ddp_failure_record *r, char *err, size_t errlen)
 {
-	return ddp_restart_report_parse(text, strlen(text), r, err, errlen);
+	return ddp_failure_parse_record(text, strlen(text), r, err, errlen);
 }
 
 static void
 test_report(void)
 {
-	struct ddp_restart_report r;
+	struct ddp_failure_record r;
 	char err[DDP_ERR_LEN];
 	static const char *const bad[] = {
 		"rank=2 how=signal:9 nodes=4",		   /* no blame= */
@@ -61,7 +61,7 @@ static void
 test_decide(void)
 {
 	struct ddp_restart st;
-	struct ddp_restart_report r, r5, exit1, hung;
+	struct ddp_failure_record r, r5, exit1, hung;
 	char err[DDP_ERR_LEN], line[2 * DDP_ERR_LEN];
 
 	parse(killed3, &r, err, sizeof(err));
