@@ -532,7 +532,7 @@ record_field(const char *key, const char *v, struct ddp_failure_record *r,
 	char why[256];
 
 	if (!strcmp(key, "rank"))
-		return ddp_parse_long(v, 0, 1L << 24, &r->rank);
+		return ddp_parse_long(v, 0, 0x7fffffffL, &r->rank);
 	if (!strcmp(key, "node"))
 		return ddp_fmt(r->node, sizeof(r->node), "%s", v);
 	if (!strcmp(key, "how")) {
@@ -555,7 +555,7 @@ record_field(const char *key, const char *v, struct ddp_failure_record *r,
 	}
 	if (!strcmp(key, "nodes")) {
 		*seen |= 2;
-		return ddp_parse_long(v, 1, 65535, &r->nodes);
+		return ddp_parse_long(v, 1, 1000000, &r->nodes);
 	}
 	if (!strcmp(key, "blame")) {
 		*seen |= 4;

@@ -58,7 +58,7 @@ UNIT_TESTS += $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/u
 # libFuzzer targets (make fuzzers): parsers of hostlists, tasks-per-node
 # strings, GPU lists, the plugin's options and the verdict lines a task
 # hands slurmstepd.
-PLUGIN_FUZZ := hostlist tasks gpulist options requeue
+PLUGIN_FUZZ := hostlist tasks gpulist options requeue failure
 $(addprefix $(BUILD)/fuzz-,$(PLUGIN_FUZZ)): $(BUILD)/fuzz-%: $(BUILD)/tests/fuzz/fuzz-%.o $(BUILD)/plugin/args.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD) $(HWLOC_LIBS)
 FUZZERS += $(addprefix $(BUILD)/fuzz-,$(PLUGIN_FUZZ))

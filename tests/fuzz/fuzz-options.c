@@ -21,8 +21,8 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[] = {"ddp", "ddp-port", "ddp-bind",
-					    "ddp-verbose"};
-	struct ddp_opts o = {0, 0, -1, 0, -1, 0};
+					    "ddp-verbose", "ddp-restart-on"};
+	struct ddp_opts o = {0, 0, -1, 0, -1, 0, 0};
 	struct ddp_srun_req req;
 	struct ddp_conf conf;
 	char *buf, *argv[65], err[DDP_ERR_LEN], topo[256];
@@ -44,7 +44,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	argv[argc] = NULL;
 	for (i = 0; i < argc; i++) {
-		ddp_opts_apply(&o, names[i % 4], argv[i], err, sizeof(err));
+		ddp_opts_apply(&o, names[i % 5], argv[i], err, sizeof(err));
 		if (strncmp(argv[i], "config=", 7) != 0)
 			kv[nkv++] = argv[i];
 	}

@@ -308,7 +308,7 @@ scan(struct ddp_srun_req *req, const char *line)
 int
 main(void)
 {
-	struct ddp_opts o = {0, 0, -1, 0, -1, 0};
+	struct ddp_opts o = {0, 0, -1, 0, -1, 0, 0};
 	struct ddp_conf conf;
 	struct ddp_srun_req r;
 	char err[DDP_ERR_LEN], topo[256];
@@ -349,7 +349,7 @@ main(void)
 	tap_ok(ddp_opts_apply(&o, "ddp-colour", "x", err, sizeof(err)) < 0,
 	       "unknown option refused");
 	{
-		struct ddp_opts c = {0, 0, -1, 0, -1, 0};
+		struct ddp_opts c = {0, 0, -1, 0, -1, 0, 0};
 
 		tap_ok(ddp_opts_apply(&c, "ddp-check", "off", err,
 				      sizeof(err)) == 0 &&
@@ -384,7 +384,7 @@ main(void)
 		       "--ddp-check=Requeue refused: modes are lower case");
 	}
 	{
-		struct ddp_opts c = {0, 0, -1, 0, -1, 0};
+		struct ddp_opts c = {0, 0, -1, 0, -1, 0, 0};
 
 		tap_ok(ddp_opts_apply(&c, "ddp-restart", "2", err,
 				      sizeof(err)) == 0 &&

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "ddp_util.h"
 #include "restart.h"
 #include "tap.h"
@@ -36,6 +37,9 @@ test_report(void)
 		"how=exit:1 blame=node3 nodes=0",	   /* nodes */
 		"how=exit:1 blame=node3 nodes=4 junk",	   /* not key=value */
 		"how=exit:1 blame=node3 nodes=4 why=slow", /* why */
+		"how=exit:1 blame= nodes=4 cause=maybe",   /* cause */
+		"how=signal:11 blame=node3 nodes=4 cause=crash", /* blame */
+		"how=signal:9:oom blame= nodes=4 cause=oom",	 /* how */
 	};
 	size_t i;
 
@@ -69,7 +73,7 @@ test_decide(void)
 	parse("rank=3 node=node5 how=signal:6 blame=node5 nodes=4", &r5, err,
 	      sizeof(err));
 
-	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	ddp_restart_init(&st, 2, 0, NULL, "node[1-5]");
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1 &&
 		       !strcmp(line, "step restarted (1 of at most 2) without "
 				     "node3, from the allocation's "
@@ -93,7 +97,7 @@ test_decide(void)
 	       "every blamed node (%s)",
 	       st.failure);
 
-	ddp_restart_init(&st, 1, NULL, "node[1-6]");
+	ddp_restart_init(&st, 1, 0, NULL, "node[1-6]");
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1,
 	       "decide: first restart of one");
 	tap_ok(ddp_restart_decide(&st, &r5, NULL, 0, line, sizeof(line)) == 0 &&
@@ -101,7 +105,7 @@ test_decide(void)
 				    "used)"),
 	       "decide: no restart left (%s)", line);
 
-	ddp_restart_init(&st, 3, "node1,node6", "node[1-8]");
+	ddp_restart_init(&st, 3, 0, "node1,node6", "node[1-8]");
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1 &&
 		       !strcmp(st.exclude, "node1,node6,node3") &&
 		       strstr(line, "from the allocation's node[2,4-5,7-8]"),
@@ -113,7 +117,7 @@ test_decide(void)
 	       "decide: blamed nodes add up over restarts (%s)", line);
 
 	/* A hang: how= is the step's end; why= says what the rank did. */
-	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	ddp_restart_init(&st, 2, 0, NULL, "node[1-5]");
 	parse("rank=2 node=node3 how=signal:9 blame=node3 nodes=4 "
 	      "step_nodes=node[1-4] why=hang",
 	      &hung, err, sizeof(err));
@@ -131,11 +135,13 @@ test_decide(void)
 	tap_ok(strstr(line, ": rank 2 hangs in an earlier call") != NULL,
 	       "decide: a rank behind: said so (%s)", line);
 
-	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	ddp_restart_init(&st, 2, 0, NULL, "node[1-5]");
 	tap_ok(ddp_restart_decide(&st, &exit1, NULL, 0, line, sizeof(line)) ==
 			       0 &&
 		       !strcmp(line, "not restarted: rank 0 exited with "
-				     "status 1, and no node is to blame") &&
+				     "status 1, the program's own exit, which "
+				     "blames no node (--ddp-restart-on=exit "
+				     "restarts it)") &&
 		       st.done == 0,
 	       "decide: no node to blame: not restarted (%s)", line);
 	tap_ok(ddp_restart_decide(&st, NULL, "srun wrote no report", 0, line,
@@ -145,13 +151,119 @@ test_decide(void)
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 1, line, sizeof(line)) == 0 &&
 		       strstr(line, "stopped by a signal") && st.done == 0,
 	       "decide: after a forwarded terminating signal: never");
-	ddp_restart_init(&st, 2, NULL, NULL);
+	ddp_restart_init(&st, 2, 0, NULL, NULL);
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 0 &&
 		       strstr(line, "SLURM_JOB_NODELIST"),
 	       "decide: no allocation node list: not restarted");
-	ddp_restart_init(&st, 2, NULL, "node[1-5]");
+	ddp_restart_init(&st, 2, 0, NULL, "node[1-5]");
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, 20) < 0,
 	       "decide: a line that does not fit fails");
+}
+
+/* The cause= of the record decides, and --ddp-restart-on chooses which
+ * program failures run again on the same nodes. */
+static void
+test_causes(void)
+{
+	static const struct {
+		const char *record, *cause, *words;
+	} rows[] = {
+		{"rank=2 node=node3 how=signal:11 blame= nodes=4 cause=crash",
+		 "crash", "rank 2 was killed by signal 11, a crash of the "
+			  "program"},
+		{"rank=2 node=node3 how=signal:6 blame= nodes=4 cause=crash",
+		 "crash", "rank 2 was killed by signal 6, a crash of the "
+			  "program"},
+		{"rank=2 node=node3 how=exit:1 blame= nodes=4 cause=exit",
+		 "exit", "rank 2 exited with status 1, the program's own exit"},
+		{"rank=2 node=node3 how=signal:9 blame= nodes=4 cause=oom", "oom",
+		 "rank 2 was killed by the kernel's OOM killer, the job's "
+		 "memory"},
+		{"rank=2 node=node3 how=exit:1 blame= nodes=4 why=hang "
+		 "cause=hang",
+		 "hang", "rank 2 hangs, a hang of the program"},
+	};
+	struct ddp_restart st;
+	struct ddp_failure_record r;
+	char err[DDP_ERR_LEN], line[2 * DDP_ERR_LEN], want[512], on[64];
+	unsigned mask;
+	size_t i;
+
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		tap_ok(parse(rows[i].record, &r, err, sizeof(err)) == 0,
+		       "cause: '%s' parses (%s)", rows[i].record, err);
+		ddp_restart_init(&st, 2, 0, NULL, "node[1-5]");
+		ddp_fmt(want, sizeof(want),
+			"not restarted: %s, which blames no node "
+			"(--ddp-restart-on=%s restarts it)",
+			rows[i].words, rows[i].cause);
+		tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line,
+					  sizeof(line)) == 0 &&
+			       !strcmp(line, want) && !st.exclude[0],
+		       "cause %s: not restarted by default, saying what "
+		       "would (%s)",
+		       rows[i].cause, line);
+		tap_ok(ddp_restart_on_parse(rows[i].cause, &mask, err,
+					    sizeof(err)) == 0,
+		       "restart-on: '%s' accepted", rows[i].cause);
+		ddp_restart_init(&st, 2, mask, NULL, "node[1-5]");
+		tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line,
+					  sizeof(line)) == 1 &&
+			       !strncmp(line,
+					"step restarted (1 of at most 2) on "
+					"the same nodes: ",
+					48) &&
+			       strstr(line, "--ddp-restart-on=") &&
+			       !st.exclude[0] && st.done == 1,
+		       "cause %s: with --ddp-restart-on=%s, restarted on the "
+		       "same nodes (%s)",
+		       rows[i].cause, rows[i].cause, line);
+		tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line,
+					  sizeof(line)) == 1 &&
+			       ddp_restart_decide(&st, &r, NULL, 0, line,
+						  sizeof(line)) == 0 &&
+			       strstr(line, "no restart is left (2 of at most "
+					    "2 used)"),
+		       "cause %s: restarts counted against N (%s)",
+		       rows[i].cause, line);
+	}
+	parse("rank=2 node=node3 how=signal:15 blame= nodes=4 cause=stop", &r,
+	      err, sizeof(err));
+	ddp_restart_init(&st, 2, DDP_RESTART_ON_ALL, NULL, "node[1-5]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 0 &&
+		       strstr(line, "ends a step on purpose"),
+	       "cause stop: never restarted, even with all (%s)", line);
+	parse("rank=2 node=node3 how=exit:1 blame=node3 nodes=4 "
+	      "why=unreachable cause=node",
+	      &r, err, sizeof(err));
+	ddp_restart_init(&st, 2, 0, NULL, "node[1-5]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1 &&
+		       !strcmp(st.exclude, "node3") &&
+		       strstr(line, "without node3") &&
+		       strstr(line, "rank 2 is unreachable"),
+	       "cause node: restarted without the node by default (%s)", line);
+	tap_ok(ddp_restart_on_parse("crash,hang", &mask, err, sizeof(err)) ==
+			       0 &&
+		       ddp_restart_on_format(mask, on, sizeof(on)) == 0 &&
+		       !strcmp(on, "crash,hang"),
+	       "restart-on: a list round-trips (%s)", on);
+	tap_ok(ddp_restart_on_parse("all", &mask, err, sizeof(err)) == 0 &&
+		       mask == DDP_RESTART_ON_ALL,
+	       "restart-on: all");
+	tap_ok(ddp_restart_on_parse("node", &mask, err, sizeof(err)) == 0 &&
+		       ddp_restart_on_format(mask, on, sizeof(on)) == 0 &&
+		       !strcmp(on, "node"),
+	       "restart-on: node alone is the default (%s)", on);
+	tap_ok(ddp_restart_on_parse("crash,segv", &mask, err, sizeof(err)) < 0 &&
+		       strstr(err, "'segv'") && strstr(err, "exit, crash"),
+	       "restart-on: an unknown word is named with the words that "
+	       "work (%s)",
+	       err);
+	tap_ok(ddp_restart_on_parse("stop", &mask, err, sizeof(err)) < 0 &&
+		       ddp_restart_on_parse("", &mask, err, sizeof(err)) < 0 &&
+		       ddp_restart_on_parse("crash,", &mask, err,
+					    sizeof(err)) < 0,
+	       "restart-on: stop, an empty list and an empty word refused");
 }
 
 static void
@@ -206,6 +318,7 @@ main(void)
 {
 	test_report();
 	test_decide();
+	test_causes();
 	test_argv();
 	return tap_done();
 }
