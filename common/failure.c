@@ -104,7 +104,7 @@ kernel_word(enum ddp_failure_kernel k)
 static int
 kernel_signal(enum ddp_failure_kernel k)
 {
-	return k == DDP_KERNEL_OOM	    ? SIGKILL
+	return k == DDP_KERNEL_OOM	      ? SIGKILL
 	       : k == DDP_KERNEL_MEMORY_ERROR ? SIGBUS
 					      : 0;
 }
@@ -112,8 +112,7 @@ kernel_signal(enum ddp_failure_kernel k)
 /* "exit:N" or "signal:N" into buf, and for a report (with_kernel) the
  * kernel's word after a colon. */
 static int
-format_how(const struct ddp_failure *f, int with_kernel, char *buf,
-	   size_t len)
+format_how(const struct ddp_failure *f, int with_kernel, char *buf, size_t len)
 {
 	if (f->signal <= 0)
 		return ddp_fmt(buf, len, "exit:%d", f->status);
@@ -794,8 +793,7 @@ node_evidence(const struct ddp_failure_set *set, long rank, const char *node,
 		return 0;
 	if (!from_node)
 		return 1;
-	return own && own->named_rank >= 0 &&
-	       why_may_be_node(own->named_why) &&
+	return own && own->named_rank >= 0 && why_may_be_node(own->named_why) &&
 	       strcmp(own->named_node, own->node);
 }
 

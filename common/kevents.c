@@ -100,7 +100,8 @@ own_cgroup(const char *root, char *out, size_t len)
 	if (ddp_fmt(path, sizeof(path), "%s/proc/self/cgroup", root) < 0 ||
 	    read_text(path, text, sizeof(text)) < 0)
 		return -1;
-	for (line = text; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+	for (line = text; line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL)
 		if (!strncmp(line, "0::", 3)) {
 			size_t n = strcspn(line + 3, "\n");
 
@@ -162,8 +163,8 @@ sum_counts(const char *root, const char *dir, const char *prefix,
 		if (strncmp(e->d_name, prefix, strlen(prefix)))
 			continue;
 		for (i = 0; files[i]; i++)
-			if (ddp_fmt(path, sizeof(path), "%s%s/%s/%s", root,
-				    dir, e->d_name, files[i]) == 0 &&
+			if (ddp_fmt(path, sizeof(path), "%s%s/%s/%s", root, dir,
+				    e->d_name, files[i]) == 0 &&
 			    file_count(path, &v) == 0) {
 				k->memory_errors += v;
 				k->have_memory_errors = 1;

@@ -662,7 +662,8 @@ ddp_drain_evaluate(const struct ddp_verdict_list *list, const char *node,
 	c = (struct drain_counts){mem,		 mem + cap,	mem + 2 * cap,
 				  mem + 3 * cap, mem + 4 * cap, mem + 5 * cap};
 	for (a = 0; a < list->n; a++)
-		if (list->v[a].time >= since && !strcmp(list->v[a].node, node) &&
+		if (list->v[a].time >= since &&
+		    !strcmp(list->v[a].node, node) &&
 		    strcmp(list->v[a].check, DDP_VERDICT_CHECK_RANK_KILLED))
 			c.in[n++] = a;
 	out->records = n;

@@ -183,8 +183,8 @@ struct ddp_drain_tally {
  * several steps or lines count once. The jobs of the user with the most
  * of them count as one toward rule.jobs: no user's forged records can
  * make up for the other users' missing ones. Records of check
- * DDP_VERDICT_CHECK_RANK_KILLED are not counted at all. Cannot fail; when memory
- * runs out it counts nothing and drains nothing.
+ * DDP_VERDICT_CHECK_RANK_KILLED are not counted at all. Cannot fail; when
+ * memory runs out it counts nothing and drains nothing.
  */
 void ddp_drain_evaluate(const struct ddp_verdict_list *list, const char *node,
 			const struct ddp_drain_rule *rule, long long now,

@@ -30,8 +30,8 @@ struct ddp_opts {
 
 /* --ddp-restart-on's words, a bit each (1 << enum ddp_failure_cause). */
 #define DDP_RESTART_ON_NODE (1u << DDP_CAUSE_NODE)
-#define DDP_RESTART_ON_ALL                                            \
-	((1u << DDP_CAUSE_EXIT) | (1u << DDP_CAUSE_CRASH) |           \
+#define DDP_RESTART_ON_ALL                                  \
+	((1u << DDP_CAUSE_EXIT) | (1u << DDP_CAUSE_CRASH) | \
 	 (1u << DDP_CAUSE_OOM) | (1u << DDP_CAUSE_HANG) | DDP_RESTART_ON_NODE)
 
 /*
@@ -46,12 +46,11 @@ int ddp_restart_on_parse(const char *value, unsigned *mask, char *err,
  * for node alone) into buf. Returns 0, or -1 when it does not fit. */
 int ddp_restart_on_format(unsigned mask, char *buf, size_t len);
 
-
 /*
  * Applies one option callback. name is the option without dashes ("ddp",
  * "ddp-port", "ddp-bind", "ddp-verbose", "ddp-check", "ddp-restart",
- * "ddp-restart-on"), arg its value or NULL. --ddp-restart takes a whole number from 0 to
- * DDP_RESTART_LIMIT here; the site's own ceiling is checked by
+ * "ddp-restart-on"), arg its value or NULL. --ddp-restart takes a whole number
+ * from 0 to DDP_RESTART_LIMIT here; the site's own ceiling is checked by
  * ddp_opts_restart_allowed once ddp.conf is known. --ddp-check alone means
  * fail; fail and warn imply --ddp, off only overrides the site's default.
  * Repeating an option is harmless; a later value replaces an earlier one (srun

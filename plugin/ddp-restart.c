@@ -305,17 +305,16 @@ main(int argc, char **argv)
 	int code = 1;
 
 	for (; argc > 1 && !strncmp(argv[1], "--", 2); argc--, argv++) {
-		if (!strncmp(argv[1], REQUEUE_MAX_OPT, strlen(REQUEUE_MAX_OPT))) {
-			if (ddp_parse_long(argv[1] + strlen(REQUEUE_MAX_OPT),
-					   0, DDP_RESTART_LIMIT,
-					   &requeue_max) < 0)
+		if (!strncmp(argv[1], REQUEUE_MAX_OPT,
+			     strlen(REQUEUE_MAX_OPT))) {
+			if (ddp_parse_long(argv[1] + strlen(REQUEUE_MAX_OPT), 0,
+					   DDP_RESTART_LIMIT, &requeue_max) < 0)
 				requeue_max = -1;
 		} else if (strncmp(argv[1], RESTART_ON_OPT,
 				   strlen(RESTART_ON_OPT)) ||
-			   ddp_restart_on_parse(argv[1] +
-							strlen(RESTART_ON_OPT),
-						&restart_on, on_err,
-						sizeof(on_err)) < 0) {
+			   ddp_restart_on_parse(
+				   argv[1] + strlen(RESTART_ON_OPT),
+				   &restart_on, on_err, sizeof(on_err)) < 0) {
 			requeue_max = -1;
 			break;
 		}

@@ -67,9 +67,8 @@ struct ddp_restart {
 /* Starts st for --ddp-restart=max and --ddp-restart-on's restart_on
  * (DDP_RESTART_ON_NODE is added); user_exclude and alloc_nodes are
  * borrowed and must outlive st. Cannot fail. */
-void ddp_restart_init(struct ddp_restart *st, unsigned max,
-		      unsigned restart_on, const char *user_exclude,
-		      const char *alloc_nodes);
+void ddp_restart_init(struct ddp_restart *st, unsigned max, unsigned restart_on,
+		      const char *user_exclude, const char *alloc_nodes);
 
 /*
  * Decides after srun ended with a failure. r is the report, or NULL when
@@ -80,11 +79,11 @@ void ddp_restart_init(struct ddp_restart *st, unsigned max,
  * out and line the one line to print ("step restarted (1 of at most 2)
  * without node3, from the allocation's node[1-2,4-5]: rank 2 is
  * unreachable", "step restarted (1 of at most 2) on the same nodes: rank
- * 2 was killed by signal 11 (crash; --ddp-restart-on=crash)"); 0 not to, with line saying why (with the --exclude= to
- * run again with when too few nodes are left); -1 when line does not fit
- * (it then holds the start of the text). When too few nodes are left, it
- * also sets st->short_of_nodes, st->requeue_nodes and st->failure, for a
- * caller that requeues the job instead.
+ * 2 was killed by signal 11 (crash; --ddp-restart-on=crash)"); 0 not to, with
+ * line saying why (with the --exclude= to run again with when too few nodes are
+ * left); -1 when line does not fit (it then holds the start of the text). When
+ * too few nodes are left, it also sets st->short_of_nodes, st->requeue_nodes
+ * and st->failure, for a caller that requeues the job instead.
  */
 int ddp_restart_decide(struct ddp_restart *st,
 		       const struct ddp_failure_record *r,

@@ -39,8 +39,8 @@ round_trip_record(const struct ddp_failure *c)
 
 	if (ddp_failure_format_record(c, line, sizeof(line)) < 0)
 		return; /* a step node list too long for the record */
-	if (ddp_failure_parse_record(line, strlen(line), &r, err,
-				     sizeof(err)) < 0)
+	if (ddp_failure_parse_record(line, strlen(line), &r, err, sizeof(err)) <
+	    0)
 		abort();
 	if (r.rank != c->rank || strcmp(r.node, c->node) ||
 	    r.signalled != (c->signal > 0) ||
@@ -81,8 +81,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (ddp_failure_parse_naming(line, &f) == 0 &&
 			    (!f.named || f.named_rank == f.named_by))
 				abort();
-			ddp_failure_parse_record(line, n, &r, err,
-						 sizeof(err));
+			ddp_failure_parse_record(line, n, &r, err, sizeof(err));
 		}
 		start = i + 1;
 	}

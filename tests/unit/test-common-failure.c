@@ -88,6 +88,40 @@ test_report(void)
 		       g.status == 1 && g.signal == 0 &&
 		       g.time_ms == 1764240000010LL,
 	       "an exit status, no newline");
+	f.kernel = DDP_KERNEL_OOM;
+	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) == 0 &&
+		       strstr(line, " node3 signal:9:oom 1764240000.123 ") &&
+		       ddp_failure_parse_report(line, nonce, &g, err,
+						sizeof(err)) == 0 &&
+		       g.signal == SIGKILL && g.kernel == DDP_KERNEL_OOM,
+	       "the kernel's OOM kill rides on HOW: %s", line);
+	f.signal = SIGBUS;
+	f.kernel = DDP_KERNEL_MEMORY_ERROR;
+	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) == 0 &&
+		       strstr(line, " signal:7:memory-error ") &&
+		       ddp_failure_parse_report(line, nonce, &g, err,
+						sizeof(err)) == 0 &&
+		       g.kernel == DDP_KERNEL_MEMORY_ERROR,
+	       "and a memory error under SIGBUS: %s", line);
+	f.signal = SIGSEGV;
+	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) < 0,
+	       "a memory error under another signal is not written");
+	tap_ok(ddp_failure_parse_report("00112233445566778899aabbccddeeff 2 "
+					"node3 signal:11:memory-error 1.000 "
+					"4 node[1-4]",
+					nonce, &g, err, sizeof(err)) == -1 &&
+		       ddp_failure_parse_report(
+			       "00112233445566778899aabbccddeeff 2 node3 "
+			       "signal:9:oops 1.000 4 node[1-4]",
+			       nonce, &g, err, sizeof(err)) == -1 &&
+		       ddp_failure_parse_report(
+			       "00112233445566778899aabbccddeeff 2 node3 "
+			       "exit:1:oom 1.000 4 node[1-4]",
+			       nonce, &g, err, sizeof(err)) == -1,
+	       "a kernel word the signal does not explain, an unknown one, or "
+	       "one on an exit is refused");
+	f.signal = SIGKILL;
+	f.kernel = DDP_KERNEL_NONE;
 	f.node[0] = '\0';
 	snprintf(f.node, sizeof(f.node), "node 3");
 	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) == -1,
@@ -175,7 +209,8 @@ test_earliest_and_blame(void)
 		for (i = 0; i < sizeof(crashes) / sizeof(crashes[0]); i++) {
 			a.signal = crashes[i];
 			blamed += ddp_failure_blame(&a)[0] != '\0';
-			not_crash += ddp_failure_cause_of(&a) != DDP_CAUSE_CRASH;
+			not_crash +=
+				ddp_failure_cause_of(&a) != DDP_CAUSE_CRASH;
 		}
 		tap_ok(!blamed && !not_crash,
 		       "SIGKILL, SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS, "

@@ -169,14 +169,17 @@ test_causes(void)
 		const char *record, *cause, *words;
 	} rows[] = {
 		{"rank=2 node=node3 how=signal:11 blame= nodes=4 cause=crash",
-		 "crash", "rank 2 was killed by signal 11, a crash of the "
-			  "program"},
+		 "crash",
+		 "rank 2 was killed by signal 11, a crash of the "
+		 "program"},
 		{"rank=2 node=node3 how=signal:6 blame= nodes=4 cause=crash",
-		 "crash", "rank 2 was killed by signal 6, a crash of the "
-			  "program"},
+		 "crash",
+		 "rank 2 was killed by signal 6, a crash of the "
+		 "program"},
 		{"rank=2 node=node3 how=exit:1 blame= nodes=4 cause=exit",
 		 "exit", "rank 2 exited with status 1, the program's own exit"},
-		{"rank=2 node=node3 how=signal:9 blame= nodes=4 cause=oom", "oom",
+		{"rank=2 node=node3 how=signal:9 blame= nodes=4 cause=oom",
+		 "oom",
 		 "rank 2 was killed by the kernel's OOM killer, the job's "
 		 "memory"},
 		{"rank=2 node=node3 how=exit:1 blame= nodes=4 why=hang "
@@ -254,15 +257,16 @@ test_causes(void)
 		       ddp_restart_on_format(mask, on, sizeof(on)) == 0 &&
 		       !strcmp(on, "node"),
 	       "restart-on: node alone is the default (%s)", on);
-	tap_ok(ddp_restart_on_parse("crash,segv", &mask, err, sizeof(err)) < 0 &&
+	tap_ok(ddp_restart_on_parse("crash,segv", &mask, err, sizeof(err)) <
+			       0 &&
 		       strstr(err, "'segv'") && strstr(err, "exit, crash"),
 	       "restart-on: an unknown word is named with the words that "
 	       "work (%s)",
 	       err);
 	tap_ok(ddp_restart_on_parse("stop", &mask, err, sizeof(err)) < 0 &&
 		       ddp_restart_on_parse("", &mask, err, sizeof(err)) < 0 &&
-		       ddp_restart_on_parse("crash,", &mask, err,
-					    sizeof(err)) < 0,
+		       ddp_restart_on_parse("crash,", &mask, err, sizeof(err)) <
+			       0,
 	       "restart-on: stop, an empty list and an empty word refused");
 }
 
