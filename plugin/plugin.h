@@ -275,9 +275,9 @@ void failure_local_exit(struct ddp_plugin *p);
  * program had started (not a task that task_init failed), ends the whole
  * step with SIGKILL through slurmctld (unless kill_on_bad_exit = no or
  * the user's -K0) and reports the failure to srun, with the first naming
- * the node's tasks wrote to DDP_FAILURE_FD; a task killed by a signal
- * that blames its node, SIGKILL aside, leaves the verdict "rank-killed"
- * in state_dir (verdict.h). Bounded: Slurm's
+ * the node's tasks wrote to DDP_FAILURE_FD and the kernel's word on a
+ * signal death (kevents.h); a SIGBUS the kernel's memory errors explain
+ * leaves the verdict "memory-error" in state_dir (verdict.h). Bounded: Slurm's
  * MessageTimeout for the kill, 2 s for the report. Errors are logged.
  * Returns 0.
  */

@@ -15,8 +15,9 @@ setup() {
 	mkdir "$tmp/tmpdir"
 	srun=$tmp/srun
 	# The fake srun: records each run, then does what $tmp/plan-K says
-	# for run K (DDP_RESTART_COUNT): "blame NODE", "exit N", "kill",
-	# "wait" (until a signal), or nothing (success).
+	# for run K (DDP_RESTART_COUNT): "blame NODE" (a record of an older
+	# plugin, without cause=), "crash SIG" (cause=crash), "exit N",
+	# "kill", "wait" (until a signal), or nothing (success).
 	cat >"$srun" <<'EOF'
 #!/bin/bash
 set -euo pipefail
@@ -24,8 +25,8 @@ dir=$(dirname "$0")
 k=$DDP_RESTART_COUNT
 printf 'run=%s supervisor=%s parent=%s args=%s\n' "$k" "$DDP_RESTART_SUPERVISOR" "$PPID" "$*" >>"$dir/runs"
 report() {
-	printf 'rank=2 node=%s how=%s time=1764240000.123 blame=%s nodes=%s step_nodes=x\n' \
-		"${2:-x}" "$1" "${2:-}" "${3:-4}" >"$DDP_RESTART_REPORT.tmp"
+	printf 'rank=2 node=%s how=%s time=1764240000.123 blame=%s nodes=%s step_nodes=x%s\n' \
+		"${2:-x}" "$1" "${2:-}" "${3:-4}" "${4:+ why= cause=$4}" >"$DDP_RESTART_REPORT.tmp"
 	mv "$DDP_RESTART_REPORT.tmp" "$DDP_RESTART_REPORT"
 }
 what=
@@ -33,6 +34,7 @@ what=
 case "${what:-}" in
 blame) report signal:9 "$arg" "${nodes:-4}"; exit 137 ;;
 exit) report "exit:$arg"; exit "$arg" ;;
+crash) report "signal:$arg" "" 4 crash; exit $((128 + arg)) ;;
 silent) exit "$arg" ;;
 kill) kill -KILL $$ ;;
 wait)
@@ -121,8 +123,35 @@ no_leftovers() {
 	supervise 2 --ddp prog
 	echo "$output"
 	[ "$status" -eq 1 ]
-	[[ $output == *"ddp: not restarted: rank 2 exited with status 1, and no node is to blame"* ]]
+	[[ $output == *"ddp: not restarted: rank 2 exited with status 1, the program's own exit, which blames no node (--ddp-restart-on=exit restarts it)"* ]]
 	[ "$(wc -l <"$tmp/runs")" -eq 1 ]
+	no_leftovers
+}
+
+@test "a crash (SIGSEGV) is not restarted by default, and no node is left out" {
+	echo "crash 11" >"$tmp/plan-0"
+	supervise 2 -N3 --ddp prog
+	echo "$output"
+	[ "$status" -eq 139 ]
+	[[ $output == *"ddp: not restarted: rank 2 was killed by signal 11, a crash of the program, which blames no node (--ddp-restart-on=crash restarts it)"* ]]
+	[ "$(wc -l <"$tmp/runs")" -eq 1 ]
+	no_leftovers
+}
+
+@test "--restart-on=crash: a crash runs again on the same nodes, saying why" {
+	echo "crash 11" >"$tmp/plan-0"
+	echo "crash 6" >"$tmp/plan-1"
+	run env TMPDIR="$tmp/tmpdir" SLURM_JOB_NODELIST='node[1-5]' \
+		"$restart" --restart-on=crash 2 "$srun" -N3 --ddp prog
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"ddp: step restarted (1 of at most 2) on the same nodes: rank 2 was killed by signal 11 (crash; --ddp-restart-on=crash)"* ]]
+	[[ $output == *"ddp: step restarted (2 of at most 2) on the same nodes: rank 2 was killed by signal 6 (crash; --ddp-restart-on=crash)"* ]]
+	run cat "$tmp/runs"
+	[ "${#lines[@]}" -eq 3 ]
+	# No --exclude= added: the program failed, not a node.
+	[[ ${lines[1]} == *" args=-N3 --ddp prog" ]]
+	[[ ${lines[2]} == *" args=-N3 --ddp prog" ]]
 	no_leftovers
 }
 
@@ -213,7 +242,14 @@ start_waiting() {
 @test "usage: N and srun are required" {
 	run "$restart" 0 "$srun"
 	[ "$status" -eq 2 ]
-	[[ $output == *"usage: ddp-restart N SRUN"* ]]
+	[[ $output == *"usage: ddp-restart [--requeue-max=Q] [--restart-on=LIST] N SRUN"* ]]
 	run "$restart" 2
 	[ "$status" -eq 2 ]
+}
+
+@test "a bad --restart-on word is named, with the words that work" {
+	run "$restart" --restart-on=crash,segv 2 "$srun"
+	echo "$output"
+	[ "$status" -eq 2 ]
+	[[ $output == *"--ddp-restart-on=crash,segv: 'segv' is no cause to restart on; give a comma list of exit, crash, oom, hang, node or all"* ]]
 }

@@ -392,6 +392,22 @@ main(void)
 			       ddp_opts_restart_allowed(&c, 3, err,
 							sizeof(err)) == 0,
 		       "--ddp-restart=2 within the site's restart_max of 3");
+		tap_ok(ddp_opts_apply(&c, "ddp-restart-on", "crash,oom", err,
+				      sizeof(err)) == 0 &&
+			       c.restart_on == (DDP_RESTART_ON_NODE |
+						(1u << DDP_CAUSE_CRASH) |
+						(1u << DDP_CAUSE_OOM)),
+		       "--ddp-restart-on=crash,oom: node, crash and oom");
+		tap_ok(ddp_opts_apply(&c, "ddp-restart-on", "segfault", err,
+				      sizeof(err)) < 0 &&
+			       strstr(err, "--ddp-restart-on=segfault") &&
+			       strstr(err, "exit, crash, oom, hang"),
+		       "--ddp-restart-on with an unknown word refused, naming "
+		       "the words that work (%s)",
+		       err);
+		tap_ok(ddp_opts_apply(&c, "ddp-restart-on", NULL, err,
+				      sizeof(err)) < 0,
+		       "--ddp-restart-on without a value refused");
 		tap_ok(ddp_opts_restart_allowed(&c, 1, err, sizeof(err)) < 0 &&
 			       strstr(err, "--ddp-restart=2") &&
 			       strstr(err, "from 0 to 1") &&
