@@ -230,7 +230,8 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
  * as the value ("-n 4", "--nodes 2"): the union of the option tables of
  * Slurm 22.05, 24.11 and 26.05 (src/common/slurm_opt.c, the entries srun
  * accepts), hidden aliases included (cpu_bind, pack-group, cluster), and
- * this plugin's own --ddp-port, --ddp-bind and --ddp-restart. An option
+ * this plugin's own --ddp-port, --ddp-bind, --ddp-restart and
+ * --ddp-restart-on. An option
  * only some versions know is harmless here: srun refuses it where it does
  * not exist.
  * tests/bats/srun-options.bats checks the table against each version's
