@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: the failure record's three lines (common/failure.h).
  * Any bytes go through the report parser, the naming parser and the
- * record parser; every report accepted formats back to the same line's
- * meaning (format, parse, equal), every set of accepted reports has a
- * cause whose record parses back to the same fields, and a record whose
- * cause blames a node is the only kind that names one. */
+ * record parser; every report and naming accepted formats back to the
+ * same line's meaning (format, parse, equal), every set of accepted reports has
+ * a cause whose record parses back to the same fields, and a record whose cause
+ * blames a node is the only kind that names one. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +27,22 @@ round_trip_report(const struct ddp_failure *a)
 	if (ddp_failure_parse_report(line, nonce, &b, err, sizeof(err)) != 0)
 		abort();
 	if (memcmp(a, &b, sizeof(b)) != 0)
+		abort();
+}
+
+/* A naming, formatted and parsed back, must equal itself. */
+static void
+round_trip_naming(const struct ddp_failure *a)
+{
+	char line[DDP_FAILURE_NAMING_MAX];
+	struct ddp_failure b;
+
+	if (!a->named || a->named_rank == a->named_by)
+		abort();
+	if (ddp_failure_format_naming(a, line, sizeof(line)) < 0)
+		abort();
+	memset(&b, 0, sizeof(b));
+	if (ddp_failure_parse_naming(line, &b) < 0 || memcmp(a, &b, sizeof(b)))
 		abort();
 }
 
@@ -78,9 +94,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					abort();
 			}
 			memset(&f, 0, sizeof(f));
-			if (ddp_failure_parse_naming(line, &f) == 0 &&
-			    (!f.named || f.named_rank == f.named_by))
-				abort();
+			if (ddp_failure_parse_naming(line, &f) == 0)
+				round_trip_naming(&f);
 			ddp_failure_parse_record(line, n, &r, err, sizeof(err));
 		}
 		start = i + 1;
