@@ -129,6 +129,38 @@ ddp_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+ssize_t
+ddp_read_text(const char *path, char *buf, size_t len)
+{
+	int fd;
+	size_t got = 0;
+	ssize_t n, rc = -1;
+
+	if (len == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	buf[0] = '\0';
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	while (got < len - 1) {
+		n = read(fd, buf + got, len - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto out;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	rc = (ssize_t)got;
+out:
+	ddp_close(&fd);
+	return rc;
+}
+
 double
 ddp_now(void)
 {

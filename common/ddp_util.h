@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 /*
  * The size of every error buffer an explanation is written into (the err,
@@ -131,6 +132,15 @@ int ddp_wait_output_sent(const int *skip, size_t nskip, double deadline);
 /* Writes all len bytes of buf to fd, retrying short writes and EINTR.
  * Returns 0, or -1 with errno set (a write that wrote nothing: EIO). */
 int ddp_write_all(int fd, const void *buf, size_t len);
+
+/*
+ * Reads the start of the file at path, at most len - 1 bytes, into buf,
+ * NUL-terminated (a kernel counter, a /proc or /sys entry, a small
+ * state file). Never blocks on a FIFO or a device (O_NONBLOCK) and reads
+ * no more than len - 1 bytes of an endless one. Returns the bytes read,
+ * or -1 with errno (buf[0] then '\0' when len > 0).
+ */
+ssize_t ddp_read_text(const char *path, char *buf, size_t len);
 
 /*
  * The one clock of deadlines and durations: CLOCK_MONOTONIC in seconds.

@@ -3,8 +3,6 @@
 #include "kevents.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,35 +14,6 @@
 /* The longest counter file read: memory.events and /proc/vmstat are a few
  * lines each up to this; a longer one is read in part. */
 #define COUNTS_MAX 16384
-
-/* The text of path (a regular file, at most len - 1 bytes) into buf.
- * Returns 0, or -1. */
-static int
-read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	size_t got = 0;
-	ssize_t n;
-	int rc = -1;
-
-	if (fd < 0)
-		return -1;
-	while (got < len - 1) {
-		n = read(fd, buf + got, len - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			goto out;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
-	rc = 0;
-out:
-	ddp_close(&fd);
-	return rc;
-}
 
 /* The number after "key " at the start of a line of text. Returns 0, or
  * -1 when no line has it. */
@@ -81,7 +50,7 @@ file_count(const char *path, unsigned long long *v)
 	char text[64];
 	long n;
 
-	if (read_text(path, text, sizeof(text)) < 0)
+	if (ddp_read_text(path, text, sizeof(text)) < 0)
 		return -1;
 	text[strcspn(text, "\n")] = '\0';
 	if (ddp_parse_long(text, 0, LONG_MAX, &n) < 0)
@@ -98,7 +67,7 @@ own_cgroup(const char *root, char *out, size_t len)
 	const char *line;
 
 	if (ddp_fmt(path, sizeof(path), "%s/proc/self/cgroup", root) < 0 ||
-	    read_text(path, text, sizeof(text)) < 0)
+	    ddp_read_text(path, text, sizeof(text)) < 0)
 		return -1;
 	for (line = text; line;
 	     line = strchr(line, '\n'), line = line ? line + 1 : NULL)
@@ -130,14 +99,14 @@ read_oom(const char *root, const char *cgroup, struct ddp_kevents *k)
 		if (slash && strcmp(cgroup, "/"))
 			*slash = '\0';
 		if (ddp_fmt_cat(path, sizeof(path), "/memory.events") == 0 &&
-		    read_text(path, text, sizeof(text)) == 0 &&
+		    ddp_read_text(path, text, sizeof(text)) >= 0 &&
 		    keyed_count(text, "oom_kill", &k->oom_kills) == 0) {
 			k->have_oom = 1;
 			return;
 		}
 	}
 	if (ddp_fmt(path, sizeof(path), "%s/proc/vmstat", root) == 0 &&
-	    read_text(path, text, sizeof(text)) == 0 &&
+	    ddp_read_text(path, text, sizeof(text)) >= 0 &&
 	    keyed_count(text, "oom_kill", &k->oom_kills) == 0)
 		k->have_oom = 1;
 }

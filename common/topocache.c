@@ -42,21 +42,10 @@ say(char *buf, size_t len, const char *fmt, ...)
 static int
 read_line(const char *path, char *buf, size_t len)
 {
-	ssize_t n;
-	int fd, rc = -1;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (ddp_read_text(path, buf, len) <= 0)
 		return -1;
-	n = read(fd, buf, len - 1);
-	if (n <= 0)
-		goto out;
-	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
-	rc = buf[0] ? 0 : -1;
-out:
-	close(fd);
-	return rc;
+	return buf[0] ? 0 : -1;
 }
 
 /* FNV-1a of one name. */
