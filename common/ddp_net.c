@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -31,17 +33,19 @@ ddp_net_wait(int fd, short ev, double deadline)
 	double left;
 	int rc;
 
+	/* Polled at least once, even past the deadline: what is there
+	 * already is ready, however late the caller comes to look. */
 	for (;;) {
 		left = deadline - ddp_now();
-		if (left <= 0)
-			return 0;
-		rc = poll(&p, 1, (int)(left * 1000) + 1);
+		rc = poll(&p, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc < 0)
 			return -1;
 		if (rc > 0)
 			return 1;
+		if (left <= 0)
+			return 0;
 	}
 }
 
@@ -315,13 +319,54 @@ net_self_connected(int fd)
 }
 
 int
+ddp_net_connect_addr(const struct sockaddr *sa, socklen_t salen,
+		     double deadline)
+{
+	socklen_t sl;
+	int fd, rc, soerr = 0, err;
+
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		    0);
+	if (fd < 0)
+		return -1;
+	ddp_net_no_delay(fd);
+	rc = connect(fd, sa, salen);
+	if (rc < 0 && errno == EINPROGRESS) {
+		rc = ddp_net_wait(fd, POLLOUT, deadline);
+		if (rc == 0) {
+			errno = ETIMEDOUT;
+			goto fail;
+		}
+		sl = sizeof(soerr);
+		if (rc < 0 ||
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+			soerr = errno;
+		rc = soerr ? -1 : 0;
+		errno = soerr;
+	}
+	/* A connect to a port nobody listens on yet can land on its own
+	 * ephemeral port (a TCP self-connect): it "succeeds" and then holds
+	 * the port its listener needs. */
+	if (rc == 0 && net_self_connected(fd)) {
+		rc = -1;
+		errno = ECONNREFUSED;
+	}
+	if (rc == 0)
+		return fd;
+fail:
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
+}
+
+int
 ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 		     size_t whylen)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	char service[16];
-	socklen_t sl;
-	int fd = -1, rc, soerr = 0;
+	int fd = -1, rc, err;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
@@ -334,48 +379,23 @@ ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 		return -1;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family,
-			    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0) {
-			int err = errno;
-
-			ddp_fmt(why, whylen, "socket: %s", strerror(err));
-			if (ddp_net_out_of_resources(err)) {
-				freeaddrinfo(res);
-				errno = err;
-				return -1;
-			}
-			continue;
-		}
-		ddp_net_no_delay(fd);
-		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-		if (rc < 0 && errno == EINPROGRESS) {
-			rc = ddp_net_wait(fd, POLLOUT, deadline);
-			if (rc == 0) {
-				ddp_fmt(why, whylen,
-					"connection timed out (packets "
-					"dropped?)");
-				ddp_close(&fd);
-				continue;
-			}
-			sl = sizeof(soerr);
-			if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR,
-						 &soerr, &sl) < 0)
-				soerr = errno;
-			rc = soerr ? -1 : 0;
-			errno = soerr;
-		}
-		/* A connect to a port nobody listens on yet can land on its
-		 * own ephemeral port (a TCP self-connect): it "succeeds" and
-		 * then holds the port its listener needs. */
-		if (rc == 0 && net_self_connected(fd)) {
-			rc = -1;
-			errno = ECONNREFUSED;
-		}
-		if (rc == 0)
+		fd = ddp_net_connect_addr(ai->ai_addr, ai->ai_addrlen, deadline);
+		if (fd >= 0)
 			break;
-		ddp_fmt(why, whylen, "%s", strerror(errno));
-		ddp_close(&fd);
+		err = errno;
+		/* Out of descriptors or memory: the next address would fail
+		 * the same way, and waiting does not help. */
+		if (ddp_net_out_of_resources(err)) {
+			ddp_fmt(why, whylen, "socket: %s", strerror(err));
+			freeaddrinfo(res);
+			errno = err;
+			return -1;
+		}
+		if (err == ETIMEDOUT)
+			ddp_fmt(why, whylen,
+				"connection timed out (packets dropped?)");
+		else
+			ddp_fmt(why, whylen, "%s", strerror(err));
 	}
 	freeaddrinfo(res);
 	return fd;
@@ -505,4 +525,151 @@ ddp_net_abstract_name(struct sockaddr_un *sa, const char *prefix,
 	ddp_hex(sa->sun_path + len, sizeof(sa->sun_path) - len, digest, 16);
 	len += 32;
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+}
+
+/* One connection ddp_net_read_lines reads. */
+struct line_conn {
+	int fd;
+	double deadline;
+	char *buf; /* max_line bytes, made at the first byte */
+	size_t len;
+};
+
+/* Reads what conn has; 1 when its line is whole (newline, end of stream
+ * or max_line - 1 bytes) or it failed, 0 while more may come. */
+static int
+line_conn_read(struct line_conn *c, size_t max_line)
+{
+	ssize_t n;
+	char *nl;
+
+	if (!c->buf) {
+		c->buf = malloc(max_line);
+		if (!c->buf)
+			return 1;
+	}
+	for (;;) {
+		if (c->len + 1 >= max_line)
+			return 1;
+		n = recv(c->fd, c->buf + c->len, max_line - 1 - c->len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n <= 0)
+			return 1;
+		nl = memchr(c->buf + c->len, '\n', (size_t)n);
+		c->len += (size_t)n;
+		if (nl) {
+			c->len = (size_t)(nl - c->buf) + 1;
+			return 1;
+		}
+	}
+}
+
+static void
+line_conn_end(struct line_conn *c, int whole,
+	      void (*got)(void *arg, const char *line), void *arg)
+{
+	if (whole && c->buf && c->len) {
+		c->buf[c->len] = '\0';
+		got(arg, c->buf);
+	}
+	free(c->buf);
+	c->buf = NULL;
+	ddp_close(&c->fd);
+}
+
+int
+ddp_net_read_lines(int listen_fd, double accept_until, double conn_seconds,
+		   size_t max_line, size_t max_conns,
+		   void (*got)(void *arg, const char *line), void *arg)
+{
+	struct line_conn *conns = NULL, *grown;
+	struct pollfd *pfd = NULL;
+	size_t n = 0, cap = 0, accepted = 0, i, k;
+	double now, next;
+	int accepting = 1, rc = -1, fd, ms;
+
+	if (max_line < 2) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (;;) {
+		now = ddp_now();
+		if (now >= accept_until)
+			accepting = 0;
+		while (accepting && accepted < max_conns) {
+			fd = accept4(listen_fd, NULL, NULL,
+				     SOCK_NONBLOCK | SOCK_CLOEXEC);
+			if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+				continue;
+			/* EAGAIN: none waiting now. Anything else (out of
+			 * descriptors) would not change by looking again. */
+			if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+				accepting = 0;
+			if (fd < 0)
+				break;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 16;
+				grown = realloc(conns, cap * sizeof(*conns));
+				if (!grown) {
+					close(fd);
+					goto out;
+				}
+				conns = grown;
+				free(pfd);
+				/* One more: the listener. */
+				pfd = malloc((cap + 1) * sizeof(*pfd));
+				if (!pfd) {
+					close(fd);
+					goto out;
+				}
+			}
+			conns[n++] = (struct line_conn){
+				.fd = fd, .deadline = now + conn_seconds};
+			accepted++;
+		}
+		if (accepted >= max_conns)
+			accepting = 0;
+		/* Nothing open and nobody waiting: every line there was is
+		 * read. */
+		if (!n)
+			break;
+		next = accepting ? accept_until : conns[0].deadline;
+		k = 0;
+		if (accepting)
+			pfd[k++] = (struct pollfd){.fd = listen_fd,
+						   .events = POLLIN};
+		for (i = 0; i < n; i++) {
+			pfd[k++] = (struct pollfd){.fd = conns[i].fd,
+						   .events = POLLIN};
+			if (conns[i].deadline < next)
+				next = conns[i].deadline;
+		}
+		ms = next > now ? (int)((next - now) * 1000) + 1 : 0;
+		if (poll(pfd, (nfds_t)k, ms) < 0 && errno != EINTR)
+			goto out;
+		now = ddp_now();
+		/* Every connection that spoke is read before any deadline is
+		 * looked at: a line that is there counts, however late. */
+		for (i = 0, k = accepting; i < n; i++, k++)
+			if (pfd[k].revents &&
+			    line_conn_read(&conns[i], max_line))
+				line_conn_end(&conns[i], 1, got, arg);
+		for (i = 0; i < n; i++)
+			if (conns[i].fd >= 0 && now >= conns[i].deadline)
+				line_conn_end(&conns[i], 0, got, arg);
+		for (i = 0, k = 0; i < n; i++)
+			if (conns[i].fd >= 0)
+				conns[k++] = conns[i];
+		n = k;
+	}
+	rc = (int)(accepted < INT_MAX ? accepted : INT_MAX);
+out:
+	for (i = 0; i < n; i++)
+		line_conn_end(&conns[i], 0, got, arg);
+	free(conns);
+	free(pfd);
+	return rc;
 }

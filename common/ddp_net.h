@@ -24,7 +24,9 @@
 
 /*
  * Waits until fd is ready for ev (POLLIN/POLLOUT) or deadline passes:
- * 1 ready, 0 timed out, -1 poll failed (errno). EINTR is retried.
+ * 1 ready, 0 timed out, -1 poll failed (errno). EINTR is retried. fd is
+ * polled at least once, even when deadline has passed already: what is
+ * ready then is ready, not timed out.
  */
 int ddp_net_wait(int fd, short ev, double deadline);
 
@@ -113,6 +115,37 @@ int ddp_net_listen_retry(int port, double deadline, int *bound,
  */
 int ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 			 size_t whylen);
+
+/*
+ * One non-blocking connection attempt to sa (salen bytes), bounded by
+ * deadline. Returns the connected fd (non-blocking, TCP_NODELAY,
+ * close-on-exec; the caller closes it), or -1 with errno (ETIMEDOUT when
+ * the deadline passed, ECONNREFUSED for a connection to itself). Makes no
+ * allocation and takes no lock, only system calls: it may run in a child
+ * forked from a multi-threaded process (the plugin's report to srun,
+ * made as the job's user).
+ */
+int ddp_net_connect_addr(const struct sockaddr *sa, socklen_t salen,
+			 double deadline);
+
+/*
+ * Reads one line from each connection listen_fd (non-blocking) accepts,
+ * serving them all at once: a connection has conn_seconds from its
+ * accept to send its line, so one that sends nothing holds up no other,
+ * and the whole takes at most (accept_until - now) + conn_seconds. New
+ * connections are accepted until accept_until, max_conns at most; it
+ * returns as soon as no connection is open and none waits to be
+ * accepted. A line ends at a newline (kept), the end of the stream or
+ * max_line - 1 bytes; got(arg, line) is called with each non-empty line
+ * (NUL-terminated, borrowed for the call), in the order they are whole.
+ * What a connection sent before its deadline without ending its line is
+ * dropped. Holds at most max_line bytes per open connection. Returns the
+ * number of connections accepted, or -1 with errno (out of memory, or
+ * poll failed) after closing them. Leaves listen_fd open.
+ */
+int ddp_net_read_lines(int listen_fd, double accept_until, double conn_seconds,
+		       size_t max_line, size_t max_conns,
+		       void (*got)(void *arg, const char *line), void *arg);
 
 /*
  * ddp_net_connect_once again and again with back-off until deadline, each

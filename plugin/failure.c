@@ -13,15 +13,22 @@
  * start and reads only when the step is over, so no thread is needed: the
  * nodes' connections wait in the listen backlog (SOMAXCONN), one per node
  * at most. The nonce, in the job's environment (readable by the job's user
- * and root alone), tells the nodes' reports from anyone else's.
+ * and root alone), tells the nodes' reports from anyone else's. Anyone
+ * may connect, so srun reads all connections at once, each on its own
+ * clock (ddp_net_read_lines): one that sends nothing hides no report.
+ * slurmstepd dials srun's address as slurmd saw it, from a child that is
+ * the job's user (report): the port is the user's to choose, so the
+ * connection must be one the user could make.
  * The line formats and the blame rule are in common/failure.h.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
+#include <grp.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -32,6 +39,7 @@
 
 #include "slurm_compat.h"
 
+#include "ddp_child.h"
 #include "ddp_log.h"
 #include "ddp_net.h"
 #include "ddp_util.h"
@@ -129,75 +137,58 @@ failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 	return 0;
 }
 
-/* Reads one report from fd before deadline into line; 0, or -1. */
-static int
-read_report(int fd, double deadline, char *line, size_t len)
+/* What srun's reading of the reports gathers. */
+struct reports {
+	const char *nonce;
+	struct ddp_failure_set set;
+	int forged;
+};
+
+/* One report line as ddp_net_read_lines hands it over. */
+static void
+take_report(void *arg, const char *line)
 {
-	size_t got = 0;
+	struct reports *r = arg;
+	struct ddp_failure f;
+	char why[160];
+	int rc;
 
-	while (got + 1 < len) {
-		ssize_t n;
-
-		if (ddp_net_wait(fd, POLLIN, deadline) <= 0)
-			return -1;
-		n = recv(fd, line + got, len - 1 - got, 0);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (memchr(line, '\n', got))
-			break;
-	}
-	line[got] = '\0';
-	return got ? 0 : -1;
+	rc = ddp_failure_parse_report(line, r->nonce, &f, why, sizeof(why));
+	if (rc == -2)
+		r->forged++;
+	else if (rc < 0)
+		ddp_verbose("a malformed failure report: %s", why);
+	else if (ddp_failure_set_add(&r->set, &f) < 0)
+		ddp_verbose("a failure report dropped: out of memory");
 }
 
 void
 failure_local_exit(struct ddp_plugin *p)
 {
 	struct ddp_failure_watch *w = &p->watch;
-	struct ddp_failure_set set = {0};
-	struct ddp_failure cause, f;
-	char line[DDP_FAILURE_LINE_MAX], why[160], what[256];
-	double deadline = ddp_now() + REPORT_SECONDS;
+	struct reports r = {.nonce = w->nonce};
+	struct ddp_failure cause;
+	char line[DDP_FAILURE_LINE_MAX], what[256];
 	const char *record;
-	int forged = 0, n;
 
 	if (w->listen_fd < 0)
 		return;
-	for (n = 0; n < REPORTS_MAX; n++) {
-		int fd = accept4(w->listen_fd, NULL, NULL,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		int rc;
-
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			break; /* EAGAIN: no more waiting */
-		}
-		rc = read_report(fd, deadline, line, sizeof(line));
-		ddp_close(&fd);
-		if (rc < 0)
-			continue;
-		rc = ddp_failure_parse_report(line, w->nonce, &f, why,
-					      sizeof(why));
-		if (rc == -2)
-			forged++;
-		else if (rc < 0)
-			ddp_verbose("a malformed failure report: %s", why);
-		else if (ddp_failure_set_add(&set, &f) < 0)
-			ddp_verbose("a failure report dropped: out of memory");
-	}
+	/* All at once, each connection on its own clock: anyone can connect
+	 * to this port, and one who sends nothing must not use up the time
+	 * of the nodes' reports queued behind it. */
+	if (ddp_net_read_lines(w->listen_fd, ddp_now() + REPORT_SECONDS,
+			       REPORT_SECONDS, sizeof(line), REPORTS_MAX,
+			       take_report, &r) < 0)
+		ddp_verbose("reading the failure reports: %s", strerror(errno));
 	ddp_close(&w->listen_fd);
-	if (forged)
+	if (r.forged)
 		ddp_verbose("%d failure report(s) with a wrong nonce ignored",
-			    forged);
-	if (!ddp_failure_set_cause(&set, &cause, what, sizeof(what))) {
-		ddp_failure_set_free(&set);
+			    r.forged);
+	if (!ddp_failure_set_cause(&r.set, &cause, what, sizeof(what))) {
+		ddp_failure_set_free(&r.set);
 		return;
 	}
-	ddp_failure_set_free(&set);
+	ddp_failure_set_free(&r.set);
 	ddp_user("%s; the step was %s (first failure of step %u.%u)", what,
 		 w->ends_step ? "ended" : "not ended (kill-on-bad-exit off)",
 		 w->jobid, w->stepid);
@@ -226,15 +217,128 @@ node_name(const struct ddp_node *n, const char *list, char *out, size_t len)
 	ddp_fmt(out, len, "%s", n->host);
 }
 
-/* Sends f to srun's SLURM_DDP_FAILURE_REPORT, bounded by REPORT_SECONDS. */
-static void
-report(spank_t sp, const struct ddp_failure *f)
+/* What the child that reports (dial_as_user) went through, with errno. */
+enum dial_step { DIAL_DROP, DIAL_CONNECT, DIAL_SEND, DIAL_SENT };
+
+/*
+ * The child's part of dial_as_user: becomes uid:gid (no other group), then
+ * connects to sa and sends line before deadline. Only system calls, no
+ * allocation and no lock: slurmstepd has other threads, whose locks a
+ * forked child inherits held. Writes {step, errno} to out and ends.
+ */
+static void __attribute__((noreturn))
+dial_child(uid_t uid, gid_t gid, const struct sockaddr *sa, socklen_t salen,
+	   const char *line, double deadline, int out)
 {
+	int res[2] = {DIAL_DROP, 0}, fd = -1;
+
+	if (setgroups(1, &gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(uid, uid, uid) < 0 || getuid() != uid ||
+	    geteuid() != uid) {
+		res[1] = errno;
+		goto out;
+	}
+	/* A copy of slurmstepd's memory: the user may signal this process,
+	 * never read it, whatever fs.suid_dumpable says. */
+	prctl(PR_SET_DUMPABLE, 0);
+	res[0] = DIAL_CONNECT;
+	fd = ddp_net_connect_addr(sa, salen, deadline);
+	if (fd < 0) {
+		res[1] = errno;
+		goto out;
+	}
+	res[0] = DIAL_SEND;
+	if (ddp_net_send_all(fd, line, strlen(line), deadline) < 0) {
+		res[1] = errno;
+		goto out;
+	}
+	res[0] = DIAL_SENT;
+out:
+	if (write(out, res, sizeof(res)) < 0)
+		res[1] = errno;
+	_exit(res[0] == DIAL_SENT ? 0 : 1);
+}
+
+/*
+ * Sends line to sa from a child that is the job's user (uid:gid) before it
+ * makes its socket, bounded by deadline: the connection is one the user
+ * could make, owned by the user for the firewall (nftables' meta skuid),
+ * whatever port it goes to. Returns 0, or -1 with the reason in why.
+ */
+static int
+dial_as_user(uid_t uid, gid_t gid, const struct sockaddr *sa, socklen_t salen,
+	     const char *line, double deadline, char *why, size_t whylen)
+{
+	/* The child ends itself at deadline; the kill is the backstop. */
+	const struct ddp_child_wait w = {.deadline = deadline + 0.5,
+					 .grace = -1};
+	int pfd[2] = {-1, -1}, res[2] = {DIAL_DROP, 0}, status, killed, rc = -1;
+	ssize_t got;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		ddp_fmt(why, whylen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		dial_child(uid, gid, sa, salen, line, deadline, pfd[1]);
+	}
+	ddp_close(&pfd[1]);
+	if (pid < 0) {
+		ddp_fmt(why, whylen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	killed = ddp_wait_child(pid, &w, &status);
+	got = read(pfd[0], res, sizeof(res));
+	if (got != (ssize_t)sizeof(res)) {
+		ddp_fmt(why, whylen, "%s",
+			killed ? "timed out" : "the reporting process failed");
+		goto out;
+	}
+	if (res[0] == DIAL_SENT) {
+		rc = 0;
+		goto out;
+	}
+	ddp_fmt(why, whylen, "%s: %s",
+		res[0] == DIAL_DROP	 ? "cannot become the job's user"
+		: res[0] == DIAL_CONNECT ? "connect"
+					 : "send",
+		res[1] == ETIMEDOUT ? "timed out" : strerror(res[1]));
+out:
+	ddp_close(&pfd[0]);
+	return rc;
+}
+
+/*
+ * Sends f to the step's srun, bounded by REPORT_SECONDS. Where to is what
+ * the user cannot set:
+ * - the host is SLURM_SRUN_COMM_HOST as slurmd writes it into the launch
+ *   request's environment (env_array_overwrite in slurmd's
+ *   _rpc_launch_tasks, 22.05 to 26.05), whatever srun or --export put
+ *   there: the numeric address srun's launch request came from, where
+ *   Slurm itself sends srun the step's I/O and messages. No SPANK item
+ *   gives it (slurm/spank.h of 22.05, 24.11 and 26.05 have none).
+ * - the port is srun's (SLURM_DDP_FAILURE_REPORT, whose host part is not
+ *   used): no Slurm-given source says which port srun's plugin listens
+ *   on, so the user can choose it (by _SLURM_SPANK_OPTION_ddp_ddp without
+ *   --ddp on srun's command line, or a modified srun). Hence the
+ *   connection is made by a child that is the job's user first
+ *   (dial_as_user): a port the user chose on srun's own host is one the
+ *   user could reach anyway, and never as root.
+ */
+static void
+report(const struct ddp_plugin *p, spank_t sp, const struct ddp_failure *f)
+{
+	struct addrinfo hints, *ai = NULL;
 	char addr[DDP_HOSTNAME_MAX + 16], nonce[DDP_FAILURE_NONCE_HEX + 2];
-	char line[DDP_FAILURE_LINE_MAX], why[160], *colon;
+	char host[DDP_HOSTNAME_MAX + 1], line[DDP_FAILURE_LINE_MAX], why[160];
+	char *colon;
 	double deadline = ddp_now() + REPORT_SECONDS;
+	gid_t gid;
 	long port;
-	int fd;
+	int rc;
 
 	/* Unset or empty: an srun that could not listen, or without the
 	 * plugin. */
@@ -246,24 +350,44 @@ report(spank_t sp, const struct ddp_failure *f)
 		ddp_info("--ddp: %s=%.80s is not host:port", REPORT_ENV, addr);
 		return;
 	}
-	*colon = '\0';
+	if (remote_jobenv(sp, "SLURM_SRUN_COMM_HOST", host, sizeof(host)) < 0 ||
+	    !host[0]) {
+		ddp_info("--ddp: rank %ld's failure is not reported: slurmd "
+			 "gave the step no SLURM_SRUN_COMM_HOST (srun's "
+			 "address)",
+			 f->rank);
+		return;
+	}
+	if (spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+		ddp_info("--ddp: rank %ld's failure is not reported: Slurm did "
+			 "not give the job's group",
+			 f->rank);
+		return;
+	}
 	if (ddp_failure_format_report(f, nonce, line, sizeof(line)) < 0) {
 		ddp_info("--ddp: the failure of rank %ld cannot be reported "
 			 "(%s, or the step's node list, out of form)",
 			 f->rank, NONCE_ENV);
 		return;
 	}
-	fd = ddp_net_connect_once(addr, (int)port, deadline, why, sizeof(why));
-	if (fd < 0) {
-		ddp_info("--ddp: cannot report rank %ld's failure to srun at "
-			 "%s:%ld: %s",
-			 f->rank, addr, port, why);
+	/* Numeric alone, as slurmd writes it: no name service as root. */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+	hints.ai_socktype = SOCK_STREAM;
+	rc = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (rc != 0 || !ai) {
+		ddp_info("--ddp: rank %ld's failure is not reported: "
+			 "SLURM_SRUN_COMM_HOST=%.80s is not a numeric address "
+			 "(%s)",
+			 f->rank, host, gai_strerror(rc));
 		return;
 	}
-	if (ddp_net_send_all(fd, line, strlen(line), deadline) < 0)
-		ddp_info("--ddp: reporting rank %ld's failure to srun: %s",
-			 f->rank, strerror(errno));
-	ddp_close(&fd);
+	if (dial_as_user(p->node.uid, gid, ai->ai_addr, ai->ai_addrlen, line,
+			 deadline, why, sizeof(why)) < 0)
+		ddp_info("--ddp: cannot report rank %ld's failure to srun at "
+			 "%s port %ld: %s",
+			 f->rank, host, port, why);
+	freeaddrinfo(ai);
 }
 
 void
@@ -528,7 +652,7 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 			what, n->jobid, n->stepid);
 	}
 	if (f.rank >= 0)
-		report(sp, &f);
+		report(p, sp, &f);
 	record_memory_error(p, &f);
 	return 0;
 }
