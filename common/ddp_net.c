@@ -379,7 +379,8 @@ ddp_net_connect_once(const char *host, int port, double deadline, char *why,
 		return -1;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
-		fd = ddp_net_connect_addr(ai->ai_addr, ai->ai_addrlen, deadline);
+		fd = ddp_net_connect_addr(ai->ai_addr, ai->ai_addrlen,
+					  deadline);
 		if (fd >= 0)
 			break;
 		err = errno;
