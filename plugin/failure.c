@@ -315,18 +315,19 @@ out:
  * Sends f to the step's srun, bounded by REPORT_SECONDS. Where to is what
  * the user cannot set:
  * - the host is SLURM_SRUN_COMM_HOST as slurmd writes it into the launch
- *   request's environment (env_array_overwrite in slurmd's
- *   _rpc_launch_tasks, 22.05 to 26.05), whatever srun or --export put
- *   there: the numeric address srun's launch request came from, where
- *   Slurm itself sends srun the step's I/O and messages. No SPANK item
- *   gives it (slurm/spank.h of 22.05, 24.11 and 26.05 have none).
+ *   request's environment (env_array_overwrite in slurmd's launch RPC,
+ *   22.05 to 26.05), whatever srun or --export put there: the numeric
+ *   address srun's launch request came from, where Slurm itself sends
+ *   srun the step's I/O. No SPANK item gives it (slurm/spank.h of 22.05,
+ *   24.11 and 26.05 have none). It is the message header's origin, which
+ *   a launch client of the user's own making could set.
  * - the port is srun's (SLURM_DDP_FAILURE_REPORT, whose host part is not
  *   used): no Slurm-given source says which port srun's plugin listens
  *   on, so the user can choose it (by _SLURM_SPANK_OPTION_ddp_ddp without
- *   --ddp on srun's command line, or a modified srun). Hence the
- *   connection is made by a child that is the job's user first
- *   (dial_as_user): a port the user chose on srun's own host is one the
- *   user could reach anyway, and never as root.
+ *   --ddp on srun's command line, or a modified srun).
+ * Neither is proof against the user, so the connection is made by a
+ * child that is the job's user first (dial_as_user): whatever it
+ * reaches, the user could reach it anyway; root never dials.
  */
 static void
 report(const struct ddp_plugin *p, spank_t sp, const struct ddp_failure *f)
