@@ -276,7 +276,9 @@ dial_as_user(uid_t uid, gid_t gid, const struct sockaddr *sa, socklen_t salen,
 	ssize_t got;
 	pid_t pid;
 
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
+	/* Not blocking: the answer is read once the child is gone, and
+	 * one that never wrote (killed, or reaped by another) says so. */
+	if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0) {
 		ddp_fmt(why, whylen, "pipe: %s", strerror(errno));
 		goto out;
 	}
