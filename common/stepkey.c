@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The per-step key: derived from the site key, handed to the step's
- * tasks as a file only the job's user can read (stepkey.h). */
+ * tasks as a root-owned file only the job's user can read (stepkey.h). */
 #include "stepkey.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "ddp_util.h"
@@ -17,6 +19,27 @@
 
 /* Versioned: a new derivation gets a new label, never a changed one. */
 #define STEP_KEY_LABEL "slurm-ddp step key 1"
+
+/*
+ * The access ACL as Linux keeps it in an extended attribute
+ * (linux/posix_acl_xattr.h, the format getfacl and libacl read): a
+ * little-endian u32 version, then entries of u16 tag, u16 permissions and
+ * u32 id, sorted by tag and then id. Written and read here only, so that
+ * libddp and the plugin need no libacl.
+ */
+#define KEY_ACL_XATTR "system.posix_acl_access"
+#define KEY_ACL_VERSION 2
+#define KEY_ACL_USER_OBJ 0x01
+#define KEY_ACL_USER 0x02
+#define KEY_ACL_GROUP_OBJ 0x04
+#define KEY_ACL_GROUP 0x08
+#define KEY_ACL_MASK 0x10
+#define KEY_ACL_OTHER 0x20
+#define KEY_ACL_READ 4
+#define KEY_ACL_NO_ID 0xffffffffu
+#define KEY_ACL_ENTRY 8
+/* The five entries install writes; the reader takes up to 32. */
+#define KEY_ACL_MAX (4 + 32 * KEY_ACL_ENTRY)
 
 void
 ddp_step_key_derive(const struct ddp_site_key *site, unsigned long job_id,
@@ -90,9 +113,12 @@ out:
 }
 
 /* Removes the entry name below kfd: a key file, emptied first so that a
- * descriptor its owner still holds keeps no blocks of the file system
+ * descriptor someone still holds keeps no blocks of the file system
  * (root's truncation, no symlink followed), or an old key directory.
- * 0 (also when it does not exist), or -1 with errno set. */
+ * A key install made is root's and cannot be leased by its reader, so
+ * the truncation never waits; one an earlier slurm-ddp gave its user
+ * may be under the user's lease (EWOULDBLOCK), and then only the name
+ * goes. 0 (also when it does not exist), or -1 with errno set. */
 static int
 remove_key(int kfd, const char *name)
 {
@@ -138,10 +164,43 @@ open_keys(const char *state_dir, char *keys, size_t keyslen, char *err,
 	return kfd;
 }
 
+/* Appends one ACL entry at p; returns the next free byte. */
+static unsigned char *
+acl_put(unsigned char *p, unsigned tag, unsigned perm, uint32_t id)
+{
+	p[0] = tag & 0xff;
+	p[1] = tag >> 8;
+	p[2] = perm & 0xff;
+	p[3] = perm >> 8;
+	p[4] = id & 0xff;
+	p[5] = (id >> 8) & 0xff;
+	p[6] = (id >> 16) & 0xff;
+	p[7] = id >> 24;
+	return p + KEY_ACL_ENTRY;
+}
+
+/* Gives uid read access to the root-owned file fd, and no one else:
+ * u::r, u:uid:r, g::-, m::r, o::-. 0, or -1 with errno set (EOPNOTSUPP
+ * where the file system keeps no ACLs). */
+static int
+grant_read(int fd, uid_t uid)
+{
+	unsigned char acl[4 + 5 * KEY_ACL_ENTRY], *p = acl + 4;
+
+	acl[0] = KEY_ACL_VERSION;
+	acl[1] = acl[2] = acl[3] = 0;
+	p = acl_put(p, KEY_ACL_USER_OBJ, KEY_ACL_READ, KEY_ACL_NO_ID);
+	p = acl_put(p, KEY_ACL_USER, KEY_ACL_READ, (uint32_t)uid);
+	p = acl_put(p, KEY_ACL_GROUP_OBJ, 0, KEY_ACL_NO_ID);
+	p = acl_put(p, KEY_ACL_MASK, KEY_ACL_READ, KEY_ACL_NO_ID);
+	acl_put(p, KEY_ACL_OTHER, 0, KEY_ACL_NO_ID);
+	return fsetxattr(fd, KEY_ACL_XATTR, acl, sizeof(acl), 0);
+}
+
 int
 ddp_step_key_install(const char *state_dir, const char *name,
-		     const struct ddp_step_key *key, uid_t uid, gid_t gid,
-		     char *path, size_t pathlen, char *err, size_t errlen)
+		     const struct ddp_step_key *key, uid_t uid, char *path,
+		     size_t pathlen, char *err, size_t errlen)
 {
 	char keys[PATH_MAX];
 	int kfd = -1, fd = -1, made = 0, rc = -1;
@@ -164,16 +223,33 @@ ddp_step_key_install(const char *state_dir, const char *name,
 			 path, strerror(errno));
 		goto out;
 	}
-	/* Root's until the key is in it: the user never sees it half
-	 * made, and step-keys stays root's, so the user can put nothing
-	 * next to it. */
+	/* Root's for good: the user reads it through the ACL, but may not
+	 * write, grow, chmod or lease it (F_SETLEASE wants the owner), so
+	 * nothing the user holds on /run can take the space the next
+	 * job's Prolog writes in. The ACL comes after the key: the user
+	 * never sees a half-made file. */
 	fd = openat(kfd, name,
 		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
 	if (fd >= 0)
 		made = 1;
 	if (fd < 0 || ddp_write_all(fd, key->k, sizeof(key->k)) < 0 ||
-	    fchmod(fd, 0400) < 0 || fchown(fd, uid, gid) < 0) {
+	    fchmod(fd, 0400) < 0) {
 		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (uid != 0 && grant_read(fd, uid) < 0) {
+		if (errno == EOPNOTSUPP || errno == ENOTSUP)
+			ddp_errf(err, errlen,
+				 "%s: the file system of state_dir keeps no "
+				 "POSIX ACLs, with which root's key file is "
+				 "given to uid %lu alone (put state_dir on "
+				 "tmpfs, ext4, xfs or btrfs with ACLs on, as "
+				 "the default /run/slurm-ddp is, or set "
+				 "port_key = \"\" for munge)",
+				 path, (unsigned long)uid);
+		else
+			ddp_errf(err, errlen, "%s: setting its ACL: %s", path,
+				 strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -187,11 +263,85 @@ out:
 	return rc;
 }
 
+/* Little-endian u16 and u32 at p. */
+static unsigned
+acl_u16(const unsigned char *p)
+{
+	return (unsigned)p[0] | (unsigned)p[1] << 8;
+}
+
+static uint32_t
+acl_u32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/*
+ * Whether anyone but root and me can read the open file fd (sb its
+ * stat): 0 when no one can, else -1 with why. The owner must be root
+ * (what install makes, read through an ACL) or me (a key of an earlier
+ * slurm-ddp, or one a user made); the ACL, where there is one, may give
+ * read access to no other user, no group and not others.
+ */
+static int
+key_private(int fd, const struct stat *sb, uid_t me, char *why, size_t len)
+{
+	unsigned char acl[KEY_ACL_MAX];
+	unsigned mask = KEY_ACL_READ, tag, perm, grp = 0, oth;
+	uint32_t id, stranger = KEY_ACL_NO_ID;
+	ssize_t n;
+	size_t i;
+
+	if (sb->st_uid != 0 && sb->st_uid != me)
+		return ddp_errf(why, len, "it is owned by uid %u",
+				(unsigned)sb->st_uid);
+	n = fgetxattr(fd, KEY_ACL_XATTR, acl, sizeof(acl));
+	if (n < 0 && (errno == ENODATA || errno == EOPNOTSUPP ||
+		      errno == ENOTSUP)) {
+		/* No ACL: the mode says it all. */
+		if (sb->st_mode & 077)
+			return ddp_errf(why, len, "it has mode %04o",
+					(unsigned)(sb->st_mode & 07777));
+		return 0;
+	}
+	if (n < 4 || (n - 4) % KEY_ACL_ENTRY ||
+	    acl_u32(acl) != KEY_ACL_VERSION)
+		return ddp_errf(why, len, "its ACL cannot be read (%s)",
+				n < 0 ? strerror(errno) : "unknown format");
+	oth = sb->st_mode & 07;
+	for (i = 4; i < (size_t)n; i += KEY_ACL_ENTRY) {
+		tag = acl_u16(acl + i);
+		perm = acl_u16(acl + i + 2) & KEY_ACL_READ;
+		id = acl_u32(acl + i + 4);
+		if (tag == KEY_ACL_MASK)
+			mask = perm;
+		else if (tag == KEY_ACL_USER && perm && id != 0 && id != me)
+			stranger = id;
+		else if ((tag == KEY_ACL_GROUP_OBJ || tag == KEY_ACL_GROUP) &&
+			 perm)
+			grp = 1;
+		else if (tag == KEY_ACL_OTHER)
+			oth |= perm;
+	}
+	/* The mask bounds named users and groups, never others. */
+	if (mask && stranger != KEY_ACL_NO_ID)
+		return ddp_errf(why, len, "its ACL lets uid %lu read it",
+				(unsigned long)stranger);
+	if (mask && grp)
+		return ddp_errf(why, len, "its ACL lets a group read it");
+	if (oth)
+		return ddp_errf(why, len, "it has mode %04o",
+				(unsigned)(sb->st_mode & 07777));
+	return 0;
+}
+
 int
 ddp_step_key_read(const char *path, struct ddp_step_key *out, char *err,
 		  size_t errlen)
 {
 	unsigned char buf[DDP_STEP_KEY_LEN + 1];
+	char why[128];
 	struct stat sb;
 	size_t got = 0;
 	ssize_t n;
@@ -211,16 +361,17 @@ ddp_step_key_read(const char *path, struct ddp_step_key *out, char *err,
 			 strerror(errno));
 		goto out;
 	}
-	if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
-	    (sb.st_mode & 077)) {
+	if (!S_ISREG(sb.st_mode)) {
+		ddp_errf(err, errlen, "step key %.200s: not a regular file",
+			 path);
+		goto out;
+	}
+	if (key_private(fd, &sb, geteuid(), why, sizeof(why)) < 0) {
 		ddp_errf(err, errlen,
-			 "step key %.200s: %s owned by uid %u with mode %04o: "
-			 "it must be a file of this uid (%u) that no one else "
-			 "can read",
-			 path,
-			 S_ISREG(sb.st_mode) ? "file" : "not a regular file,",
-			 (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777),
-			 (unsigned)geteuid());
+			 "step key %.200s: %s: it must be root's (or this "
+			 "uid's, %u) and readable by no one but this uid and "
+			 "root",
+			 path, why, (unsigned)geteuid());
 		goto out;
 	}
 	while (got < sizeof(buf)) {
@@ -333,8 +484,9 @@ ddp_step_key_purge(const char *state_dir,
 		if (!job ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		/* A key file its owner made larger than a key: removed
-		 * whoever runs, before it fills the node's /run. */
+		/* A key file larger than a key (only one an earlier
+		 * slurm-ddp gave its user can grow): removed whoever runs,
+		 * before it fills the node's /run. */
 		if (keep(job, arg) &&
 		    !(S_ISREG(st.st_mode) && st.st_size > DDP_STEP_KEY_LEN))
 			continue;

@@ -19,23 +19,29 @@
  * Hand-over. The key goes to the step's tasks as a file, not in the
  * environment (which every child process inherits and `env` or a crash
  * report prints) nor as an inherited descriptor (closed by launchers such
- * as Python's subprocess, whose close_fds is on by default):
+ * as Python's subprocess, whose close_fds is on by default, container
+ * runtimes and wrappers):
  *   <state_dir>/step-keys/<job>.<step>.<tag>
  * tag tells apart two slurmstepd of one step on one host (slurmstepd's
  * pid). <state_dir>/step-keys is root's, 0711: the job's user reaches
- * their file by its name, lists nothing and can create nothing there, so
- * /run (root's tmpfs, where the next job's Prolog writes) holds no
- * directory of the user's to fill and nothing of theirs outlives the
- * step. Root makes the file 0400 with O_EXCL and no symlink followed,
- * writes the key and only then gives it to the job's user: no one else
- * can read it, and the user never sees a half-made one. The plugin
- * exports its path as DDP_STEP_KEY_FILE and removes it in
- * slurm_spank_exit; the Epilog removes the job's keys a killed
- * slurmstepd left, reconcile those of jobs no longer running. The user
- * owns the file and so may make it writable and grow it: every purge
- * (the Prolog's too) removes a key file larger than a key, emptying it
- * first. libddp reads it with ddp_step_key_read, which checks what the
- * installer promised.
+ * their file by its name, lists nothing and can create nothing there.
+ * The file is root's, mode 0400 with the POSIX ACL u:<uid>:r (ls shows
+ * 0440: the group bits are the ACL's mask, and the owning group is
+ * given nothing): the job's user may read it, and no one else but root.
+ * Not owning it, the user cannot write, grow, truncate, chmod or lease
+ * (F_SETLEASE) it, so /run (root's tmpfs, where the next job's Prolog
+ * writes its firewall state) holds nothing of the user's to fill or to
+ * pin, and nothing of theirs outlives the step. Root makes the file with
+ * O_EXCL and no symlink followed, writes the key and only then grants
+ * the read: the user never sees a half-made one. The file system of
+ * state_dir must keep POSIX ACLs (tmpfs, ext4, xfs, btrfs do); where it
+ * does not, install fails, naming the fix; it never falls back to a file
+ * the user owns. The plugin exports its path as DDP_STEP_KEY_FILE and
+ * removes it in slurm_spank_exit; the Epilog removes the job's keys a
+ * killed slurmstepd left, reconcile those of jobs no longer running.
+ * libddp reads it with ddp_step_key_read, which checks that no one else
+ * can read it. The ACL's bytes are written and read here alone (the
+ * kernel's system.posix_acl_access format), without libacl.
  *
  * Errors: 0 or -1 with err naming the path, what is wrong and the fix;
  * never the key. Thread safety: touches only its arguments and the file
@@ -77,25 +83,30 @@ int ddp_step_key_name(unsigned long job_id, unsigned long step_id,
 
 /*
  * As root: writes key to <state_dir>/step-keys/<name> as described
- * above, owned by uid:gid, and its path into path. A file (or a key
- * directory of an earlier slurm-ddp) of the same name left by an earlier
- * step (a reused job id after a crash) is removed first. <state_dir> is
- * made root's, 0755, and step-keys root's, 0711, when missing, and
- * refused when someone else owns them or may write to them. Returns 0,
- * or -1 with err (nothing is left behind).
+ * above, root's with read access for uid alone (no ACL when uid is 0),
+ * and its path into path. A file (or a key directory of an earlier
+ * slurm-ddp) of the same name left by an earlier step (a reused job id
+ * after a crash) is removed first. <state_dir> is made root's, 0755, and
+ * step-keys root's, 0711, when missing, and refused when someone else
+ * owns them or may write to them. Returns 0, or -1 with err (nothing is
+ * left behind); a file system without ACLs is such an error, naming
+ * what would work.
  */
 int ddp_step_key_install(const char *state_dir, const char *name,
-			 const struct ddp_step_key *key, uid_t uid, gid_t gid,
-			 char *path, size_t pathlen, char *err, size_t errlen);
+			 const struct ddp_step_key *key, uid_t uid, char *path,
+			 size_t pathlen, char *err, size_t errlen);
 
 /*
  * As the job's user: reads the key file at path (DDP_STEP_KEY_FILE) into
  * out, holding it to what ddp_step_key_install promises: a regular file,
- * not a symlink, owned by the caller's effective uid, with no group or
- * other permission bits (a key others can read proves nothing about who
- * holds it), of exactly DDP_STEP_KEY_LEN bytes. Returns 0, or -1 with err
- * naming the path and what is wrong; out is then zeroed. No copy of the
- * key is left behind but out.
+ * not a symlink, that no one but the caller's effective uid and root can
+ * read (a key others can read proves nothing about who holds it): root's
+ * with an ACL that names no other user and gives no group or others
+ * read access, or the caller's own (an earlier slurm-ddp's, or a key a
+ * program wrote for itself) with no group or other permission; of
+ * exactly DDP_STEP_KEY_LEN bytes. Returns 0, or -1 with err naming the
+ * path and what is wrong; out is then zeroed. No copy of the key is
+ * left behind but out.
  */
 int ddp_step_key_read(const char *path, struct ddp_step_key *out, char *err,
 		      size_t errlen);
@@ -111,7 +122,7 @@ int ddp_step_key_remove(const char *state_dir, const char *name, char *err,
 /*
  * As root: removes every key below <state_dir>/step-keys whose job
  * keep(job_id, arg) rejects (returns 0), and every key file larger than
- * a key whatever keep says. The Epilog keeps all jobs but its own, the
+ * a key whatever keep says (one an earlier slurm-ddp gave its user). The Epilog keeps all jobs but its own, the
  * Prolog all jobs, reconcile the jobs that run. Entries whose names are
  * not <job>.<step>.<tag> are left alone. *removed (when not NULL) counts
  * what went. A missing step-keys is not an error. Returns 0, or -1 with

@@ -212,7 +212,6 @@ remote_step_key(struct ddp_plugin *p, spank_t sp)
 	char err[DDP_ERR_LEN], host[DDP_HOSTNAME_MAX + 1] = "?";
 	uint32_t jobid, stepid;
 	uid_t uid;
-	gid_t gid;
 
 	/* Without a site key the ranks use munge (DDP_AUTH=auto). */
 	if (!p->opts.enabled || p->conf_error[0] || n->port_key_state != 1)
@@ -220,8 +219,7 @@ remote_step_key(struct ddp_plugin *p, spank_t sp)
 	/* user_init names a missing layout item. */
 	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		return;
 	if (stepid == SLURM_BATCH_SCRIPT || stepid == SLURM_EXTERN_CONT ||
 	    stepid >= SLURM_INTERACTIVE_STEP)
@@ -232,9 +230,8 @@ remote_step_key(struct ddp_plugin *p, spank_t sp)
 		return;
 	ddp_step_key_derive(&n->port_key, jobid, stepid, uid, &key);
 	if (ddp_step_key_install(p->conf.state_dir, n->step_key_name, &key, uid,
-				 gid, n->step_key_path,
-				 sizeof(n->step_key_path), err,
-				 sizeof(err)) < 0) {
+				 n->step_key_path, sizeof(n->step_key_path),
+				 err, sizeof(err)) < 0) {
 		gethostname(host, sizeof(host) - 1);
 		node_error(n,
 			   "--ddp: %s: cannot hand the step its key: %s (the "
