@@ -433,3 +433,81 @@ reconcile_on() {
 	[ -z "$entries" ]
 	[[ $state != drain* ]]
 }
+
+# The job's user on their step's key file (T5-1 of issue 34): they try to
+# open it for writing and appending, to chmod it, to grow it until the
+# file system of state_dir (the minicluster's 16 MiB tmpfs, as a site's
+# /run) is full, and to hold it open under a read lease, which made the
+# next Prolog's truncation fail (EWOULDBLOCK) while the user's descriptor
+# kept the blocks. SIGIO is ignored: a lease break must not end the
+# holder. Prints one line per attempt, the key's owner and size, READY,
+# then waits for the gate with the key open.
+# shellcheck disable=SC2016 # python, not shell
+keyhold_py='
+import errno, fcntl, os, signal, sys, time
+k = os.environ["DDP_STEP_KEY_FILE"]
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+def attempt(what, fn):
+    try:
+        r = fn()
+        print(what, "ok", flush=True)
+        return r
+    except OSError as e:
+        print(what, errno.errorcode[e.errno], flush=True)
+        return None
+fd = attempt("write", lambda: os.open(k, os.O_WRONLY))
+if fd is not None:
+    os.close(fd)
+attempt("chmod", lambda: os.chmod(k, 0o600))
+fd = attempt("append", lambda: os.open(k, os.O_WRONLY | os.O_APPEND))
+if fd is not None:
+    try:
+        while True:
+            os.write(fd, b"\0" * (1 << 20))
+    except OSError as e:
+        print("grown until", errno.errorcode[e.errno], flush=True)
+    os.close(fd)
+rfd = os.open(k, os.O_RDONLY)
+attempt("lease", lambda: fcntl.fcntl(rfd, fcntl.F_SETLEASE, fcntl.F_RDLCK))
+st = os.fstat(rfd)
+print("owner", st.st_uid, "size", st.st_size, flush=True)
+print("READY", flush=True)
+while not os.path.exists(os.environ["GATE"]):
+    time.sleep(0.1)
+'
+
+@test "the job's user cannot write, grow, chmod or lease the step key (root's); another job's Prolog on the node succeeds while the step runs" {
+	local out a b i state="" reason="" rc=0
+	out=$BATS_FILE_TMPDIR/keyhold.$BATS_TEST_NUMBER
+	new_gate
+	mc_run --user ddptest -- env GATE="$GATE" srun -N1 -w node1 -n1 --ddp \
+		python3 -c "$keyhold_py" >"$out" 2>&1 &
+	local holder=$!
+	wait_line "$out" '^READY' 60
+	a=$(mc_run -- squeue -h -u ddptest -o %i | head -n 1)
+	track "$a"
+	# Another job on the node while the step holds its key: root's, so
+	# that it is another user's.
+	b=$(mc_run -- sbatch --parsable -o /dev/null -N2 -w 'node[1-2]' --wrap 'srun true')
+	track "$b"
+	for i in $(seq 300); do
+		state=$(job_field "$b" JobState)
+		reason=$(mc_run -- sinfo -h -n node1 -o %E)
+		[ "$state" = COMPLETED ] || [[ $reason == ddp:* ]] && break
+		sleep 0.2
+	done
+	open_gate
+	wait "$holder" || rc=$?
+	rm -f "$GATE"
+	echo "job $b: $state; node1: $reason; the step's user (srun $rc):" >&2
+	cat "$out" >&2
+	[[ $reason != ddp:* ]]
+	[ "$state" = COMPLETED ]
+	[ "$rc" -eq 0 ]
+	grep -qx 'write EACCES' "$out"
+	grep -qx 'chmod EPERM' "$out"
+	grep -qx 'append EACCES' "$out"
+	grep -qx 'lease EACCES' "$out"
+	grep -qx 'owner 0 size 32' "$out"
+	[ "$(grep -c '^grown' "$out")" -eq 0 ]
+}

@@ -207,7 +207,7 @@ intruder() {
 	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
 }
 
-@test "with the step key: the job's key file is the job user's alone, another user cannot read it, nor join; the key is gone after the step" {
+@test "with the step key: the job's key file is root's, read by the job's user alone, another user cannot read it, nor join; the key is gone after the step" {
 	intruder auto
 	local keyfile
 	keyfile=$(sed -nE 's/^KEYFILE 1 (.*)$/\1/p' <<<"$output" | head -n 1)
@@ -220,14 +220,20 @@ intruder() {
 	# slurmstepd removed every node's key of the step.
 	[ ! -e "$keyfile" ]
 	[ -z "$(find "$(mc_state)/ddp-state/step-keys" -mindepth 1 -maxdepth 1)" ]
-	# As the user of the job: 0400, the user's, in root's 0711 step-keys.
-	run mc_run --user ddptest -- srun --nodes=2 --ntasks-per-node=1 --ddp \
-		bash -c 'k=$DDP_STEP_KEY_FILE; echo "KEY $(id -u) $(stat -c "%u %a %s" "$k") $(stat -c "%u %a" "${k%/*}")"'
+	# As the user of the job: root's, 0400 with the ACL u:UID:r (stat
+	# shows 0440, the mask), in root's 0711 step-keys; the user reads it,
+	# and ddp-check's and libddp's ranks join on it (DDP_AUTH=key: no
+	# munge).
+	run mc_run --user ddptest -- env DDP_AUTH=key DDP_TIMEOUT=60 srun --nodes=2 --ntasks-per-node=2 --ddp --ddp-check \
+		bash -c 'k=$DDP_STEP_KEY_FILE; echo "KEY $(id -u) $(stat -c "%u %a %s" "$k") $(stat -c "%u %a" "${k%/*}") $(head -c 64 "$k" | wc -c)"; exec "$0" --synthetic 512 --epochs 1' "$train"
 	show
 	[ "$status" -eq 0 ]
 	local uid
 	uid=$(id -u ddptest)
-	[ "$(grep -c "^KEY $uid $uid 400 32 0 711$" <<<"$output")" -eq 2 ]
+	[ "$(grep -c "^KEY $uid 0 440 32 0 711 32$" <<<"$output")" -eq 4 ]
+	[[ $output == *"ddp-check: job "*" ranks joined "*" (the step key)"* ]]
+	[ "$(crcs | wc -l)" -eq 4 ]
+	[ "$(crcs | sort -u | wc -l)" -eq 1 ]
 }
 
 # The squatter of issue 10 (F1), as user ddptest on rank 0's node: binds
