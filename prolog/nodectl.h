@@ -175,9 +175,26 @@ size_t nc_fw_shared(const struct nc_elems *mine, const struct nc_elems *desired,
  * Per-job state files (nodectl_state.c), <dirfd>/job.<jobid>: the elements
  * the job needs and the time after which they stop counting (the
  * firewall_timeout backstop). nc_state_write replaces the file atomically.
+ * Where the file system is full (ENOSPC, EDQUOT: anything may have filled
+ * it, state_dir being on /run), it removes the reserve (below) and tries
+ * once more, so that the Prolog's own write does not fail. Returns 0, 1
+ * when it took the reserve to write (the file system is full: say so), or
+ * -1 with err.
  */
 int nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 		   const struct nc_elems *elems, char *err, size_t errlen);
+
+/* The reserve: a root-only file of NC_STATE_RESERVE_BYTES allocated
+ * blocks in the state directory, which the next nc_state_write on a full
+ * file system gives back; enough for the state of a job with about ten
+ * thousand peers. */
+#define NC_STATE_RESERVE "reserve"
+#define NC_STATE_RESERVE_BYTES (1024 * 1024)
+
+/* Makes the reserve in dirfd when it is missing (the first Prolog, or
+ * the one after the reserve was taken). 0, or -1 with err (the file
+ * system has not the room: nothing is left behind). */
+int nc_state_reserve(int dirfd, char *err, size_t errlen);
 
 /* Appends the elements of the job's state file (expired or not) to out;
  * -1 when it is missing or malformed (out unchanged). */

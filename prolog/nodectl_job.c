@@ -141,7 +141,7 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 	unsigned lo, hi;
 	size_t kept = 0;
 	int statefd = -1, lockfd = -1;
-	int rv = NC_EX_NODE, rc;
+	int rv = NC_EX_NODE, rc, wrote;
 
 	if (read_job(&j, 1) < 0) {
 		drain(conf, j.node, "bad prolog environment");
@@ -187,10 +187,25 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 		drain(conf, j.node, "nftables table install failed");
 		goto out;
 	}
-	if (nc_state_write(statefd, j.id,
-			   time(NULL) + (time_t)conf->firewall_timeout, &peers,
-			   err, sizeof(err)) < 0 ||
-	    nc_fw_sync(conf, statefd, NULL, 0, &peers, j.id, &kept, shared,
+	wrote = nc_state_write(statefd, j.id,
+			       time(NULL) + (time_t)conf->firewall_timeout,
+			       &peers, err, sizeof(err));
+	if (wrote == 1)
+		ddp_error("%s is full: this job's firewall state took the "
+			  "reserve the Prolog keeps there; free space on it "
+			  "before another job's Prolog needs it",
+			  conf->state_dir);
+	else if (wrote == 0 &&
+		 nc_state_reserve(statefd, err, sizeof(err)) < 0)
+		ddp_error("%s: no reserve for the next Prolog: %s",
+			  conf->state_dir, err);
+	if (wrote < 0) {
+		nc_fw_lock_drop(&lockfd);
+		ddp_error("firewall state in %s: %s", conf->state_dir, err);
+		drain(conf, j.node, "firewall state not written (state_dir)");
+		goto out;
+	}
+	if (nc_fw_sync(conf, statefd, NULL, 0, &peers, j.id, &kept, shared,
 		       sizeof(shared), err, sizeof(err)) < 0) {
 		nc_fw_lock_drop(&lockfd);
 		ddp_error("%s", err);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ddp_net.h"
@@ -23,6 +24,48 @@
 #define STATE_MAGIC "ddp-nodectl state 1"
 #define STATE_MAX_ELEMS 65536
 
+/* Writes the len bytes at text to <dirfd>/tmp and renames it to name.
+ * 0, or -1 with err and errno set (nothing left behind). */
+static int
+put_state(int dirfd, const char *tmp, const char *name, const char *text,
+	  size_t len, char *err, size_t errlen)
+{
+	int fd, e;
+
+	unlinkat(dirfd, tmp, 0);
+	fd = openat(dirfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		e = errno;
+		ddp_errf(err, errlen, "create %s: %s", tmp, strerror(e));
+		errno = e;
+		return -1;
+	}
+	if (ddp_write_all(fd, text, len) < 0) {
+		e = errno;
+		ddp_errf(err, errlen, "write %s: %s", tmp, strerror(e));
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		e = errno;
+		fd = -1;
+		ddp_errf(err, errlen, "close %s: %s", tmp, strerror(e));
+		goto fail;
+	}
+	fd = -1;
+	if (renameat(dirfd, tmp, dirfd, name) < 0) {
+		e = errno;
+		ddp_errf(err, errlen, "rename %s: %s", name, strerror(e));
+		goto fail;
+	}
+	return 0;
+fail:
+	ddp_close(&fd);
+	unlinkat(dirfd, tmp, 0);
+	errno = e;
+	return -1;
+}
+
 int
 nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 	       const struct nc_elems *elems, char *err, size_t errlen)
@@ -30,7 +73,7 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 	char name[64], tmp[80];
 	struct ddp_buf b = {0};
 	size_t i;
-	int fd = -1, rv = -1;
+	int rv = -1;
 
 	err[0] = '\0';
 	if (ddp_fmt(name, sizeof(name), "job.%lu", jobid) < 0 ||
@@ -46,38 +89,61 @@ nc_state_write(int dirfd, unsigned long jobid, time_t expires,
 				   elems->v[i].addr, elems->v[i].lo,
 				   elems->v[i].hi) < 0)
 			goto oom;
+	rv = put_state(dirfd, tmp, name, b.s, b.len, err, errlen);
+	/* A full file system (whoever filled it) must not fail the
+	 * Prolog: the reserve gives back its blocks, once. */
+	if (rv < 0 && (errno == ENOSPC || errno == EDQUOT) &&
+	    unlinkat(dirfd, NC_STATE_RESERVE, 0) == 0) {
+		err[0] = '\0';
+		rv = put_state(dirfd, tmp, name, b.s, b.len, err, errlen);
+		if (rv == 0)
+			rv = 1;
+	}
+	goto out;
+oom:
+	ddp_errf(err, errlen, "out of memory");
+out:
+	ddp_buf_free(&b);
+	return rv;
+}
+
+int
+nc_state_reserve(int dirfd, char *err, size_t errlen)
+{
+	char tmp[64];
+	struct stat st;
+	int fd = -1, rc = -1, e;
+
+	err[0] = '\0';
+	if (fstatat(dirfd, NC_STATE_RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode) && st.st_size == NC_STATE_RESERVE_BYTES)
+		return 0;
+	ddp_fmt(tmp, sizeof(tmp), "." NC_STATE_RESERVE ".%ld", (long)getpid());
 	unlinkat(dirfd, tmp, 0);
 	fd = openat(dirfd, tmp,
 		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ddp_errf(err, errlen, "create %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	/* Blocks really taken (tmpfs, ext4, xfs allocate; glibc writes
+	 * where a file system cannot), not a hole. */
+	e = posix_fallocate(fd, 0, NC_STATE_RESERVE_BYTES);
+	if (e) {
+		ddp_errf(err, errlen, "reserve %d bytes in %s: %s",
+			 NC_STATE_RESERVE_BYTES, tmp, strerror(e));
 		goto out;
 	}
-	if (ddp_write_all(fd, b.s, b.len) < 0) {
-		ddp_errf(err, errlen, "write %s: %s", tmp, strerror(errno));
+	if (renameat(dirfd, tmp, dirfd, NC_STATE_RESERVE) < 0) {
+		ddp_errf(err, errlen, "rename %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	if (close(fd) < 0) {
-		fd = -1;
-		ddp_errf(err, errlen, "close %s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	fd = -1;
-	if (renameat(dirfd, tmp, dirfd, name) < 0) {
-		ddp_errf(err, errlen, "rename %s: %s", name, strerror(errno));
-		goto out;
-	}
-	rv = 0;
-	goto out;
-oom:
-	ddp_errf(err, errlen, "out of memory");
+	rc = 0;
 out:
-	if (fd >= 0) {
-		close(fd);
+	ddp_close(&fd);
+	if (rc < 0)
 		unlinkat(dirfd, tmp, 0);
-	}
-	ddp_buf_free(&b);
-	return rv;
+	return rc;
 }
 
 int

@@ -511,3 +511,33 @@ while not os.path.exists(os.environ["GATE"]):
 	grep -qx 'owner 0 size 32' "$out"
 	[ "$(grep -c '^grown' "$out")" -eq 0 ]
 }
+
+# reserve NODE: the size of the Prolog's reserve in NODE's state
+# directory, or "none".
+reserve() {
+	# shellcheck disable=SC2016 # expanded inside the node
+	mc_exec "$1" -- sh -c 'stat -c %s "$1/ddp-state/net-$(stat -L -c %i /proc/self/ns/net)/reserve" 2>/dev/null || echo none' sh "$st"
+}
+
+@test "state_dir's file system full: the Prolog writes its firewall state on its reserve, the job runs, no drain; the next Prolog with room makes the reserve anew" {
+	local a b state reason filler=$st/ddp-state/filler.$$
+	mc_run --user ddptest -- srun -N2 -w 'node[1-2]' true
+	[ "$(reserve node1)" = 1048576 ]
+	# Root (or anything) fills it: the Prolog must still write its own.
+	run dd if=/dev/zero of="$filler" bs=1M
+	[ "$(df --output=avail "$st/ddp-state" | tail -n 1)" -eq 0 ]
+	a=$(submit -N2 -w 'node[1-2]' --wrap 'srun true')
+	state=$(wait_done "$a" 60) || true
+	reason=$(mc_run -- sinfo -h -n node1 -o %E)
+	local left
+	left=$(reserve node1)
+	rm -f "$filler"
+	echo "job $a: $state; node1: $reason; reserve: $left" >&2
+	[ "$state" = COMPLETED ]
+	[[ $reason != ddp:* ]]
+	[ "$left" = none ]
+	b=$(submit -N2 -w 'node[1-2]' --wrap 'srun true')
+	state=$(wait_done "$b" 60) || true
+	[ "$state" = COMPLETED ]
+	[ "$(reserve node1)" = 1048576 ]
+}

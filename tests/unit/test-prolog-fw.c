@@ -2,13 +2,17 @@
 /*
  * Unit tests of ddp-nodectl's firewall core: input validation, the table
  * script, peer elements (which open ddp-check's port too), set-listing
- * parsing, the sync script and the per-job state files.
+ * parsing, the sync script and the per-job state files, written even on
+ * a full file system through the reserve.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -447,6 +451,85 @@ test_state(void)
 	rmdir(dir);
 }
 
+/* Writes to dir/name until the file system is full; 0 when it filled. */
+static int
+fill(int dfd, const char *name)
+{
+	static char buf[65536];
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	do
+		n = write(fd, buf, sizeof(buf));
+	while (n > 0);
+	close(fd);
+	return n < 0 && errno == ENOSPC ? 0 : -1;
+}
+
+/* The state files on a 2 MiB tmpfs (state_dir's /run) that something
+ * filled: the reserve gives the Prolog's write its room, once. */
+static void
+test_state_full(void)
+{
+	char dir[] = "/tmp/test-prolog-fw-full.XXXXXX", err[DDP_ERR_LEN];
+	char tmp[64];
+	struct nc_elems e = {0}, got = {0};
+	struct nc_elem x = elem(AF_INET, "10.0.0.2", 29400, 29999, 5);
+	struct stat st;
+	int dfd = -1, rc;
+
+	if (!mkdtemp(dir))
+		return (void)tap_ok(0, "temporary directory");
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("ddp-test", dir, "tmpfs", 0, "size=2m,mode=0755") < 0) {
+		tap_ok(1, "# SKIP a tmpfs cannot be mounted here (%s)",
+		       geteuid() ? "not root" : strerror(errno));
+		rmdir(dir);
+		return;
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	nc_elems_add(&e, &x);
+	rc = nc_state_reserve(dfd, err, sizeof(err));
+	tap_ok(rc == 0 && fstatat(dfd, NC_STATE_RESERVE, &st, 0) == 0 &&
+		       st.st_size == NC_STATE_RESERVE_BYTES &&
+		       st.st_blocks * 512 >= NC_STATE_RESERVE_BYTES &&
+		       st.st_uid == 0 && (st.st_mode & 07777) == 0600,
+	       "the reserve: 1 MiB of allocated blocks, root's, 0600: %s",
+	       err);
+	tap_ok(nc_state_reserve(dfd, err, sizeof(err)) == 0,
+	       "keeping it when it is there is a no-op");
+	tap_ok(fill(dfd, "filler") == 0, "something fills the file system");
+	rc = nc_state_write(dfd, 5, time(NULL) + 100, &e, err, sizeof(err));
+	tap_ok(rc == 1 && nc_state_read(dfd, 5, &got) == 0 && got.n == 1 &&
+		       faccessat(dfd, NC_STATE_RESERVE, F_OK, 0) < 0,
+	       "the job's state is written on the full file system, taking "
+	       "the reserve (rc %d: %s)",
+	       rc, err);
+	rc = nc_state_reserve(dfd, err, sizeof(err));
+	snprintf(tmp, sizeof(tmp), ".%s.%ld", NC_STATE_RESERVE, (long)getpid());
+	tap_ok(rc < 0 && strstr(err, "No space left") &&
+		       faccessat(dfd, tmp, F_OK, 0) < 0,
+	       "while it is full no new reserve can be made: %s", err);
+	unlinkat(dfd, "filler", 0);
+	tap_ok(nc_state_reserve(dfd, err, sizeof(err)) == 0,
+	       "with room again the reserve is made anew: %s", err);
+	/* Without the reserve the same write fails: what it is for. */
+	unlinkat(dfd, NC_STATE_RESERVE, 0);
+	fill(dfd, "filler");
+	rc = nc_state_write(dfd, 6, time(NULL) + 100, &e, err, sizeof(err));
+	tap_ok(rc < 0 && strstr(err, "No space left"),
+	       "without a reserve the write fails on a full file system: %s",
+	       err);
+	nc_elems_free(&e);
+	nc_elems_free(&got);
+	close(dfd);
+	umount(dir);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -456,5 +539,6 @@ main(void)
 	test_listing();
 	test_sync();
 	test_state();
+	test_state_full();
 	return tap_done();
 }
