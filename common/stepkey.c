@@ -297,16 +297,15 @@ key_private(int fd, const struct stat *sb, uid_t me, char *why, size_t len)
 		return ddp_errf(why, len, "it is owned by uid %u",
 				(unsigned)sb->st_uid);
 	n = fgetxattr(fd, KEY_ACL_XATTR, acl, sizeof(acl));
-	if (n < 0 && (errno == ENODATA || errno == EOPNOTSUPP ||
-		      errno == ENOTSUP)) {
+	if (n < 0 &&
+	    (errno == ENODATA || errno == EOPNOTSUPP || errno == ENOTSUP)) {
 		/* No ACL: the mode says it all. */
 		if (sb->st_mode & 077)
 			return ddp_errf(why, len, "it has mode %04o",
 					(unsigned)(sb->st_mode & 07777));
 		return 0;
 	}
-	if (n < 4 || (n - 4) % KEY_ACL_ENTRY ||
-	    acl_u32(acl) != KEY_ACL_VERSION)
+	if (n < 4 || (n - 4) % KEY_ACL_ENTRY || acl_u32(acl) != KEY_ACL_VERSION)
 		return ddp_errf(why, len, "its ACL cannot be read (%s)",
 				n < 0 ? strerror(errno) : "unknown format");
 	oth = sb->st_mode & 07;

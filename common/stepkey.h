@@ -122,12 +122,12 @@ int ddp_step_key_remove(const char *state_dir, const char *name, char *err,
 /*
  * As root: removes every key below <state_dir>/step-keys whose job
  * keep(job_id, arg) rejects (returns 0), and every key file larger than
- * a key whatever keep says (one an earlier slurm-ddp gave its user). The Epilog keeps all jobs but its own, the
- * Prolog all jobs, reconcile the jobs that run. Entries whose names are
- * not <job>.<step>.<tag> are left alone. *removed (when not NULL) counts
- * what went. A missing step-keys is not an error. Returns 0, or -1 with
- * err naming the first entry that could not be removed (the others are
- * still tried).
+ * a key whatever keep says (one an earlier slurm-ddp gave its user). The
+ * Epilog keeps all jobs but its own, the Prolog all jobs, reconcile the
+ * jobs that run. Entries whose names are not <job>.<step>.<tag> are left
+ * alone. *removed (when not NULL) counts what went. A missing step-keys
+ * is not an error. Returns 0, or -1 with err naming the first entry that
+ * could not be removed (the others are still tried).
  */
 int ddp_step_key_purge(const char *state_dir,
 		       int (*keep)(unsigned long job_id, void *arg), void *arg,

@@ -191,9 +191,9 @@ void remote_load_port_key(struct ddp_plugin *p);
  * slurmstepd, from slurm_spank_init_post_opt (as root), after
  * remote_load_port_key: derives the step's key from the site key and
  * writes it to a root-owned file only the job's user (and root) can
- * read (stepkey.h), for
- * task_init to export as DDP_STEP_KEY_FILE. Does nothing without a port
- * key; a failure is kept for remote_task_init, which fails the step.
+ * read (stepkey.h), for task_init to export as DDP_STEP_KEY_FILE. Does
+ * nothing without a port key; a failure is kept for remote_task_init,
+ * which fails the step.
  */
 void remote_step_key(struct ddp_plugin *p, spank_t sp);
 

@@ -195,8 +195,7 @@ cmd_prolog(const struct ddp_conf *conf, int argc, char **argv)
 			  "reserve the Prolog keeps there; free space on it "
 			  "before another job's Prolog needs it",
 			  conf->state_dir);
-	else if (wrote == 0 &&
-		 nc_state_reserve(statefd, err, sizeof(err)) < 0)
+	else if (wrote == 0 && nc_state_reserve(statefd, err, sizeof(err)) < 0)
 		ddp_error("%s: no reserve for the next Prolog: %s",
 			  conf->state_dir, err);
 	if (wrote < 0) {

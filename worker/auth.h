@@ -82,12 +82,14 @@ const char *auth_name(int auth);
  * that munged answers on its socket before the network is touched, so
  * that a missing munged is not mistaken for a missing rank 0; with the
  * step key, reads the key file named by DDP_STEP_KEY_FILE, which must be
- * a regular file of 32 bytes owned by this euid with no group or other
- * permission. DDP_OK, DDP_ERR_AUTH (libmunge.so.2 cannot be loaded,
- * munged does not answer, bad DDP_MUNGE_SOCKET; no key file, or one that
- * cannot be read or is not private: named, never shown),
- * DDP_ERR_INVALID (cfg->auth not an enum ddp_auth) or DDP_ERR_NOMEM. Call
- * auth_fini whatever it returned.
+ * a regular file of 32 bytes that no one but this euid and root can read
+ * (ddp_step_key_read: root's with an ACL for this uid alone, as srun
+ * --ddp makes it, or this uid's own with no group or other permission).
+ * DDP_OK, DDP_ERR_AUTH (libmunge.so.2 cannot be loaded, munged does not
+ * answer, bad DDP_MUNGE_SOCKET; no key file, or one that cannot be read
+ * or is not private: named, never shown), DDP_ERR_INVALID (cfg->auth not
+ * an enum ddp_auth) or DDP_ERR_NOMEM. Call auth_fini whatever it
+ * returned.
  */
 enum ddp_status auth_init(struct wk_auth *a, const struct ddp_config *cfg);
 

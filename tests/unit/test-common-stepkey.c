@@ -178,9 +178,9 @@ attack(const char *path, FILE *out)
 {
 	/* u::rw g::- o::-, a valid ACL: refused for its setter only. */
 	static const unsigned char acl[28] = {
-		2, 0, 0,    0,	  1,    0,    6,    0, 0xff, 0xff,
-		0xff, 0xff, 4, 0,    0,	  0,    0xff, 0xff, 0xff, 0xff,
-		0x20, 0,    0, 0,    0xff, 0xff, 0xff, 0xff};
+		2,    0,    0, 0, 1,	0,    6,    0,	  0xff, 0xff,
+		0xff, 0xff, 4, 0, 0,	0,    0xff, 0xff, 0xff, 0xff,
+		0x20, 0,    0, 0, 0xff, 0xff, 0xff, 0xff};
 	int fd, rc;
 
 	fd = open(path, O_WRONLY);
@@ -247,17 +247,17 @@ test_install(const char *tmp)
 	tap_ok(ddp_step_key_name(4242, 7, 99, name, sizeof(name)) == 0 &&
 		       strcmp(name, "4242.7.99") == 0,
 	       "the key file is named job.step.tag");
-	rc = ddp_step_key_install(state, name, &key, NOBODY, path,
-				  sizeof(path), err, sizeof(err));
+	rc = ddp_step_key_install(state, name, &key, NOBODY, path, sizeof(path),
+				  err, sizeof(err));
 	if (!tap_ok(rc == 0, "root installs the key for uid %d", NOBODY))
 		tap_diag("%s", err);
 	snprintf(path2, sizeof(path2), "%s/step-keys/4242.7.99", state);
 	TAP_STREQ(path, path2, "its path is <state_dir>/step-keys/NAME");
 	/* 0440: the group bits show the ACL's mask (r), the group entry
 	 * itself gives nothing. */
-	tap_ok(stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-		       st.st_uid == 0 && st.st_gid == 0 &&
-		       (st.st_mode & 07777) == 0440 && st.st_size == 32,
+	tap_ok(stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+		       st.st_gid == 0 && (st.st_mode & 07777) == 0440 &&
+		       st.st_size == 32,
 	       "the key file is 32 bytes, root's, mode 0440 (0400 and the "
 	       "ACL's mask)");
 	/* u::r u:65534:r g::- m::r o::-, little-endian, as getfacl reads
@@ -319,8 +319,8 @@ test_install(const char *tmp)
 		tap_diag("grow %s: %s", path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	rc = ddp_step_key_install(state, name, &key, NOBODY, path,
-				  sizeof(path), err, sizeof(err));
+	rc = ddp_step_key_install(state, name, &key, NOBODY, path, sizeof(path),
+				  err, sizeof(err));
 	tap_ok(rc == 0 && stat(path, &st) == 0 && st.st_size == 32 &&
 		       st.st_uid == 0 && (st.st_mode & 07777) == 0440,
 	       "a leftover key file of the same name is replaced: %s", err);
@@ -330,8 +330,8 @@ test_install(const char *tmp)
 	fd = open(leftover, O_WRONLY | O_CREAT, 0644);
 	if (fd >= 0)
 		close(fd);
-	rc = ddp_step_key_install(state, name, &key, NOBODY, path,
-				  sizeof(path), err, sizeof(err));
+	rc = ddp_step_key_install(state, name, &key, NOBODY, path, sizeof(path),
+				  err, sizeof(err));
 	tap_ok(rc == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode),
 	       "an old key directory of the same name is replaced: %s", err);
 
@@ -348,8 +348,8 @@ test_install(const char *tmp)
 	if (mkdir(state, 0755) < 0 || chown(state, NOBODY, NOBODY) < 0)
 		tap_diag("mkdir %s: %s", state, strerror(errno));
 	snprintf(state, sizeof(state), "%s/squat", tmp);
-	rc = ddp_step_key_install(state, name, &key, NOBODY, path,
-				  sizeof(path), err, sizeof(err));
+	rc = ddp_step_key_install(state, name, &key, NOBODY, path, sizeof(path),
+				  err, sizeof(err));
 	tap_ok(rc < 0 && strstr(err, "owned by uid 65534") && !path[0],
 	       "a step-keys directory a user made is refused: %s", err);
 	ddp_step_key_wipe(&key);
@@ -505,8 +505,9 @@ test_read_acl(const char *tmp)
 	if (set_acl(path, acl) < 0)
 		tap_diag("setxattr %s: %s", path, strerror(errno));
 	as_user(NOBODY, path, read_key, out, sizeof(out));
-	TAP_STREQ(out, "ok 5a",
-		  "read takes a root-owned key whose ACL names only the caller");
+	TAP_STREQ(
+		out, "ok 5a",
+		"read takes a root-owned key whose ACL names only the caller");
 	/* Another user named beside the caller. */
 	snprintf(acl, sizeof(acl), "%s%s", head,
 		 "0200040092100000"
@@ -515,8 +516,7 @@ test_read_acl(const char *tmp)
 		tap_diag("setxattr %s: %s", path, strerror(errno));
 	as_user(NOBODY, path, read_key, out, sizeof(out));
 	tap_ok(strstr(out, "refused") && strstr(out, "lets uid 4242 read it"),
-	       "read refuses a key whose ACL names another user too: %s",
-	       out);
+	       "read refuses a key whose ACL names another user too: %s", out);
 	/* The owning group given read. */
 	snprintf(acl, sizeof(acl), "%s%s", head,
 		 "04000400ffffffff10000400ffffffff20000000ffffffff");
@@ -602,8 +602,9 @@ test_no_acl(const char *tmp)
 	if (pid > 0)
 		waitpid(pid, &status, 0);
 	if (strncmp(out, "skip ", 5) == 0) {
-		tap_ok(1, "# SKIP a file system without ACLs cannot be mounted "
-			  "here (%s)",
+		tap_ok(1,
+		       "# SKIP a file system without ACLs cannot be mounted "
+		       "here (%s)",
 		       out + 5);
 		return;
 	}

@@ -497,8 +497,7 @@ test_state_full(void)
 		       st.st_size == NC_STATE_RESERVE_BYTES &&
 		       st.st_blocks * 512 >= NC_STATE_RESERVE_BYTES &&
 		       st.st_uid == 0 && (st.st_mode & 07777) == 0600,
-	       "the reserve: 1 MiB of allocated blocks, root's, 0600: %s",
-	       err);
+	       "the reserve: 1 MiB of allocated blocks, root's, 0600: %s", err);
 	tap_ok(nc_state_reserve(dfd, err, sizeof(err)) == 0,
 	       "keeping it when it is there is a no-op");
 	tap_ok(fill(dfd, "filler") == 0, "something fills the file system");
