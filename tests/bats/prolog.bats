@@ -275,7 +275,9 @@ time.sleep(30)' >/dev/null 2>&1 3>&- &
 	for j in "${pids[@]}"; do wait "$j"; done
 	[ "$(elements)" -eq 0 ]
 	[ -z "$(ls "$tmp/scratch")" ]
-	[ "$(ls "$tmp"/state/net-*)" = lock ]
+	# The lock and the Prolog's reserve stay (nodectl.h), nothing else.
+	[ "$(ls "$tmp"/state/net-* | tr '\n' ' ')" = "lock reserve " ]
+	[ "$(stat -c %s "$tmp"/state/net-*/reserve)" -eq 1048576 ]
 	flock -n "$tmp"/state/net-*/lock true
 }
 
