@@ -197,6 +197,61 @@ grant_read(int fd, uid_t uid)
 	return fsetxattr(fd, KEY_ACL_XATTR, acl, sizeof(acl), 0);
 }
 
+/* Why grant_read failed on path (errno set), into err; -1. */
+static int
+acl_errf(char *err, size_t errlen, const char *path)
+{
+	if (errno == EOPNOTSUPP || errno == ENOTSUP)
+		return ddp_errf(err, errlen,
+				"%s: the file system of state_dir keeps no "
+				"POSIX ACLs, with which root's step key files "
+				"are given to the job's user alone (put "
+				"state_dir on tmpfs, ext4, xfs or btrfs with "
+				"ACLs on, as the default /run/slurm-ddp is, or "
+				"set port_key = \"\" for munge)",
+				path);
+	return ddp_errf(err, errlen, "%s: setting its ACL: %s", path,
+			strerror(errno));
+}
+
+int
+ddp_step_key_check_acl(const char *dir, char *err, size_t errlen)
+{
+	char name[64], path[PATH_MAX];
+	int dfd, fd = -1, rc = -1, e = 0;
+
+	if (errlen)
+		err[0] = '\0';
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return ddp_errf(err, errlen, "%s: %s", dir, strerror(errno));
+	ddp_fmt(name, sizeof(name), ".acl-probe.%ld", (long)getpid());
+	ddp_fmt(path, sizeof(path), "%s/%s", dir, name);
+	unlinkat(dfd, name, 0);
+	fd = openat(dfd, name,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+	if (fd < 0) {
+		e = errno;
+		ddp_errf(err, errlen, "%s: %s", path, strerror(e));
+		goto out;
+	}
+	/* Any uid but root's: root's gets no ACL. */
+	if (grant_read(fd, 65534) < 0) {
+		e = errno;
+		acl_errf(err, errlen, path);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (fd >= 0) {
+		close(fd);
+		unlinkat(dfd, name, 0);
+	}
+	close(dfd);
+	errno = e;
+	return rc;
+}
+
 int
 ddp_step_key_install(const char *state_dir, const char *name,
 		     const struct ddp_step_key *key, uid_t uid, char *path,
@@ -238,18 +293,7 @@ ddp_step_key_install(const char *state_dir, const char *name,
 		goto out;
 	}
 	if (uid != 0 && grant_read(fd, uid) < 0) {
-		if (errno == EOPNOTSUPP || errno == ENOTSUP)
-			ddp_errf(err, errlen,
-				 "%s: the file system of state_dir keeps no "
-				 "POSIX ACLs, with which root's key file is "
-				 "given to uid %lu alone (put state_dir on "
-				 "tmpfs, ext4, xfs or btrfs with ACLs on, as "
-				 "the default /run/slurm-ddp is, or set "
-				 "port_key = \"\" for munge)",
-				 path, (unsigned long)uid);
-		else
-			ddp_errf(err, errlen, "%s: setting its ACL: %s", path,
-				 strerror(errno));
+		acl_errf(err, errlen, path);
 		goto out;
 	}
 	rc = 0;

@@ -97,6 +97,16 @@ int ddp_step_key_install(const char *state_dir, const char *name,
 			 size_t pathlen, char *err, size_t errlen);
 
 /*
+ * As root: whether dir (state_dir) keeps the ACL install gives a key
+ * file: makes a probe file there, gives it the ACL and removes it, so
+ * that `ddp-nodectl doctor` names a file system without ACLs before a
+ * step fails on it. Returns 0, or -1 with err (install's words for a
+ * file system without ACLs, naming the fix) and errno (EOPNOTSUPP or
+ * ENOTSUP for that file system).
+ */
+int ddp_step_key_check_acl(const char *dir, char *err, size_t errlen);
+
+/*
  * As the job's user: reads the key file at path (DDP_STEP_KEY_FILE) into
  * out, holding it to what ddp_step_key_install promises: a regular file,
  * not a symlink, that no one but the caller's effective uid and root can

@@ -4,8 +4,9 @@
  * command, one line per check, "ok|FAIL|warn WHAT: DETAIL; fix: WHAT TO
  * DO". It reads slurm.conf (the plugstack line, Prolog, Epilog,
  * PrologFlags) and ddp.conf (the port key, shared_root, the nft table,
- * state_dir, scratch_root) and changes nothing: a missing directory is
- * reported, never made.
+ * state_dir and that it keeps POSIX ACLs, scratch_root) and changes
+ * nothing: a missing directory is reported, never made, and the ACL probe
+ * file is removed at once.
  */
 #include "nodectl_cmd.h"
 
@@ -25,6 +26,7 @@
 #include "ddp_util.h"
 #include "port.h"
 #include "sitekey.h"
+#include "stepkey.h"
 
 /* Where make install put the Prolog and Epilog scripts, for the fix. */
 #ifndef DDP_LIBEXECDIR
@@ -1056,6 +1058,44 @@ check_root_dir(struct doctor *d, const char *key, const char *what,
 	    path);
 }
 
+/* With a port_key every --ddp step gets a key file in state_dir, root's
+ * and read by the job's user through a POSIX ACL: its file system must
+ * keep ACLs (stepkey.h). Tried with a probe file, removed at once. */
+static void
+check_step_keys(struct doctor *d, const struct ddp_conf *conf)
+{
+	char err[DDP_ERR_LEN];
+
+	if (!conf->port_key[0] || !conf->state_dir[0]) {
+		say(d, "ok", "step keys",
+		    "none (no port_key): libddp uses munge");
+		return;
+	}
+	/* check_root_dir names a missing or unsafe one. */
+	if (access(conf->state_dir, F_OK) < 0)
+		return;
+	if (ddp_step_key_check_acl(conf->state_dir, err, sizeof(err)) < 0) {
+		if (errno == EOPNOTSUPP || errno == ENOTSUP)
+			say(d, "FAIL", "step keys",
+			    "%s keeps no POSIX ACLs, with which each step's "
+			    "root-owned key file is given to its job's user "
+			    "alone, so every --ddp step fails; fix: put "
+			    "state_dir on tmpfs, ext4, xfs or btrfs with ACLs "
+			    "on (as /run is), or set port_key = \"\" for munge",
+			    conf->state_dir);
+		else
+			say(d, "FAIL", "step keys",
+			    "%s; fix: make state_dir a directory root can "
+			    "write in",
+			    err);
+		return;
+	}
+	say(d, "ok", "step keys",
+	    "%s keeps POSIX ACLs (each step's key is root's, read by its "
+	    "job's user alone)",
+	    conf->state_dir);
+}
+
 int
 cmd_doctor(const struct ddp_conf *conf, int argc, char **argv)
 {
@@ -1094,6 +1134,7 @@ cmd_doctor(const struct ddp_conf *conf, int argc, char **argv)
 	check_shared_root(&d, conf);
 	check_firewall(&d, conf);
 	check_root_dir(&d, "state_dir", "state dir", conf->state_dir);
+	check_step_keys(&d, conf);
 	check_root_dir(&d, "scratch_root", "scratch root", conf->scratch_root);
 	if (d.unusable)
 		return NC_EX_USAGE;

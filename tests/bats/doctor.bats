@@ -69,9 +69,12 @@ line() {
 @test "a healthy node: every check ok, exit 0" {
 	doctor
 	[ "$status" -eq 0 ]
-	for what in slurm.conf plugstack Prolog Epilog PrologFlags ddp.conf port_key shared_root firewall state_dir scratch_root; do
+	for what in slurm.conf plugstack Prolog Epilog PrologFlags ddp.conf port_key shared_root firewall state_dir 'step keys' scratch_root; do
 		line ok "$what"
 	done
+	[[ $output == *"ok step keys: $tmp/state keeps POSIX ACLs"* ]]
+	# The probe is gone.
+	[ -z "$(ls -A "$tmp/state")" ]
 	[ "$(grep -cvE '^ok ' <<<"$output" || true)" -eq 0 ]
 }
 
@@ -162,6 +165,19 @@ line() {
 	line warn scratch_root
 	# Reported, never made.
 	[ ! -e "$tmp/scratch" ]
+}
+
+@test "a state_dir without POSIX ACLs (ramfs) is named with the fix, and nothing is left in it" {
+	mount -t ramfs -o mode=0755 ddp-doctor-test "$tmp/state"
+	doctor
+	local left
+	left=$(ls -A "$tmp/state")
+	umount "$tmp/state"
+	[ "$status" -eq 1 ]
+	line FAIL 'step keys'
+	[[ $output == *"FAIL step keys: $tmp/state keeps no POSIX ACLs"*"; fix: put state_dir on tmpfs"*'or set port_key = "" for munge'* ]]
+	line ok state_dir
+	[ -z "$left" ]
 }
 
 @test "a ddp.conf that does not parse is named, exit 2" {

@@ -563,6 +563,11 @@ install_on_ramfs(const char *tmp, FILE *out)
 		fprintf(out, "skip %s", strerror(errno));
 		return;
 	}
+	rc = ddp_step_key_check_acl(state, err, sizeof(err));
+	fprintf(out, "check=%s ",
+		rc == 0		      ? "ok"
+		: errno == EOPNOTSUPP ? "EOPNOTSUPP"
+				      : "other");
 	rc = ddp_step_key_install(state, "9.0.1", &key, NOBODY, path,
 				  sizeof(path), err, sizeof(err));
 	snprintf(path, sizeof(path), "%s/step-keys/9.0.1", state);
@@ -608,6 +613,8 @@ test_no_acl(const char *tmp)
 		       out + 5);
 		return;
 	}
+	tap_ok(strncmp(out, "check=EOPNOTSUPP ", 17) == 0,
+	       "the probe doctor runs says EOPNOTSUPP there: %.40s", out);
 	tap_ok(strstr(out, "refused") && strstr(out, "keeps no POSIX ACLs") &&
 		       strstr(out, "port_key") && strstr(out, "left=no"),
 	       "on a file system without ACLs install fails, naming the fix, "
@@ -685,6 +692,8 @@ main(void)
 		tap_ok(0, "mkdtemp");
 		return tap_done();
 	}
+	tap_ok(ddp_step_key_check_acl(tmp, cmd, sizeof(cmd)) == 0,
+	       "the probe finds ACLs where they are kept: %s", cmd);
 	test_install(tmp);
 	test_install_read(tmp);
 	test_read_acl(tmp);
