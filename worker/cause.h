@@ -3,7 +3,7 @@
  * The rank another rank's failure is blamed on, handed to slurmstepd
  * (cause.c). When a collective or the rendezvous fails because of another
  * rank (its connection lost, a hang survey that names it, an abort whose
- * reason names one), libddp writes one line to the descriptor in
+ * cause names one: tcp.c), libddp writes one line to the descriptor in
  * DDP_FAILURE_FD, which the slurm-ddp plugin gives each task of a --ddp
  * step:
  *   RANK names NAMED_RANK NAMED_HOST WHY\n
@@ -28,13 +28,5 @@
 
 /* Names rank (on host) as the cause of self's failure, for why. */
 void wk_cause_name(int self, int rank, const char *host, const char *why);
-
-/*
- * Names the cause that a peer's abort reason text names ("lost rank 2
- * (node3) ...", "hang: ... which rank 2 (node3, pid ...) ...", behind
- * when it says ", still in #N"), following the chain of aborts to the
- * first one; names nothing when it names none.
- */
-void wk_cause_from_reason(int self, const char *reason);
 
 #endif

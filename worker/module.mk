@@ -157,6 +157,12 @@ $(BUILD)/tests/fuzz/fuzz-peer.o: MOD_CFLAGS += -Iworker
 $(BUILD)/fuzz-peer: $(BUILD)/tests/fuzz/fuzz-peer.o $(BUILD)/worker/proto.o $(CORE_LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD)
 FUZZERS += $(BUILD)/fuzz-peer
+# libFuzzer target for an ABORT frame's cause and the naming line it
+# becomes.
+$(BUILD)/tests/fuzz/fuzz-abort.o: MOD_CFLAGS += -Iworker
+$(BUILD)/fuzz-abort: $(BUILD)/tests/fuzz/fuzz-abort.o $(BUILD)/worker/proto.o $(CORE_LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(FUZZ_LD)
+FUZZERS += $(BUILD)/fuzz-abort
 
 .PHONY: install-worker
 install-worker: $(LIBDDP_SO) $(LIBDDP_A) $(LIBDDP_PC) $(TRAIN) $(if $(filter 1,$(HAVE_NVCC)),$(TRAIN_GPU))

@@ -718,6 +718,91 @@ wk_frame_decode(const uint8_t in[WK_FRAME_LEN], struct wk_frame *f)
 }
 
 const char *
+wk_why_name(int why)
+{
+	switch (why) {
+	case WK_WHY_LOST:
+		return "lost";
+	case WK_WHY_HANG:
+		return "hang";
+	case WK_WHY_BEHIND:
+		return "behind";
+	case WK_WHY_UNREACHABLE:
+		return "unreachable";
+	default:
+		return NULL;
+	}
+}
+
+/* 1 when a's fields have the form of an ABORT's (proto.h). */
+static int
+abort_ok(const struct wk_abort *a, size_t hlen)
+{
+	if (a->why > WK_WHY_MAX)
+		return 0;
+	if (a->why == WK_WHY_NONE)
+		return a->blamed == -1 && hlen == 0;
+	return a->blamed >= 0 && a->blamed < WK_MAX_WORLD && hlen > 0 &&
+	       hlen < DDP_HOST_MAX;
+}
+
+int
+wk_abort_encode(uint8_t *out, size_t size, const struct wk_abort *a)
+{
+	size_t hlen = strnlen(a->host, sizeof(a->host));
+	size_t tlen = strnlen(a->text, WK_ABORT_TEXT_MAX);
+
+	if (!abort_ok(a, hlen) || size < WK_ABORT_FIXED + hlen + tlen)
+		return -1;
+	out[0] = a->why;
+	out[1] = a->coll;
+	put16(out + 2, (uint16_t)hlen);
+	put32(out + 4,
+	      a->why == WK_WHY_NONE ? UINT32_MAX : (uint32_t)a->blamed);
+	put32(out + 8, a->seq);
+	memcpy(out + WK_ABORT_FIXED, a->host, hlen);
+	memcpy(out + WK_ABORT_FIXED + hlen, a->text, tlen);
+	return (int)(WK_ABORT_FIXED + hlen + tlen);
+}
+
+int
+wk_abort_decode(const uint8_t *in, size_t len, struct wk_abort *a, char *err,
+		size_t errlen)
+{
+	uint32_t blamed;
+	size_t hlen, tlen;
+
+	if (len < WK_ABORT_FIXED)
+		return ddp_errf(err, errlen, "an abort of %zu bytes", len);
+	hlen = get16(in + 2);
+	if (hlen >= DDP_HOST_MAX || hlen > len - WK_ABORT_FIXED)
+		return ddp_errf(err, errlen,
+				"an abort's host of %zu bytes (of %zu)", hlen,
+				len);
+	tlen = len - WK_ABORT_FIXED - hlen;
+	if (tlen > WK_ABORT_TEXT_MAX)
+		return ddp_errf(err, errlen, "an abort's text of %zu bytes",
+				tlen);
+	memset(a, 0, sizeof(*a));
+	a->why = in[0];
+	a->coll = in[1];
+	blamed = get32(in + 4);
+	a->blamed = blamed == UINT32_MAX || blamed >= WK_MAX_WORLD
+			    ? (blamed == UINT32_MAX ? -1 : -2)
+			    : (int32_t)blamed;
+	a->seq = get32(in + 8);
+	memcpy(a->host, in + WK_ABORT_FIXED, hlen);
+	memcpy(a->text, in + WK_ABORT_FIXED + hlen, tlen);
+	if (!abort_ok(a, hlen) || strlen(a->host) != hlen ||
+	    strlen(a->text) != tlen)
+		return ddp_errf(err, errlen,
+				"an abort whose cause is not why, rank and "
+				"host (why %u)",
+				(unsigned)a->why);
+	return 0;
+}
+
+const char *
 wk_dtype_name(int dtype)
 {
 	switch (dtype) {

@@ -25,13 +25,15 @@
 	(WK_MAX_WORLD * (2u + 1u + WK_ADDR_LEN + 1u + 255u) + 36u)
 #define RDV_HDR_LEN 12
 #define RDV_MAGIC 0x52504444u /* "DDPR" little endian */
-/* 4: the data-port hello is a challenge-response under the mesh token
+/* 5: an ABORT frame carries its cause as fields (struct wk_abort) and a
+ * STALL notice may say a rank is present (tcp.c); 4: the data-port hello
+ * is a challenge-response under the mesh token
  * both ways, which never crosses the wire in it (3: both sides' nonces in
  * every credential, the mesh token in the welcome, the join connection
  * closed after it, the roster handed down a tree of ranks and the joins
  * of a node's ranks relayed by its leader; 2: one nonce, the roster from
  * rank 0 to every rank; 1: the rank's credential first, unbound). */
-#define RDV_VERSION 4
+#define RDV_VERSION 5
 /* Largest world the wire formats carry. */
 #define WK_MAX_WORLD 65536
 #define WK_MAX_CRED 8192
@@ -279,6 +281,57 @@ struct wk_frame {
 	uint32_t aux; /* allreduce: algorithm; broadcast: root */
 };
 void wk_frame_encode(uint8_t out[WK_FRAME_LEN], const struct wk_frame *f);
+
+/*
+ * Why a rank's failure is another rank's fault, in the words of the naming
+ * line (cause.h): lost (its connection died), hang (it has not entered the
+ * call), behind (it is still in an earlier call, waiting itself),
+ * unreachable (a wait for it timed out); none: no rank is blamed.
+ */
+enum wk_why {
+	WK_WHY_NONE = 0,
+	WK_WHY_LOST = 1,
+	WK_WHY_HANG = 2,
+	WK_WHY_BEHIND = 3,
+	WK_WHY_UNREACHABLE = 4,
+};
+#define WK_WHY_MAX WK_WHY_UNREACHABLE
+/* "lost", "hang", "behind" or "unreachable"; NULL for none or unknown. */
+const char *wk_why_name(int why);
+
+/* Longest text an ABORT carries, without the NUL (longer is cut). */
+#define WK_ABORT_TEXT_MAX 1000
+/* The fixed fields of an ABORT's payload, and the largest payload. */
+#define WK_ABORT_FIXED 12
+#define WK_ABORT_MAX (WK_ABORT_FIXED + DDP_HOST_MAX + WK_ABORT_TEXT_MAX)
+
+/*
+ * The payload of an ABORT frame: why the sender's communicator failed, as
+ * fields the receiving rank decides from, and the sender's error for
+ * people (never read by a program). Little endian:
+ *   u8 why, u8 coll, u16 host length, u32 blamed, u32 seq, host, text
+ * the text running to the end of the payload. why WK_WHY_NONE carries
+ * blamed UINT32_MAX and no host; any other a rank below WK_MAX_WORLD and
+ * a host of 1 to DDP_HOST_MAX - 1 bytes. coll and seq are the call the
+ * blame is about (0 and 0: none). Neither host nor text holds a NUL.
+ */
+struct wk_abort {
+	uint8_t why;			  /* enum wk_why */
+	uint8_t coll;			  /* enum wk_coll, 0: none */
+	uint32_t seq;			  /* the call's sequence number */
+	int32_t blamed;			  /* -1 with WK_WHY_NONE */
+	char host[DDP_HOST_MAX];	  /* the blamed rank's host */
+	char text[WK_ABORT_TEXT_MAX + 1]; /* for people only */
+};
+/*
+ * The payload of a into out (size bytes; WK_ABORT_MAX always do), its
+ * text cut to WK_ABORT_TEXT_MAX bytes: the payload's length, or -1 when a
+ * field is outside the form above or out is too small.
+ */
+int wk_abort_encode(uint8_t *out, size_t size, const struct wk_abort *a);
+/* Reads a payload of len bytes into a: 0, or -1 with a reason in err. */
+int wk_abort_decode(const uint8_t *in, size_t len, struct wk_abort *a,
+		    char *err, size_t errlen);
 /* 0, or -1 for a bad magic or type. */
 int wk_frame_decode(const uint8_t in[WK_FRAME_LEN], struct wk_frame *f);
 /* "allreduce #5 (float32 sum, 1000 elements, ring)" into buf. */

@@ -26,15 +26,35 @@
 #include "tcp.h"
 #include "tcp_internal.h"
 
-#define ABORT_MSG_MAX 1000
 /* A STALL notice's flags (its unit): a verdict, "rank aux has not entered
- * call seq", rather than "this rank is in call seq, waiting for aux". */
+ * call seq", or its correction, "rank aux has entered call seq", rather
+ * than "this rank is in call seq, waiting for aux". */
 #define STALL_ABSENT 1u
+#define STALL_PRESENT 2u
 
 static void
 describe(const struct wk_frame *f, char *buf, size_t size)
 {
 	wk_frame_describe(f, buf, size);
+}
+
+/*
+ * Blames rank r (on host) for this rank's failure in call, for why: the
+ * naming line (cause.h) and the cause the mesh's ABORT frames carry. The
+ * mesh's first cause stays; a rank never blames itself.
+ */
+static void
+blame(struct wk_mesh *c, int r, const char *host, int why,
+      const struct wk_frame *call)
+{
+	if (r == c->rank || c->cause.why != WK_WHY_NONE)
+		return;
+	c->cause.why = (uint8_t)why;
+	c->cause.blamed = r;
+	c->cause.coll = call->coll;
+	c->cause.seq = call->seq;
+	(void)ddp_fmt(c->cause.host, sizeof(c->cause.host), "%s", host);
+	wk_cause_name(c->rank, r, host, wk_why_name(why));
 }
 
 static enum ddp_status
@@ -50,7 +70,7 @@ lost_peer(struct wk_mesh *c, int p, const struct wk_frame *f, const char *how)
 			      "the ranks made different numbers of collective "
 			      "calls",
 			      p, c->peers[p].host, c->rank, c->myhost, d);
-	wk_cause_name(c->rank, p, c->peers[p].host, "lost");
+	blame(c, p, c->peers[p].host, WK_WHY_LOST, f);
 	return wk_err(DDP_ERR_PEER,
 		      "lost rank %d (%s) during %s on rank %d (%s): %s; the "
 		      "process died or was killed",
@@ -64,6 +84,15 @@ grace(const struct wk_mesh *c)
 	return c->timeout_s / 4 < 0.5 ? c->timeout_s / 4 : 0.5;
 }
 
+/* 1 when this rank knows rank a has entered call seq: a is this rank, or
+ * a said so (its notice, its data of the call, a PRESENT notice). */
+static int
+known_in(const struct wk_mesh *c, int a, uint32_t seq)
+{
+	return a == c->rank || c->peers[a].in_seq >= seq ||
+	       c->peers[a].present_seq >= seq || c->peers[a].data_seq >= seq;
+}
+
 int
 tcp_hang_verdict(const struct wk_mesh *c, int waiting, int *out, int max)
 {
@@ -74,7 +103,7 @@ tcp_hang_verdict(const struct wk_mesh *c, int waiting, int *out, int max)
 	for (i = 0; i < c->size; i++) {
 		if (i == c->rank || c->peers[i].fd < 0 || c->peers[i].bye ||
 		    (waiting >= 0 && i != waiting) ||
-		    c->peers[i].in_seq >= c->cur.seq)
+		    known_in(c, i, c->cur.seq))
 			continue;
 		if (n < max)
 			out[n] = i;
@@ -89,7 +118,8 @@ tcp_hang_absent(const struct wk_mesh *c, int *out, int max)
 	int i, n = 0;
 
 	for (i = 0; i < c->size && n < max; i++)
-		if (c->cur.seq && c->peers[i].absent_seq == c->cur.seq)
+		if (c->cur.seq && c->peers[i].absent_seq == c->cur.seq &&
+		    !known_in(c, i, c->cur.seq))
 			out[n++] = i;
 	return n;
 }
@@ -104,23 +134,34 @@ in_earlier_call(const struct wk_mesh *c, int a)
 /*
  * The hang's error, once a verdict named ranks that have not entered the
  * call in progress: logged here, since every waiting rank must say it,
- * and returned. DDP_OK when no verdict named anyone.
+ * and returned. DDP_OK when no verdict named anyone. first >= 0: the
+ * rank a peer's abort blamed, for why, named first and blamed, so that
+ * every rank names the first cause; else the lowest rank named, hang or
+ * behind as this rank sees it.
  */
 static enum ddp_status
-hang_error(struct wk_mesh *c)
+hang_error(struct wk_mesh *c, int first, int why)
 {
 	char d[160], who[768], still[32];
-	int absent[8], n, i, a;
+	int absent[8], n, i, j, a;
 
 	n = tcp_hang_absent(c, absent, 8);
 	if (!n)
 		return DDP_OK;
+	for (i = 0; first >= 0 && i < n; i++)
+		if (absent[i] == first) {
+			for (j = i; j > 0; j--)
+				absent[j] = absent[j - 1];
+			absent[0] = first;
+			break;
+		}
 	describe(&c->cur, d, sizeof(d));
 	/* A rank still in an earlier call is itself waiting: "behind" lets
 	 * srun follow it to the rank it names (common/failure.h, rule 2). */
 	a = absent[0];
-	wk_cause_name(c->rank, a, c->peers[a].host,
-		      in_earlier_call(c, a) ? "behind" : "hang");
+	if (a != first)
+		why = in_earlier_call(c, a) ? WK_WHY_BEHIND : WK_WHY_HANG;
+	blame(c, a, c->peers[a].host, why, &c->cur);
 	who[0] = '\0';
 	for (i = 0; i < n; i++) {
 		a = absent[i];
@@ -140,7 +181,7 @@ hang_error(struct wk_mesh *c)
 	       "(%s); the communicator is aborted (DDP_TIMEOUT=%g)",
 	       c->rank, c->myhost, (int)getpid(), d, who,
 	       n > 1 ? "have" : "has",
-	       in_earlier_call(c, absent[0])
+	       why == WK_WHY_BEHIND
 		       ? "waiting in an earlier call: its own error names "
 			 "the rank it waits for"
 		       : "silent in this call: not calling (a skipped call, "
@@ -151,28 +192,67 @@ hang_error(struct wk_mesh *c)
 	return DDP_ERR_TIMEOUT;
 }
 
-/* A peer sent ABORT (header in f): read its reason, return the error. */
+/*
+ * 1 when this rank knows the cause a blames wrongly: it blames this rank,
+ * or says a rank has not entered a call this rank knows it has entered.
+ */
+static int
+cause_wrong(const struct wk_mesh *c, const struct wk_abort *a)
+{
+	if (a->blamed == c->rank)
+		return 1;
+	return (a->why == WK_WHY_HANG || a->why == WK_WHY_BEHIND) && a->seq &&
+	       known_in(c, a->blamed, a->seq);
+}
+
+/*
+ * A peer sent ABORT (header in f): read its cause and reason, return the
+ * error. The cause travels unchanged, so that every rank of the step
+ * names the rank the first one blamed; when this rank knows that cause is
+ * wrong, its own hang survey (if it has told) names the rank.
+ */
 static enum ddp_status
 peer_aborted(struct wk_mesh *c, int p, const struct wk_frame *f)
 {
-	char msg[ABORT_MSG_MAX + 1];
+	uint8_t body[WK_ABORT_MAX];
+	struct wk_abort a;
+	struct wk_frame call;
+	char why[128];
 	enum ddp_status st;
 
-	if (f->len > ABORT_MSG_MAX ||
-	    ddp_net_recv_all(c->peers[p].fd, msg, f->len, ddp_now() + 1.0) != 0)
+	if (f->len > sizeof(body) ||
+	    ddp_net_recv_all(c->peers[p].fd, body, f->len, ddp_now() + 1.0) !=
+		    0)
 		return wk_err(DDP_ERR_PEER,
 			      "rank %d (%s) aborted the job (reason not "
 			      "received)",
 			      p, c->peers[p].host);
-	msg[f->len] = '\0';
-	/* A rank that failed on a hang first: name the hang as this rank
-	 * sees it, so that every waiting rank says it. */
-	st = c->told ? hang_error(c) : DDP_OK;
-	if (st)
-		return st;
-	wk_cause_from_reason(c->rank, msg);
+	if (wk_abort_decode(body, f->len, &a, why, sizeof(why)) < 0)
+		return wk_err(DDP_ERR_PEER,
+			      "rank %d (%s) aborted the job (its abort does "
+			      "not parse: %s)",
+			      p, c->peers[p].host, why);
+	if (a.why != WK_WHY_NONE && a.blamed < c->size && !cause_wrong(c, &a)) {
+		/* A hang of the call in progress: this rank says it too,
+		 * naming the abort's rank first. */
+		if ((a.why == WK_WHY_HANG || a.why == WK_WHY_BEHIND) &&
+		    c->cur.seq && a.seq == c->cur.seq) {
+			c->peers[a.blamed].absent_seq = a.seq;
+			st = hang_error(c, a.blamed, a.why);
+			if (st)
+				return st;
+		}
+		memset(&call, 0, sizeof(call));
+		call.coll = a.coll;
+		call.seq = a.seq;
+		blame(c, a.blamed, a.host, a.why, &call);
+	} else if (c->told) {
+		st = hang_error(c, -1, WK_WHY_NONE);
+		if (st)
+			return st;
+	}
 	return wk_err(DDP_ERR_PEER, "rank %d (%s) aborted: %s", p,
-		      c->peers[p].host, msg);
+		      c->peers[p].host, a.text);
 }
 
 /*
@@ -258,6 +338,9 @@ check_frame(struct wk_mesh *c, int p, const struct wk_frame *want,
 			      dw, p, c->peers[p].host, got->unit, got->len,
 			      c->rank, want->unit, want->len);
 	}
+	/* Its data of the call: it has entered it, whatever a verdict
+	 * made before its notice came says. */
+	c->peers[p].data_seq = got->seq;
 	return DDP_OK;
 }
 
@@ -332,27 +415,68 @@ tell(struct wk_mesh *c)
 	}
 }
 
+/*
+ * Says rank a has entered call seq (a PRESENT notice), to every peer but
+ * skip, once per rank and call: it overrules a verdict naming a.
+ */
+static void
+send_present(struct wk_mesh *c, int a, uint32_t seq, int skip)
+{
+	struct wk_frame f;
+
+	if (c->peers[a].present_seq >= seq)
+		return;
+	c->peers[a].present_seq = seq;
+	stall_frame(c, &f, a, STALL_PRESENT);
+	f.seq = seq;
+	send_notice(c, &f, skip);
+}
+
+/* Records a verdict (STALL_ABSENT) or its correction (STALL_PRESENT)
+ * about rank a in call f->seq, from peer p. */
+static void
+note_verdict(struct wk_mesh *c, int p, const struct wk_frame *f, int a)
+{
+	if (a < 0 || !f->seq)
+		return;
+	if (f->unit & STALL_PRESENT) {
+		/* Passed on once, as the verdict it overrules was. */
+		if (a != c->rank && c->peers[a].present_seq < f->seq)
+			send_present(c, a, f->seq, p);
+		return;
+	}
+	/* A verdict this rank knows is wrong: the rank is this one, inside
+	 * that call, or one whose notice or data of the call came. */
+	if ((a == c->rank && c->cur.seq == f->seq) ||
+	    (a != c->rank && known_in(c, a, f->seq))) {
+		send_present(c, a, f->seq, -1);
+		return;
+	}
+	/* Each verdict is passed on once: it must reach the ranks that are
+	 * not connected to the silent rank. */
+	if (a != c->rank && c->peers[a].absent_seq != f->seq) {
+		c->peers[a].absent_seq = f->seq;
+		send_notice(c, f, p);
+	}
+}
+
 /* Records a STALL notice in hdr; returns 1 when it was one. */
 static int
 note_stall(struct wk_mesh *c, int p, const uint8_t *hdr)
 {
 	struct wk_frame f;
-	int a;
 
 	if (wk_frame_decode(hdr, &f) < 0 || f.type != WK_F_STALL)
 		return 0;
 	wk_log(3, "rank %d in call #%u: rank %d says %s %d in call #%u",
 	       c->rank, c->cur.seq, p,
-	       f.unit & STALL_ABSENT ? "absent:" : "waiting for", (int)f.aux,
-	       f.seq);
-	if (f.unit & STALL_ABSENT) {
-		a = f.aux < (uint32_t)c->size ? (int)f.aux : -1;
-		/* Each verdict is passed on once: it must reach the ranks
-		 * that are not connected to the silent rank. */
-		if (a >= 0 && f.seq && c->peers[a].absent_seq != f.seq) {
-			c->peers[a].absent_seq = f.seq;
-			send_notice(c, &f, p);
-		}
+	       f.unit & STALL_PRESENT  ? "present:"
+	       : f.unit & STALL_ABSENT ? "absent:"
+				       : "waiting for",
+	       (int)f.aux, f.seq);
+	if (f.unit & (STALL_ABSENT | STALL_PRESENT)) {
+		note_verdict(c, p, &f,
+			     f.aux < (uint32_t)c->size ? (int)f.aux : -1);
 		return 1;
 	}
 	c->peers[p].in_seq = f.seq;
@@ -384,7 +508,7 @@ survey(struct wk_mesh *c, double deadline, double *wake)
 	if (c->in_grace && !c->told && (now >= c->grace_end || now >= deadline))
 		tell(c);
 	if (c->told && (now >= c->grace_end + g || now >= deadline)) {
-		st = hang_error(c);
+		st = hang_error(c, -1, WK_WHY_NONE);
 		if (st)
 			return st;
 	}
@@ -412,7 +536,7 @@ timeout_error(struct wk_mesh *c, int p, short events,
 	while (c->peers[q].waits_for >= 0 && c->peers[q].waits_for != c->rank &&
 	       steps++ < c->size)
 		q = c->peers[q].waits_for;
-	wk_cause_name(c->rank, q, c->peers[q].host, "unreachable");
+	blame(c, q, c->peers[q].host, WK_WHY_UNREACHABLE, cur);
 	if (q != p)
 		return wk_err(DDP_ERR_TIMEOUT,
 			      "rank %d (%s) timed out after %g s in %s waiting "
@@ -873,13 +997,26 @@ tcp_watch(struct wk_mesh *c, const struct wk_frame *cur)
 void
 tcp_send_abort(struct wk_mesh *c, const char *msg)
 {
-	uint8_t hdr[WK_FRAME_LEN];
+	uint8_t hdr[WK_FRAME_LEN], body[WK_ABORT_MAX];
 	struct wk_frame f;
 	struct iovec iov[2];
 	struct msghdr mh;
-	size_t len = strnlen(msg, ABORT_MSG_MAX);
-	int i;
+	int i, len;
 
+	if (c->cause.why == WK_WHY_NONE) {
+		c->cause.blamed = -1;
+		c->cause.host[0] = '\0';
+	}
+	(void)ddp_fmt(c->cause.text, sizeof(c->cause.text), "%s", msg);
+	len = wk_abort_encode(body, sizeof(body), &c->cause);
+	if (len < 0) {
+		/* Only a host out of form (no name, or too long) gets here:
+		 * the text alone, blaming nobody. */
+		c->cause.why = WK_WHY_NONE;
+		c->cause.blamed = -1;
+		c->cause.host[0] = '\0';
+		len = wk_abort_encode(body, sizeof(body), &c->cause);
+	}
 	memset(&f, 0, sizeof(f));
 	f.type = WK_F_ABORT;
 	f.len = (uint32_t)len;
@@ -893,8 +1030,8 @@ tcp_send_abort(struct wk_mesh *c, const char *msg)
 		memset(&mh, 0, sizeof(mh));
 		iov[0].iov_base = hdr;
 		iov[0].iov_len = sizeof(hdr);
-		iov[1].iov_base = (void *)msg;
-		iov[1].iov_len = len;
+		iov[1].iov_base = body;
+		iov[1].iov_len = (size_t)len;
 		mh.msg_iov = iov;
 		mh.msg_iovlen = 2;
 		if (sendmsg(c->peers[i].fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) <

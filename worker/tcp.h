@@ -46,6 +46,11 @@ struct wk_peer {
 	uint32_t in_seq;
 	/* A verdict said it has not entered this call (0: none). */
 	uint32_t absent_seq;
+	/* It has entered this call, as a PRESENT notice said (0: none),
+	 * and the call of its last data frame: with in_seq, what makes a
+	 * verdict about it wrong. */
+	uint32_t present_seq;
+	uint32_t data_seq;
 };
 
 struct wk_mesh {
@@ -64,7 +69,11 @@ struct wk_mesh {
 	size_t ring_min;  /* bytes from which auto picks the ring */
 	size_t seg_bytes; /* ring/chain segment */
 	char myhost[DDP_HOST_MAX];
-	int aborted;  /* tcp_send_abort ran: nothing is sent any more */
+	int aborted; /* tcp_send_abort ran: nothing is sent any more */
+	/* The rank this mesh's failure blames (why WK_WHY_NONE: none yet):
+	 * the first it named, or the cause an ABORT it took on carried,
+	 * unchanged. Its ABORT frames carry it (text unused here). */
+	struct wk_abort cause;
 	int in_grace; /* timed out; collecting STALL notices */
 	double grace_end;
 	double spin_s; /* how long a wait polls its sockets before sleeping */
@@ -162,19 +171,27 @@ void tcp_stall(struct wk_mesh *c, int waiting);
  * outside libddp says nothing. A grace after asking, each rank gives its
  * verdict (tcp_hang_verdict) and sends it to every peer, which passes
  * each new one on once, so it reaches the ranks not connected to the
- * silent one. A grace later a rank that holds a verdict fails with
- * DDP_ERR_TIMEOUT and logs which ranks have not entered which call, with
- * host and pid (the pids come from pids[]); one that holds none waits on
- * to its deadline.
+ * silent one. A verdict can be wrong: a rank that entered the call
+ * late (a loaded host) said nothing before it. A rank that reads a
+ * verdict naming itself, or a rank it knows has entered the call (its
+ * notice or its data of the call), answers with a PRESENT notice, passed
+ * on once like a verdict, which overrules the verdict on every rank
+ * (tcp_hang_absent). A grace later a rank that holds a verdict not
+ * overruled fails with DDP_ERR_TIMEOUT and logs which ranks have not
+ * entered which call, with host and pid (the pids come from pids[]),
+ * never itself; one that holds none waits on to its deadline.
  */
 /*
  * The ranks this rank's verdict names (at most max, into out): the rank
  * it waits for, or every peer when it does not know whom (waiting < 0:
- * the NCCL data plane), that said nothing of the call in progress or a
- * later one. Pure: reads the peers' notices only.
+ * the NCCL data plane), that it does not know to have entered the call
+ * in progress (tcp_hang_absent). Pure: reads the peers' notices only.
  */
 int tcp_hang_verdict(const struct wk_mesh *c, int waiting, int *out, int max);
-/* Every rank a verdict named for the call in progress (at most max). */
+/* Every rank a verdict named for the call in progress (at most max),
+ * but this rank and the ranks it knows have entered the call (their
+ * notices, their data, a PRESENT notice): a verdict made before a late
+ * rank's notice came is overruled by it, on every rank. */
 int tcp_hang_absent(const struct wk_mesh *c, int *out, int max);
 /*
  * The same for a wait outside the mesh that ends at deadline (shared
@@ -200,8 +217,12 @@ enum ddp_status tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to,
 			 const void *sbuf, size_t slen, int from, void *rbuf,
 			 size_t rlen, double deadline);
 /*
- * Best-effort ABORT frame with msg (borrowed) to every peer that can take
- * one, without blocking; from then on nothing more is sent (aborted).
+ * Best-effort ABORT frame to every peer that can take one, without
+ * blocking: the mesh's cause as fields and msg (borrowed) as its text
+ * for people; from then on nothing more is sent (aborted). A rank that
+ * receives it names the cause's rank (cause.h) unless it knows better:
+ * the cause blames the rank itself, or a rank it knows has entered the
+ * call the cause says it has not.
  */
 void tcp_send_abort(struct wk_mesh *c, const char *msg);
 /* Goodbye to every peer (unless aborted), then close: within 1 s. */

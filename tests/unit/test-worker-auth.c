@@ -27,6 +27,11 @@
 #include "test-worker-rdv.h"
 #include "proto.h"
 
+/* RDV_VERSION as text, for the messages that name it. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define VERSION_S STR(RDV_VERSION)
+
 /* What rank 0 tells a peer it refuses: nothing of the job. */
 #define REFUSED "refused by the rendezvous on this port"
 
@@ -733,7 +738,8 @@ test_key_creds(const char *dir)
 			"and binding"))
 		tap_diag("%s", why);
 	tap_ok(!key_ok(&a, cred, "rank0", 1, n1, bind, why, sizeof(why)) &&
-		       strstr(why, "does not prove 'slurm-ddp/4 rank0"),
+		       strstr(why,
+			      "does not prove 'slurm-ddp/" VERSION_S " rank0"),
 	       "not as another kind (a hello is no proof of rank 0): %s", why);
 	tap_ok(!key_ok(&a, cred, "hello", 0, n1, bind, why, sizeof(why)),
 	       "not for another rank");
@@ -927,13 +933,14 @@ test_intruders(void)
 	       "credential: rank 0's log names both jobs, the rank learns no "
 	       "fact of job 777, keeps trying until its timeout and names the "
 	       "address that refused it");
-	tap_ok(tr_has(&rk[0], "credential is for 'slurm-ddp/4 hello "
-			      "job=777 step=0 rank=1 world=2 nonce=") &&
+	tap_ok(tr_has(&rk[0],
+		      "credential is for 'slurm-ddp/" VERSION_S " hello "
+		      "job=777 step=0 rank=1 world=2 nonce=") &&
 		       tr_has(&rk[7], "CLOSED " REFUSED),
 	       "a hello credential made for another connection (another nonce "
 	       "and address) is refused");
 	tap_ok(tr_has(&rk[8], "REFUSE v1 rendezvous protocol version 1, this "
-			      "libddp speaks 4"),
+			      "libddp speaks " VERSION_S),
 	       "a rank of the previous protocol gets a refusal it can read "
 	       "(version 1 header) naming both versions");
 	tap_ok(tw_exit(&rk[5]) == 0, "a silent connection does not stall "
@@ -1014,7 +1021,8 @@ main(void)
 		return tap_ok(0, "fork"), tap_done();
 	tap_ok(tw_exit(&rk[1]) == 3 &&
 		       tr_has(&rk[1], "rendezvous protocol version 1, this "
-				      "libddp speaks 4: every rank of a job "
+				      "libddp speaks " VERSION_S
+				      ": every rank of a job "
 				      "must run the same slurm-ddp release") &&
 		       tr_has(&rk[1], "the process at 127.0.0.1:") &&
 		       tr_has(&rk[1], "until the timeout"),

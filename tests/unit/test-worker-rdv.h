@@ -20,7 +20,7 @@
 #define TR_NOBODY 65534
 #define TR_HDR 12
 #define TR_MAGIC 0x52504444u
-#define TR_VERSION 4 /* the protocol of the libddp under test */
+#define TR_VERSION 5 /* the protocol of the libddp under test */
 /* Message types an attacker watches for. */
 #define TR_WELCOME 2
 #define TR_REFUSE 3
