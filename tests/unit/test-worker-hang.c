@@ -3,16 +3,20 @@
  * A rank that is alive but never enters a collective (a hang, not a
  * death): the verdict of the control plane (tcp.h) as a pure function,
  * for the TCP waits (the rank waited for is known) and the NCCL data
- * plane (it is not); the naming a verdict writes to DDP_FAILURE_FD (a
- * rank still in an earlier call is "behind"); then real jobs over loopback in
- * which one rank skips an allreduce and sleeps: within DDP_TIMEOUT and one
- * grace (a quarter of the timeout, at most 0.5 s: tcp.h) every other rank fails
- * with DDP_ERR_TIMEOUT naming it, its host and its pid and the call it
- * has not entered, 20 tries of 20, on 3 to 8 ranks (8: a mesh in which
- * not every rank is connected to the silent one), and every process
- * ends. The rendezvous has a timeout of its own (RDV_TIMEOUT_S): the
- * short one is set after it, with ddp_comm_set_timeout, so that only the
- * hang is timed.
+ * plane (it is not), overruled for the ranks known to be in the call;
+ * the naming a verdict writes to DDP_FAILURE_FD (a rank still in an
+ * earlier call is "behind"), and the one a peer's ABORT makes, from its
+ * fields alone; then real jobs over loopback in which one rank skips an
+ * allreduce and sleeps: every other rank fails with DDP_ERR_TIMEOUT
+ * naming it, its host and its pid and the call it has not entered, 20
+ * tries of 20, on 3 to 8 ranks (8: a mesh in which not every rank is
+ * connected to the silent one), and every process ends; in the timing
+ * tier within DDP_TIMEOUT and one grace (a quarter of the timeout, at
+ * most 0.5 s: tcp.h). The rendezvous has a timeout of its own
+ * (RDV_TIMEOUT_S): the short one is set after it, with
+ * ddp_comm_set_timeout, so that only the hang is timed. Last, on a host
+ * kept busy, with another rank entering the call late, every rank names
+ * the one that skipped it and none names itself.
  */
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -348,6 +352,16 @@ grace_of(double timeout)
 	return timeout / 4 < 0.5 ? timeout / 4 : 0.5;
 }
 
+/* How long a waiting rank may take to name the hang: DDP_TIMEOUT and a
+ * grace (tcp.h) in the timing tier; elsewhere (a package build's busy
+ * host) well under the rendezvous' timeout, which a rank stuck past its
+ * survey would run into. tap.h. */
+static double
+hang_bound(double timeout)
+{
+	return tap_bound(timeout + grace_of(timeout), RDV_TIMEOUT_S / 2);
+}
+
 /*
  * A pipe of this process as its DDP_FAILURE_FD, as the plugin gives each
  * task one: what libddp names is read back from it (naming_read).
@@ -468,7 +482,7 @@ hang_job(int size, const struct hang_try *t, char *line, size_t linelen,
 		      strstr(m, "hang: ") && strstr(m, want) &&
 		      strstr(m, "has not entered (silent in this call") &&
 		      strstr(m, "allreduce #") &&
-		      tw_after_of(&rk[i]) <= t->timeout + grace_of(t->timeout);
+		      tw_after_of(&rk[i]) <= hang_bound(t->timeout);
 		snprintf(want, sizeof(want), "pid %d)", (int)rk[t->victim].pid);
 		ok &= m && strstr(m, want) != NULL;
 		if (tw_after_of(&rk[i]) > *worst)
@@ -510,10 +524,10 @@ test_skipped_allreduce(void)
 	}
 	tap_ok(good == 20,
 	       "a rank that skips one allreduce is named by every other rank "
-	       "(call, host, pid) within DDP_TIMEOUT and a grace, and every "
-	       "process ends: %d of 20 tries (3 to 8 ranks, timeout 1 s set "
-	       "after the rendezvous, bound %.2f s, slowest %.2f s)",
-	       good, 1.0 + grace_of(1.0), worst);
+	       "(call, host, pid), and every process ends: %d of 20 tries (3 "
+	       "to 8 ranks, timeout 1 s set after the rendezvous, bound %.2f "
+	       "s, slowest %.2f s)",
+	       good, hang_bound(1.0), worst);
 	tap_diag("%s", line);
 }
 
@@ -541,7 +555,7 @@ test_skipped_hier(void)
 	       "the same in the hierarchical allreduce (2 nodes of 2 ranks, "
 	       "shared memory within them), each rank skipping in turn: %d "
 	       "of 4 (bound %.2f s, slowest %.2f s)",
-	       good, 1.0 + grace_of(1.0), worst);
+	       good, hang_bound(1.0), worst);
 	tap_diag("%s", line);
 }
 

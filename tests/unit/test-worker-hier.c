@@ -301,7 +301,9 @@ judge(const struct layout *l, struct tw_rank *rk, double secs)
 			tw_diag_output(i, &rk[i]);
 }
 
-/* The survivors fail within the timeout (3 s) + 2 s, naming what. */
+/* The survivors fail within the timeout (3 s) + 2 s (the timing tier;
+ * elsewhere 15 s, well before the job's 60 s limit ends a rank that
+ * never fails: tap.h), naming what. */
 static void
 judge_fail(const struct layout *l, struct tw_rank *rk, double t0,
 	   const char *want)
@@ -327,7 +329,7 @@ judge_fail(const struct layout *l, struct tw_rank *rk, double t0,
 	if (getenv("TEST_VERBOSE"))
 		for (i = 0; i < l->size; i++)
 			tw_diag_output(i, &rk[i]);
-	if (!tap_ok(good && worst < 3 + 2.0,
+	if (!tap_ok(good && worst < tap_bound(3 + 2.0, 15.0),
 		    "%s (%s): every other rank fails naming rank %d%s%s "
 		    "within %.2f s",
 		    l->name, l->hosts, l->victim, want ? ", rank 0 with " : "",
