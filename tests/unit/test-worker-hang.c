@@ -648,10 +648,11 @@ loaded_job(const struct hang_try *t, char named[4][128], double *worst,
 
 /*
  * H8: the hierarchical allreduce of 2 nodes x 2 ranks on a host whose
- * CPUs are all busy (two busy processes per CPU, as in a package build),
- * one rank skipping a call and another entering it late, as a loaded
- * host makes a rank: after the others' verdicts named it, before they
- * fail. Every rank but the one that skipped names that one, in its
+ * CPUs are all busy, as in a package build (two busy processes per CPU,
+ * at most 16), one rank skipping a call and another entering it late, as
+ * a loaded host makes a rank: after the others' verdicts named it,
+ * before they fail; the late rank is what reproduces the race on any
+ * host. Every rank but the one that skipped names that one, in its
  * naming line and first in its error, and no rank names itself. The
  * longer timeout leaves the late rank's notice a grace of 0.5 s to
  * overrule the verdicts; what is asserted is who is named, never how
@@ -661,7 +662,7 @@ static void
 test_hier_loaded(void)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	pid_t hogs[64];
+	pid_t hogs[16];
 	struct hang_try t;
 	char named[4][128];
 	double worst = 0;
@@ -675,7 +676,7 @@ test_hier_loaded(void)
 	/* The verdicts come a grace before the deadline, the failure at
 	 * it: the late rank enters between them. */
 	t.late_s = t.timeout - 0.8 * grace_of(t.timeout);
-	for (nh = 0; nh < 2 * ncpu && nh < 64; nh++)
+	for (nh = 0; nh < 2 * ncpu && nh < 16; nh++)
 		hogs[nh] = hog();
 	for (k = 0; k < 4; k++) {
 		t.victim = k;
