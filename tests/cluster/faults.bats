@@ -15,10 +15,16 @@
 # declared down and the whole job ended (NODE_FAIL). The tests model a
 # flapping link: it comes back once a surviving rank has named the
 # failure, and the step runs again without the node that libddp named.
+#
+# Every restarted step resumes from the epochs saved when the fault
+# struck and trains none of them again (tests/lib/resume.bash): a step
+# that started over would end with the same parameters.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 # shellcheck source=tests/lib/faults.bash
 source "$BATS_TEST_DIRNAME/../lib/faults.bash"
+# shellcheck source=tests/lib/resume.bash
+source "$BATS_TEST_DIRNAME/../lib/resume.bash"
 
 setup_file() {
 	mc_up --nodes 5
@@ -73,7 +79,8 @@ uninterrupted() {
 
 # submit SRUN_ARGS PROGRAM...: a batch job of five nodes that runs PROGRAM
 # under srun SRUN_ARGS --ddp --ddp-restart=2, each rank first printing its
-# node, step and restart count; sets job.
+# node, step and restart count; sets job once PROGRAM has saved its first
+# checkpoint.
 submit() {
 	local srun_args=$1
 	shift
@@ -90,7 +97,7 @@ submit() {
 	show
 	[ "$status" -eq 0 ]
 	job=$output
-	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 180
+	wait_line "$dir/job.out" '^train(\.py)?: checkpoint of epoch [0-9]+ in ' 180
 }
 
 # node_of RANK: the node RANK of the first step ran on.
@@ -118,8 +125,10 @@ measure() {
 	fi
 }
 
-# check_end N BLAMED: the job COMPLETED, the step restarted once without
-# BLAMED, N ranks of the restarted step elsewhere, checksum equal to want.
+# check_end N BLAMED PROG EPOCHS: the job COMPLETED, the step restarted
+# once without BLAMED, N ranks of the restarted step elsewhere, PROG's
+# EPOCHS resumed past the epochs done at the fault (reached), none trained
+# twice, checksum equal to want.
 check_end() {
 	local n=$1 blamed=$2 state got
 	state=$(wait_done "$job" 300) || true
@@ -132,41 +141,44 @@ check_end() {
 	grep -E 'restart=1$' "$dir/job.out" | sed 's/.* nodes \([^ ]*\) .*/\1/' | sort -u >"$dir/nodes"
 	[ "$(wc -l <"$dir/nodes")" -eq 1 ]
 	[ "$(mc_run -- scontrol show hostnames "$(cat "$dir/nodes")" | grep -cx "$blamed")" -eq 0 ]
+	resume_check "$3" "$dir/job.out" "$4" "$reached"
 	got=$(sed -n "$crc_re" "$dir/job.out" | sort -u)
 	echo "# uninterrupted $want, restarted $got" >&3
 	[ "$got" = "$want" ]
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2: rank 2's node's link cut: restarted without it, ends as an uninterrupted run" {
-	local blamed
+@test "sbatch -N5, srun -N4 --ddp-restart=2: rank 2's node's link cut: restarted without it, resumes past the cut epoch, ends as an uninterrupted run" {
+	local blamed reached
 	crc_re='s/^rank [0-9]* params_crc=//p'
 	uninterrupted 4 "$train" "${train_opts[@]}"
 	submit -N4 "$train" "${train_opts[*]}" --checkpoint "$dir/ckpt" --checkpoint-every 1
 	blamed=$(node_of 2)
 	[ -n "$blamed" ]
+	reached=$(epochs_done "$dir/job.out")
 	fault_cut "$blamed"
 	measure restore "$blamed"
-	check_end 4 "$blamed"
+	check_end 4 "$blamed" train 12
 }
 
 # The batch script and srun run on the allocation's first node (node1):
 # -x node1 puts rank 0 on node2. That leaves four nodes for the step and
 # its restart, so this step has three ranks.
-@test "sbatch -N5, srun -N3 -x node1 --ddp-restart=2: rank 0's node (not the batch host) cut: restarted without it" {
-	local blamed
+@test "sbatch -N5, srun -N3 -x node1 --ddp-restart=2: rank 0's node (not the batch host) cut: restarted without it, resumes past the cut epoch" {
+	local blamed reached
 	crc_re='s/^rank [0-9]* params_crc=//p'
 	uninterrupted 3 "$train" "${train_opts[@]}"
 	submit "-N3 -x node1" "$train" "${train_opts[*]}" --checkpoint "$dir/ckpt" --checkpoint-every 1
 	blamed=$(node_of 0)
 	[ "$blamed" != node1 ] && [ -n "$blamed" ]
+	reached=$(epochs_done "$dir/job.out")
 	fault_cut "$blamed"
 	measure restore "$blamed"
-	check_end 3 "$blamed"
+	check_end 3 "$blamed" train 12
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2: a PyTorch rank killed with SIGKILL: restarted, ends with an uninterrupted run's parameters" {
-	local blamed pid py=/usr/bin/python3 script=$repo_root/examples/train.py
+@test "sbatch -N5, srun -N4 --ddp-restart=2: a PyTorch rank killed with SIGKILL: restarted, resumes past the killed epoch, ends with an uninterrupted run's parameters" {
+	local blamed reached pid py=/usr/bin/python3 script=$repo_root/examples/train.py
 	"$py" -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
 	crc_re='s/^params_sha256 \([0-9a-f]*\) rank [0-9]*$/\1/p'
 	uninterrupted 4 "$py" "$script" --device cpu --epochs 60
@@ -174,9 +186,10 @@ check_end() {
 	blamed=$(node_of 2)
 	[ -n "$blamed" ]
 	pid=$(rank_pid "$job" 0 2 python3)
+	reached=$(epochs_done "$dir/job.out")
 	fault_kill "$pid" KILL
 	measure
-	check_end 4 "$blamed"
+	check_end 4 "$blamed" train.py 60
 	# Some epochs left: the kill came while it trained.
-	grep -qE '^train.py: resuming from .* \(restart 1\): [1-5]?[0-9] of 60 epochs done$' "$dir/job.out"
+	[ "$(sed -nE 's/^train.py: resuming from .* \(restart 1\): ([0-9]+) of 60 epochs done$/\1/p' "$dir/job.out")" -lt 60 ]
 }

@@ -10,10 +10,14 @@
 # that exits 1 is not restarted, --ddp-restart outside an allocation is
 # refused, Ctrl-C (SIGINT to the supervisor) ends everything, and a job
 # of four nodes with no spare one is requeued without the blamed node.
+# Every resume goes on from the epochs done when the rank was killed and
+# trains none of them again (tests/lib/resume.bash).
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 # shellcheck source=tests/lib/faults.bash
 source "$BATS_TEST_DIRNAME/../lib/faults.bash"
+# shellcheck source=tests/lib/resume.bash
+source "$BATS_TEST_DIRNAME/../lib/resume.bash"
 
 setup_file() {
 	mc_up --nodes 5
@@ -43,8 +47,8 @@ crc_of() {
 	sed -n 's/^rank [0-9]* params_crc=//p' "$1" | sort -u
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2: rank 2 killed, the step runs again without its node, resumes and ends as an uninterrupted run" {
-	local job state pid blamed want got
+@test "sbatch -N5, srun -N4 --ddp-restart=2: rank 2 killed, the step runs again without its node, resumes past the killed epoch and ends as an uninterrupted run" {
+	local job state pid blamed want got reached
 	# The parameters of an uninterrupted run of four ranks.
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
 	show
@@ -68,7 +72,8 @@ crc_of() {
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
 	pid=$(rank_pid "$job" 0 2)
 	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
-	echo "# job $job: killing rank 2 (pid $pid) on $blamed" >&3
+	reached=$(epochs_done "$dir/job.out")
+	echo "# job $job: killing rank 2 (pid $pid) on $blamed, $reached epochs done" >&3
 	[ -n "$blamed" ]
 	fault_kill "$pid" KILL
 	state=$(wait_done "$job" 300) || true
@@ -82,7 +87,7 @@ crc_of() {
 	grep -E 'restart=1$' "$dir/job.out" | sed 's/.* nodes \([^ ]*\) .*/\1/' | sort -u >"$dir/nodes"
 	[ "$(wc -l <"$dir/nodes")" -eq 1 ]
 	[ "$(mc_run -- scontrol show hostnames "$(cat "$dir/nodes")" | grep -cx "$blamed")" -eq 0 ]
-	grep -q '^train: resuming from ' "$dir/job.out"
+	resume_check train "$dir/job.out" 12 "$reached"
 	got=$(crc_of "$dir/job.out")
 	echo "# params_crc: uninterrupted $want, restarted $got" >&3
 	[ "$got" = "$want" ]
@@ -186,8 +191,8 @@ crc_of() {
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
-@test "sbatch -N4 --requeue, srun -N4 --ddp-restart=1: no spare node: rank 2 killed, the job is requeued without its node and completes" {
-	local job state pid blamed want got
+@test "sbatch -N4 --requeue, srun -N4 --ddp-restart=1: no spare node: rank 2 killed, the job is requeued without its node, resumes past the killed epoch and completes" {
+	local job state pid blamed want got reached
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
 	show
 	[ "$status" -eq 0 ]
@@ -211,7 +216,8 @@ crc_of() {
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
 	pid=$(rank_pid "$job" 0 2)
 	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 restart=unset$/\1/p' "$dir/job.out")
-	echo "# job $job: killing rank 2 (pid $pid) on $blamed" >&3
+	reached=$(epochs_done "$dir/job.out")
+	echo "# job $job: killing rank 2 (pid $pid) on $blamed, $reached epochs done" >&3
 	[ -n "$blamed" ]
 	fault_kill "$pid" KILL
 	wait_line "$dir/job.out" "^ddp: job $job requeued " 60
@@ -229,14 +235,14 @@ crc_of() {
 	[ "$(grep -cE '^rank [0-3] on node[1-5] step 0 restart=1$' "$dir/job.out")" -eq 4 ]
 	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
 	grep -qx 'srun exit 0' "$dir/job.out"
-	grep -q '^train: resuming from ' "$dir/job.out"
+	resume_check train "$dir/job.out" 12 "$reached"
 	got=$(crc_of "$dir/job.out")
 	echo "# params_crc: uninterrupted $want, requeued $got" >&3
 	[ "$got" = "$want" ]
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP, a survivor names it, the step runs again without its node and ends as an uninterrupted run" {
-	local job state pid blamed want got stopped took
+@test "sbatch -N5, srun -N4 --ddp-restart=2, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP, a survivor names it, the step runs again without its node, resumes past the stopped epoch and ends as an uninterrupted run" {
+	local job state pid blamed want got stopped took reached
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
 	show
 	[ "$status" -eq 0 ]
@@ -259,7 +265,8 @@ crc_of() {
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
 	pid=$(rank_pid "$job" 0 2)
 	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
-	echo "# job $job: stopping rank 2 (pid $pid) on $blamed" >&3
+	reached=$(epochs_done "$dir/job.out")
+	echo "# job $job: stopping rank 2 (pid $pid) on $blamed, $reached epochs done" >&3
 	[ -n "$blamed" ]
 	stopped=$SECONDS
 	fault_stop "$pid"
@@ -281,6 +288,7 @@ crc_of() {
 	[ "$restarted" = "$said" ]
 	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq 4 ]
 	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
+	resume_check train "$dir/job.out" 12 "$reached"
 	got=$(crc_of "$dir/job.out")
 	echo "# params_crc: uninterrupted $want, restarted $got" >&3
 	[ "$got" = "$want" ]
