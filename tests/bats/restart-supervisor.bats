@@ -207,12 +207,26 @@ start_waiting() {
 	no_leftovers
 }
 
+# signals_seen N: waits until the fake srun has recorded N signals, at
+# most 10 s.
+signals_seen() {
+	local _
+	for _ in $(seq 100); do
+		[ "$(cat "$tmp/signals" 2>/dev/null | wc -l)" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "the fake srun recorded $(cat "$tmp/signals" 2>/dev/null | wc -l) signals, not $1"
+	return 1
+}
+
 @test "SIGINT is passed on once per signal; srun decides, nothing restarts" {
 	start_waiting
+	# Each signal once srun has taken the one before: two sent at once
+	# may reach it as one.
 	kill -INT "$sup"
-	sleep 0.3
+	signals_seen 1
 	kill -INT "$sup"
-	sleep 0.3
+	signals_seen 2
 	touch "$tmp/release"
 	local rc=0
 	wait "$sup" || rc=$?

@@ -96,11 +96,14 @@ crc_of() {
 
 @test "a program that exits 1 is not restarted" {
 	local job state
+	# Rank 2 exits 1 once the four ranks' lines are in the job's output;
+	# the others wait to be ended.
 	cat >"$dir/job.sh" <<-EOF
 		#!/bin/bash
 		export TMPDIR=$dir/tmp
 		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
-			'echo "rank \$RANK restart=\${DDP_RESTART_COUNT:-unset}"; sleep 2; [ "\$RANK" != 2 ] || exit 1'
+			'echo "rank \$RANK restart=\${DDP_RESTART_COUNT:-unset}"; [ "\$RANK" = 2 ] || exec sleep 300
+			for _ in \$(seq 1200); do [ "\$(grep -c restart= $dir/job.out)" -ge 4 ] && break; sleep 0.1; done; exit 1'
 		echo "srun exit \$?"
 	EOF
 	chmod 0755 "$dir/job.sh"
@@ -164,7 +167,6 @@ crc_of() {
 		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
 			'echo "rank \$RANK restart=\${DDP_RESTART_COUNT:-unset}"; exec sleep 300'
 		echo "srun exit \$?"
-		sleep 1
 	EOF
 	chmod 0755 "$dir/job.sh"
 	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
@@ -177,9 +179,10 @@ crc_of() {
 	echo "# job $job: supervisor $sup" >&3
 	[ -n "$sup" ] && [ "$(printf '%s\n' "$sup" | wc -l)" -eq 1 ]
 	# srun's own Ctrl-C: the first asks for the tasks' state, a second
-	# within a second ends the step.
+	# within a second ends the step. The second goes once srun has taken
+	# the first: two sent at once may reach it as one.
 	kill -INT "$sup"
-	sleep 0.3
+	wait_line "$dir/job.out" '^srun: interrupt \(one more within 1 sec to abort\)$' 10
 	kill -INT "$sup"
 	state=$(wait_done "$job" 120) || true
 	sed 's/^/# /' "$dir/job.out" >&3
