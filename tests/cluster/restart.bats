@@ -1,17 +1,20 @@
 #!/usr/bin/env bats
 # srun --ddp --ddp-restart=N on a 5-node minicluster: a batch job of five
 # nodes runs examples/train on four of them with a checkpoint in a
-# directory every node sees; the test kills rank 2 with SIGKILL once an
-# epoch is done. The plugin in srun ends the step and reports the failed
-# rank and the node to blame (DDP_RESTART_REPORT); ddp-restart runs the
-# step again on the spare node without the blamed one, the ranks see
-# DDP_RESTART_COUNT=1, resume from the checkpoint and end with the
-# parameters of an uninterrupted run of the same world size. A program
-# that exits 1 is not restarted, --ddp-restart outside an allocation is
-# refused, Ctrl-C (SIGINT to the supervisor) ends everything, and a job
-# of four nodes with no spare one is requeued without the blamed node.
-# Every resume goes on from the epochs done when the rank was killed and
-# trains none of them again (tests/lib/resume.bash).
+# directory every node sees, and the test hits rank 2 once an epoch is
+# done. The plugin in srun ends the step and reports the failed rank and
+# its cause (DDP_RESTART_REPORT); ddp-restart decides by the cause. A
+# crash of the program (SIGKILL, SIGSEGV) or its hang (SIGSTOP) blames
+# no node: it is not restarted unless --ddp-restart-on names its cause,
+# and then runs again on the same nodes, the ranks seeing
+# DDP_RESTART_COUNT=1, resuming from the checkpoint and ending with the
+# parameters of an uninterrupted run of the same world size. Only node
+# evidence (a cut link) leaves a node out: a job of four nodes with no
+# spare one is then requeued without it. A program that exits 1 is not
+# restarted, --ddp-restart outside an allocation is refused, Ctrl-C
+# (SIGINT to the supervisor) ends everything. Every resume goes on from
+# the epochs done when rank 2 was hit and trains none of them again
+# (tests/lib/resume.bash).
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 # shellcheck source=tests/lib/faults.bash
@@ -37,6 +40,7 @@ setup() {
 }
 
 teardown() {
+	fault_restore_all
 	rm -rf "$dir"
 }
 
@@ -47,8 +51,21 @@ crc_of() {
 	sed -n 's/^rank [0-9]* params_crc=//p' "$1" | sort -u
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2: rank 2 killed, the step runs again without its node, resumes past the killed epoch and ends as an uninterrupted run" {
-	local job state pid blamed want got reached
+# same_nodes FILE NODE: the step ran again on the nodes of its first run
+# ("rank R on NODE step S nodes LIST restart=C" lines), four ranks, NODE
+# (the failed rank's) among them.
+same_nodes() {
+	local first again
+	first=$(sed -nE 's/^rank [0-3] on node[1-5] step [0-9]+ nodes ([^ ]+) restart=0$/\1/p' "$1" | sort -u)
+	again=$(sed -nE 's/^rank [0-3] on node[1-5] step [0-9]+ nodes ([^ ]+) restart=1$/\1/p' "$1" | sort -u)
+	echo "# first run on $first, restarted on $again" >&3
+	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$1")" -eq 4 ]
+	[ -n "$first" ] && [ "$first" = "$again" ]
+	[ "$(grep -E 'restart=1$' "$1" | grep -c " on $2 ")" -eq 1 ]
+}
+
+@test "sbatch -N5, srun -N4 --ddp-restart=2 --ddp-restart-on=crash: rank 2 killed with SIGKILL (a crash), the step runs again on the same nodes, resumes past the killed epoch and ends as an uninterrupted run" {
+	local job state pid node want got reached
 	# The parameters of an uninterrupted run of four ranks.
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
 	show
@@ -59,7 +76,7 @@ crc_of() {
 	cat >"$dir/job.sh" <<-EOF
 		#!/bin/bash
 		export TMPDIR=$dir/tmp
-		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 --ddp-restart-on=crash bash -c \\
 			'echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID nodes \$SLURM_STEP_NODELIST restart=\${DDP_RESTART_COUNT:-unset}"; exec "\$0" "\$@"' \\
 			$train ${train_opts[*]} --checkpoint $dir/ckpt --checkpoint-every 1
 		echo "srun exit \$?"
@@ -71,22 +88,19 @@ crc_of() {
 	job=$output
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
 	pid=$(rank_pid "$job" 0 2)
-	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
+	node=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
 	reached=$(epochs_done "$dir/job.out")
-	echo "# job $job: killing rank 2 (pid $pid) on $blamed, $reached epochs done" >&3
-	[ -n "$blamed" ]
+	echo "# job $job: killing rank 2 (pid $pid) on $node, $reached epochs done" >&3
+	[ -n "$node" ]
 	fault_kill "$pid" KILL
 	state=$(wait_done "$job" 300) || true
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ]
 	grep -qx 'srun exit 0' "$dir/job.out"
-	grep -qE "^ddp: step restarted \(1 of at most 2\) without $blamed, from the allocation's [^:]+: rank 2 was killed by signal 9$" "$dir/job.out"
-	# The restarted step: four ranks on the other nodes, restart count 1.
-	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq 4 ]
-	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
-	grep -E 'restart=1$' "$dir/job.out" | sed 's/.* nodes \([^ ]*\) .*/\1/' | sort -u >"$dir/nodes"
-	[ "$(wc -l <"$dir/nodes")" -eq 1 ]
-	[ "$(mc_run -- scontrol show hostnames "$(cat "$dir/nodes")" | grep -cx "$blamed")" -eq 0 ]
+	grep -qx "ddp: step restarted (1 of at most 2) on the same nodes: rank 2 was killed by signal 9 (crash; --ddp-restart-on=crash)" "$dir/job.out"
+	# The restarted step: four ranks on the same nodes, restart count 1,
+	# one of them on the node whose rank was killed.
+	same_nodes "$dir/job.out" "$node"
 	resume_check train "$dir/job.out" 12 "$reached"
 	got=$(crc_of "$dir/job.out")
 	echo "# params_crc: uninterrupted $want, restarted $got" >&3
@@ -94,19 +108,29 @@ crc_of() {
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
-@test "a program that exits 1 is not restarted" {
-	local job state
-	# Rank 2 exits 1 once the four ranks' lines are in the job's output;
-	# the others wait to be ended.
+# fail_once HOW: the batch script of a step of four ranks under
+# --ddp-restart=1 and the srun options in srun_opts, each rank printing
+# its node, step and restart count; rank 2 of the first run ends by HOW
+# (a shell command: "exit 1", 'kill -SEGV $$') once the four ranks'
+# lines are in the job's output, the others wait to be ended. A restarted
+# run ends at once.
+fail_once() {
 	cat >"$dir/job.sh" <<-EOF
 		#!/bin/bash
 		export TMPDIR=$dir/tmp
-		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
-			'echo "rank \$RANK restart=\${DDP_RESTART_COUNT:-unset}"; [ "\$RANK" = 2 ] || exec sleep 300
-			for _ in \$(seq 1200); do [ "\$(grep -c restart= $dir/job.out)" -ge 4 ] && break; sleep 0.1; done; exit 1'
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=1 ${srun_opts:-} /bin/bash -c \\
+			'c=\${DDP_RESTART_COUNT:-unset}; echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID nodes \$SLURM_STEP_NODELIST restart=\$c"
+			[ "\$c" = 0 ] || exit 0
+			[ "\$RANK" = 2 ] || exec sleep 300
+			for _ in \$(seq 1200); do [ "\$(grep -c restart= $dir/job.out)" -ge 4 ] && break; sleep 0.1; done; $1'
 		echo "srun exit \$?"
 	EOF
 	chmod 0755 "$dir/job.sh"
+}
+
+@test "sbatch -N5, srun -N4 --ddp-restart=1: rank 2 segfaults (SIGSEGV): not restarted though a node is spare, the line says a crash and --ddp-restart-on=crash" {
+	local job state
+	srun_opts="" fail_once 'kill -SEGV $$'
 	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
 	show
 	[ "$status" -eq 0 ]
@@ -115,25 +139,35 @@ crc_of() {
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ] # the batch script's own status
 	grep -qE '^srun exit [1-9]' "$dir/job.out"
-	grep -qE '^ddp: not restarted: ' "$dir/job.out"
+	grep -qx 'ddp: not restarted: rank 2 was killed by signal 11, a crash of the program, which blames no node (--ddp-restart-on=crash restarts it)' "$dir/job.out"
 	[ "$(grep -c 'restart=0$' "$dir/job.out")" -eq 4 ]
 	[ "$(grep -c 'restart=1$' "$dir/job.out")" -eq 0 ]
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
-@test "srun --export=NONE --ddp-restart=1: the restarted ranks still see DDP_RESTART_COUNT=1" {
+@test "a program that exits 1 is not restarted: the line says the program's own exit and --ddp-restart-on=exit" {
 	local job state
+	srun_opts="" fail_once 'exit 1'
+	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	state=$(wait_done "$job" 120) || true
+	sed 's/^/# /' "$dir/job.out" >&3
+	[ "$state" = COMPLETED ] # the batch script's own status
+	grep -qE '^srun exit [1-9]' "$dir/job.out"
+	grep -qx "ddp: not restarted: rank 2 exited with status 1, the program's own exit, which blames no node (--ddp-restart-on=exit restarts it)" "$dir/job.out"
+	[ "$(grep -c 'restart=0$' "$dir/job.out")" -eq 4 ]
+	[ "$(grep -c 'restart=1$' "$dir/job.out")" -eq 0 ]
+	[ -z "$(ls -A "$dir/tmp")" ]
+}
+
+@test "srun --export=NONE --ddp-restart=1 --ddp-restart-on=crash: rank 2 segfaults, the step runs again on the same nodes and the restarted ranks see DDP_RESTART_COUNT=1" {
+	local job state node
 	# Under --export=NONE only SLURM_* crosses from srun to the step; the
-	# count comes through slurmstepd. Rank 2 kills itself on the first
-	# run only, so the restart is the test's order, not a time.
-	cat >"$dir/job.sh" <<-EOF
-		#!/bin/bash
-		export TMPDIR=$dir/tmp
-		srun --export=NONE -N4 --ntasks-per-node=1 --ddp --ddp-restart=1 /bin/bash -c \\
-			'c=\${DDP_RESTART_COUNT:-unset}; echo "rank \$RANK restart=\$c"; [ "\$RANK" = 2 ] && [ "\$c" = 0 ] && kill -9 \$\$; exit 0'
-		echo "srun exit \$?"
-	EOF
-	chmod 0755 "$dir/job.sh"
+	# count comes through slurmstepd. Rank 2 segfaults on the first run
+	# only, so the restart is the test's order, not a time.
+	srun_opts="--export=NONE --ddp-restart-on=crash" fail_once 'kill -SEGV $$'
 	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
 	show
 	[ "$status" -eq 0 ]
@@ -142,9 +176,10 @@ crc_of() {
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ]
 	grep -qx 'srun exit 0' "$dir/job.out"
-	grep -qx 'rank 2 restart=0' "$dir/job.out"
-	grep -qE '^ddp: step restarted \(1 of at most 1\) without node[0-9]+' "$dir/job.out"
-	[ "$(grep -c 'restart=1$' "$dir/job.out")" -eq 4 ]
+	node=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*restart=0$/\1/p' "$dir/job.out")
+	[ -n "$node" ]
+	grep -qx 'ddp: step restarted (1 of at most 1) on the same nodes: rank 2 was killed by signal 11 (crash; --ddp-restart-on=crash)' "$dir/job.out"
+	same_nodes "$dir/job.out" "$node"
 	[ "$(grep -c 'restart=unset$' "$dir/job.out")" -eq 0 ]
 }
 
@@ -194,8 +229,12 @@ crc_of() {
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
-@test "sbatch -N4 --requeue, srun -N4 --ddp-restart=1: no spare node: rank 2 killed, the job is requeued without its node, resumes past the killed epoch and completes" {
-	local job state pid blamed want got reached
+# A cut link is node evidence: the ranks on the other nodes name rank 2
+# lost or unreachable and no report comes from its node. The link comes
+# back once a survivor has named it (see faults.bats: cut for longer than
+# SlurmdTimeout, Slurm would end the job).
+@test "sbatch -N4 --requeue, srun -N4 --ddp-restart=1, DDP_TIMEOUT=5: no spare node: rank 2's node's link cut, the job is requeued without that node, resumes past the cut epoch and completes" {
+	local job state blamed want got reached
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
 	show
 	[ "$status" -eq 0 ]
@@ -204,7 +243,7 @@ crc_of() {
 
 	cat >"$dir/job.sh" <<-EOF
 		#!/bin/bash
-		export TMPDIR=$dir/tmp
+		export TMPDIR=$dir/tmp DDP_TIMEOUT=5
 		echo "batch on \$SLURM_JOB_NODELIST restart=\${SLURM_RESTART_COUNT:-unset}"
 		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=1 bash -c \\
 			'echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID restart=\${SLURM_RESTART_COUNT:-unset}"; exec "\$0" "\$@"' \\
@@ -217,12 +256,13 @@ crc_of() {
 	[ "$status" -eq 0 ]
 	job=$output
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
-	pid=$(rank_pid "$job" 0 2)
 	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 restart=unset$/\1/p' "$dir/job.out")
 	reached=$(epochs_done "$dir/job.out")
-	echo "# job $job: killing rank 2 (pid $pid) on $blamed, $reached epochs done" >&3
-	[ -n "$blamed" ]
-	fault_kill "$pid" KILL
+	echo "# job $job: cutting rank 2's node $blamed, $reached epochs done" >&3
+	[ -n "$blamed" ] && [ "$blamed" != node1 ]
+	fault_cut "$blamed"
+	wait_line "$dir/job.out" '(^ddp: error: hang: |communication failed: )' 120
+	fault_restore "$blamed"
 	wait_line "$dir/job.out" "^ddp: job $job requeued " 60
 	echo "# fault to the requeue line: $(awk -v a="$FAULT_TIME" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s" >&3
 	# Slurm starts a requeued job no sooner than AuthInfo's cred_expire
@@ -231,7 +271,7 @@ crc_of() {
 	echo "# job $job: $state $(awk -v a="$FAULT_TIME" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }') s after the fault, restarts $(job_field "$job" Restarts), excluded $(job_field "$job" ExcNodeList)" >&3
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ]
-	grep -qx "ddp: job $job requeued (restart 1 of at most 2) without $blamed: rank 2 was killed by signal 9, and the allocation has no spare node left" "$dir/job.out"
+	grep -qE "^ddp: job $job requeued \(restart 1 of at most 2\) without $blamed: rank 2 (was lost|is unreachable), and the allocation has no spare node left$" "$dir/job.out"
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	[ "$(job_field "$job" ExcNodeList)" = "$blamed" ]
 	# The second run: four ranks elsewhere, SLURM_RESTART_COUNT=1.
@@ -244,8 +284,8 @@ crc_of() {
 	[ "$got" = "$want" ]
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP, a survivor names it, the step runs again without its node, resumes past the stopped epoch and ends as an uninterrupted run" {
-	local job state pid blamed want got stopped took reached
+@test "sbatch -N5, srun -N4 --ddp-restart=2 --ddp-restart-on=hang, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP (a hang), a survivor names it, the step runs again on the same nodes, resumes past the stopped epoch and ends as an uninterrupted run" {
+	local job state pid node want got stopped took reached
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
 	show
 	[ "$status" -eq 0 ]
@@ -255,7 +295,7 @@ crc_of() {
 	cat >"$dir/job.sh" <<-EOF
 		#!/bin/bash
 		export TMPDIR=$dir/tmp DDP_TIMEOUT=5
-		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 bash -c \\
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=2 --ddp-restart-on=hang bash -c \\
 			'echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID nodes \$SLURM_STEP_NODELIST restart=\${DDP_RESTART_COUNT:-unset}"; exec "\$0" "\$@"' \\
 			$train ${train_opts[*]} --checkpoint $dir/ckpt --checkpoint-every 1
 		echo "srun exit \$?"
@@ -267,10 +307,10 @@ crc_of() {
 	job=$output
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
 	pid=$(rank_pid "$job" 0 2)
-	blamed=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
+	node=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
 	reached=$(epochs_done "$dir/job.out")
-	echo "# job $job: stopping rank 2 (pid $pid) on $blamed, $reached epochs done" >&3
-	[ -n "$blamed" ]
+	echo "# job $job: stopping rank 2 (pid $pid) on $node, $reached epochs done" >&3
+	[ -n "$node" ]
 	stopped=$SECONDS
 	fault_stop "$pid"
 	wait_line "$dir/job.out" '^ddp: step restarted ' 60
@@ -285,12 +325,13 @@ crc_of() {
 	# entered, and is unreachable to one it stopped sending to mid-call:
 	# whichever names it first, srun and ddp-restart say the same.
 	local said restarted
-	said=$(sed -nE "s/^ddp: rank 2 on $blamed (.*) \(named by rank [0-3]\); the step was ended .*/\1/p" "$dir/job.out")
-	restarted=$(sed -nE "s/^ddp: step restarted \(1 of at most 2\) without $blamed, from the allocation's [^:]+: rank 2 (.*)$/\1/p" "$dir/job.out")
+	# Its node's slurmstepd still reported: the node was up, the
+	# program hung, and the same nodes run it again.
+	said=$(sed -nE "s/^ddp: rank 2 on $node (.*) \(named by rank [0-3]\); the step was ended .*/\1/p" "$dir/job.out")
+	restarted=$(sed -nE "s/^ddp: step restarted \(1 of at most 2\) on the same nodes: rank 2 (.*) \(hang; --ddp-restart-on=hang\)$/\1/p" "$dir/job.out")
 	[[ $said =~ ^(hangs|hangs\ in\ an\ earlier\ call|is\ unreachable)$ ]]
 	[ "$restarted" = "$said" ]
-	[ "$(grep -cE '^rank [0-3] on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq 4 ]
-	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
+	same_nodes "$dir/job.out" "$node"
 	resume_check train "$dir/job.out" 12 "$reached"
 	got=$(crc_of "$dir/job.out")
 	echo "# params_crc: uninterrupted $want, restarted $got" >&3
