@@ -3,10 +3,12 @@
 # injected by tests/lib/faults.bash into a batch job of five nodes that
 # trains on fewer: a node's link cut (rank 2's node, then rank 0's node on
 # a node that is not the batch host) and a PyTorch rank killed with
-# SIGKILL. Each ends with the job COMPLETED, the blamed node absent from
-# the last step and the parameters of an uninterrupted run of the same
-# world size. Each prints the time from the fault to srun's first-failure
-# line and to the restarted step's first epoch line.
+# SIGKILL. Each ends with the job COMPLETED and the parameters of an
+# uninterrupted run of the same world size: a cut link, node evidence,
+# without the cut node in the last step; the SIGKILL, a crash of the
+# program that blames no node, under --ddp-restart-on=crash on the same
+# nodes. Each prints the time from the fault to srun's first-failure line
+# and to the restarted step's first epoch line.
 #
 # A cut link: libddp on the other ranks gives up after DDP_TIMEOUT=5 and
 # their exit ends the step; srun stops waiting for the cut node's tasks a
@@ -125,23 +127,33 @@ measure() {
 	fi
 }
 
-# check_end N BLAMED PROG EPOCHS: the job COMPLETED, the step restarted
-# once without BLAMED, N ranks of the restarted step elsewhere, PROG's
-# EPOCHS resumed past the epochs done at the fault (reached), none trained
-# twice, checksum equal to want.
+# check_end N NODE WHERE PROG EPOCHS: the job COMPLETED; the step
+# restarted once, WHERE "without" NODE (N ranks of the restarted step
+# elsewhere) or WHERE "same" on the same nodes, NODE among them, after
+# rank 2's crash under --ddp-restart-on=crash; PROG's EPOCHS resumed past
+# the epochs done at the fault (reached), none trained twice, checksum
+# equal to want.
 check_end() {
-	local n=$1 blamed=$2 state got
+	local n=$1 node=$2 state got first
 	state=$(wait_done "$job" 300) || true
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ]
 	grep -qx 'srun exit 0' "$dir/job.out"
-	grep -qE "^ddp: step restarted \(1 of at most 2\) without $blamed, from the allocation's " "$dir/job.out"
 	[ "$(grep -cE '^rank [0-9]+ on node[1-5] step [0-9]+ nodes [^ ]+ restart=1$' "$dir/job.out")" -eq "$n" ]
-	[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $blamed ")" -eq 0 ]
 	grep -E 'restart=1$' "$dir/job.out" | sed 's/.* nodes \([^ ]*\) .*/\1/' | sort -u >"$dir/nodes"
 	[ "$(wc -l <"$dir/nodes")" -eq 1 ]
-	[ "$(mc_run -- scontrol show hostnames "$(cat "$dir/nodes")" | grep -cx "$blamed")" -eq 0 ]
-	resume_check "$3" "$dir/job.out" "$4" "$reached"
+	if [ "$3" = same ]; then
+		grep -qx "ddp: step restarted (1 of at most 2) on the same nodes: rank 2 was killed by signal 9 (crash; --ddp-restart-on=crash)" "$dir/job.out"
+		first=$(grep -E 'restart=0$' "$dir/job.out" | sed 's/.* nodes \([^ ]*\) .*/\1/' | sort -u)
+		echo "# first run on $first, restarted on $(cat "$dir/nodes")" >&3
+		[ "$first" = "$(cat "$dir/nodes")" ]
+		[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $node ")" -eq 1 ]
+	else
+		grep -qE "^ddp: step restarted \(1 of at most 2\) without $node, from the allocation's " "$dir/job.out"
+		[ "$(grep -E 'restart=1$' "$dir/job.out" | grep -c " on $node ")" -eq 0 ]
+		[ "$(mc_run -- scontrol show hostnames "$(cat "$dir/nodes")" | grep -cx "$node")" -eq 0 ]
+	fi
+	resume_check "$4" "$dir/job.out" "$5" "$reached"
 	got=$(sed -n "$crc_re" "$dir/job.out" | sort -u)
 	echo "# uninterrupted $want, restarted $got" >&3
 	[ "$got" = "$want" ]
@@ -158,7 +170,7 @@ check_end() {
 	reached=$(epochs_done "$dir/job.out")
 	fault_cut "$blamed"
 	measure restore "$blamed"
-	check_end 4 "$blamed" train 12
+	check_end 4 "$blamed" without train 12
 }
 
 # The batch script and srun run on the allocation's first node (node1):
@@ -174,22 +186,22 @@ check_end() {
 	reached=$(epochs_done "$dir/job.out")
 	fault_cut "$blamed"
 	measure restore "$blamed"
-	check_end 3 "$blamed" train 12
+	check_end 3 "$blamed" without train 12
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2: a PyTorch rank killed with SIGKILL: restarted, resumes past the killed epoch, ends with an uninterrupted run's parameters" {
-	local blamed reached pid py=/usr/bin/python3 script=$repo_root/examples/train.py
+@test "sbatch -N5, srun -N4 --ddp-restart=2 --ddp-restart-on=crash: a PyTorch rank killed with SIGKILL (a crash): restarted on the same nodes, resumes past the killed epoch, ends with an uninterrupted run's parameters" {
+	local node reached pid py=/usr/bin/python3 script=$repo_root/examples/train.py
 	"$py" -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
 	crc_re='s/^params_sha256 \([0-9a-f]*\) rank [0-9]*$/\1/p'
 	uninterrupted 4 "$py" "$script" --device cpu --epochs 60
-	submit -N4 "$py" "$script" --device cpu --epochs 60 --checkpoint "$dir/ckpt" --checkpoint-every 1
-	blamed=$(node_of 2)
-	[ -n "$blamed" ]
+	submit "-N4 --ddp-restart-on=crash" "$py" "$script" --device cpu --epochs 60 --checkpoint "$dir/ckpt" --checkpoint-every 1
+	node=$(node_of 2)
+	[ -n "$node" ]
 	pid=$(rank_pid "$job" 0 2 python3)
 	reached=$(epochs_done "$dir/job.out")
 	fault_kill "$pid" KILL
 	measure
-	check_end 4 "$blamed" train.py 60
+	check_end 4 "$node" same train.py 60
 	# Some epochs left: the kill came while it trained.
 	[ "$(sed -nE 's/^train.py: resuming from .* \(restart 1\): ([0-9]+) of 60 epochs done$/\1/p' "$dir/job.out")" -lt 60 ]
 }
