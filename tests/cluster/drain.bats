@@ -6,7 +6,9 @@
 # users, and drain the node through the real slurmctld only when jobs of
 # enough distinct users named it. One test has slurmd run the health
 # check as HealthCheckProgram; the others run it by hand, as slurmd does,
-# where the point is the rule.
+# where the point is the rule. A program's crash is no evidence about its
+# node: three users' programs that crash on node2 leave no verdict and
+# node2 up.
 # shellcheck source=tests/cluster/common.bash
 source "$BATS_TEST_DIRNAME/common.bash"
 
@@ -56,6 +58,29 @@ teardown() {
 	fi
 	rm -rf "$vstate"
 	rm -f "$st/etc/ddp-drain.conf"
+	if [ -n "${crash_user_made:-}" ]; then
+		userdel -r "$crash_user" 2>/dev/null || true
+		crash_user_made=
+	fi
+}
+
+# The third user of the crash test, made for it as the minicluster makes
+# ddptest, and removed after it.
+crash_user=ddpcrash
+
+# crash_on_node2 USER SIGNAL: a --ddp step of USER on node2 whose program
+# kills itself with SIGNAL, as a program's own abort() or a bad pointer
+# ends it; srun must fail. Prints the job's id.
+crash_on_node2() {
+	local out
+	# shellcheck disable=SC2016 # expanded by the step's shell
+	out=$(mc_run --user "$1" -- srun -N1 -w node2 --ntasks-per-node=1 --ddp bash -c 'echo "job $SLURM_JOB_ID"; kill -'"$2"' $$' 2>&1) && {
+		echo "srun of $1's crashing program succeeded: $out" >&2
+		return 1
+	}
+	printf '%s\n' "$out" | sed 's/^/# /' >&3
+	[[ $out == *"ddp: rank 0 on node2 was killed by signal "* ]] || return 1
+	sed -n 's/^job \([0-9]*\)$/\1/p' <<<"$out"
 }
 
 # job_of USER: a real job of USER on node2 (done at once); prints its id.
@@ -242,4 +267,39 @@ nhc_check() {
 	[ "$output" = "$(printf '%s\n' "die 1: ddp-check: link-send 0.21 GB/s vs median 1.9 GB/s, 4 jobs of 2 users in 24h" "rc 1")" ]
 	# NHC, not the check, takes the node offline.
 	[[ $(node2_state) != *DRAIN* ]]
+}
+
+@test "three users' programs crash on node2 (SIGSEGV, SIGABRT, a SIGKILL each sends itself) within the drain window: no verdict is recorded, the health check leaves node2 up" {
+	local real=$st/ddp-state/verdicts jobs=() u sig j
+	if ! id "$crash_user" >/dev/null 2>&1; then
+		useradd --create-home --shell /bin/bash --comment "slurm-ddp crash test user" "$crash_user"
+		crash_user_made=1
+	fi
+	for u in "ddptest SEGV" "root ABRT" "$crash_user KILL"; do
+		read -r u sig <<<"$u"
+		j=$(crash_on_node2 "$u" "$sig")
+		[ -n "$j" ]
+		jobs+=("$j")
+	done
+	echo "# jobs ${jobs[*]} of ddptest, root and $crash_user" >&3
+	# slurmstepd on node2 recorded nothing of them.
+	if [ -f "$real" ] && grep -E " job=($(IFS='|'; echo "${jobs[*]}")) " "$real"; then
+		echo "verdicts recorded for the crashes in $real" >&2
+		false
+	fi
+	# The health check, as slurmd runs it, on what these jobs left in the
+	# cluster's record (which also holds other suites' ddp-check
+	# findings, not this test's): no job named node2, and node2 is up.
+	install -d -m 0700 "$vstate"
+	if [ -f "$real" ]; then
+		grep -E " job=($(IFS='|'; echo "${jobs[*]}")) " "$real" >"$vstate/verdicts" || true
+	fi
+	run health
+	show
+	[ "$status" -eq 0 ]
+	[ "$output" = "node2: ok: 0 jobs of 0 users named it within 86400s (drained at 3 jobs of 2 users)" ]
+	[[ $(node2_state) != *DRAIN* ]]
+	run mc_run -- sinfo -h -N -n node2 -t drain -o %N
+	show
+	[ -z "$output" ]
 }
