@@ -252,6 +252,11 @@ enum wk_frame_type {
 	WK_F_BYE = 3,
 	WK_F_STALL = 4, /* "I timed out waiting for rank <aux>" (notice) */
 };
+/* A STALL notice's flags (its unit): a verdict, "rank aux has not entered
+ * call seq", or its correction, "rank aux has entered call seq", rather
+ * than "this rank is in call seq, waiting for aux" (tcp.h). */
+#define WK_STALL_ABSENT 1u
+#define WK_STALL_PRESENT 2u
 enum wk_coll {
 	WK_C_ALLREDUCE = 1,
 	WK_C_BCAST = 2,

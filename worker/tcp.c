@@ -26,12 +26,6 @@
 #include "tcp.h"
 #include "tcp_internal.h"
 
-/* A STALL notice's flags (its unit): a verdict, "rank aux has not entered
- * call seq", or its correction, "rank aux has entered call seq", rather
- * than "this rank is in call seq, waiting for aux". */
-#define STALL_ABSENT 1u
-#define STALL_PRESENT 2u
-
 static void
 describe(const struct wk_frame *f, char *buf, size_t size)
 {
@@ -410,7 +404,7 @@ tell(struct wk_mesh *c)
 	       c->cur.seq, n);
 	for (i = 0; i < n; i++) {
 		c->peers[absent[i]].absent_seq = c->cur.seq;
-		stall_frame(c, &f, absent[i], STALL_ABSENT);
+		stall_frame(c, &f, absent[i], WK_STALL_ABSENT);
 		send_notice(c, &f, -1);
 	}
 }
@@ -427,19 +421,19 @@ send_present(struct wk_mesh *c, int a, uint32_t seq, int skip)
 	if (c->peers[a].present_seq >= seq)
 		return;
 	c->peers[a].present_seq = seq;
-	stall_frame(c, &f, a, STALL_PRESENT);
+	stall_frame(c, &f, a, WK_STALL_PRESENT);
 	f.seq = seq;
 	send_notice(c, &f, skip);
 }
 
-/* Records a verdict (STALL_ABSENT) or its correction (STALL_PRESENT)
+/* Records a verdict (WK_STALL_ABSENT) or its correction (WK_STALL_PRESENT)
  * about rank a in call f->seq, from peer p. */
 static void
 note_verdict(struct wk_mesh *c, int p, const struct wk_frame *f, int a)
 {
 	if (a < 0 || !f->seq)
 		return;
-	if (f->unit & STALL_PRESENT) {
+	if (f->unit & WK_STALL_PRESENT) {
 		/* Passed on once, as the verdict it overrules was. */
 		if (a != c->rank && c->peers[a].present_seq < f->seq)
 			send_present(c, a, f->seq, p);
@@ -452,6 +446,10 @@ note_verdict(struct wk_mesh *c, int p, const struct wk_frame *f, int a)
 		send_present(c, a, f->seq, -1);
 		return;
 	}
+	/* About this rank and a call it has not entered yet (it read the
+	 * verdict in the call before): answered once it is in it (survey). */
+	if (a == c->rank && f->seq > c->cur.seq)
+		c->peers[a].absent_seq = f->seq;
 	/* Each verdict is passed on once: it must reach the ranks that are
 	 * not connected to the silent rank. */
 	if (a != c->rank && c->peers[a].absent_seq != f->seq) {
@@ -470,11 +468,11 @@ note_stall(struct wk_mesh *c, int p, const uint8_t *hdr)
 		return 0;
 	wk_log(3, "rank %d in call #%u: rank %d says %s %d in call #%u",
 	       c->rank, c->cur.seq, p,
-	       f.unit & STALL_PRESENT  ? "present:"
-	       : f.unit & STALL_ABSENT ? "absent:"
-				       : "waiting for",
+	       f.unit & WK_STALL_PRESENT  ? "present:"
+	       : f.unit & WK_STALL_ABSENT ? "absent:"
+					  : "waiting for",
 	       (int)f.aux, f.seq);
-	if (f.unit & (STALL_ABSENT | STALL_PRESENT)) {
+	if (f.unit & (WK_STALL_ABSENT | WK_STALL_PRESENT)) {
 		note_verdict(c, p, &f,
 			     f.aux < (uint32_t)c->size ? (int)f.aux : -1);
 		return 1;
@@ -503,6 +501,8 @@ survey(struct wk_mesh *c, double deadline, double *wake)
 	double g = grace(c), now = ddp_now();
 	enum ddp_status st;
 
+	if (c->cur.seq && c->peers[c->rank].absent_seq == c->cur.seq)
+		send_present(c, c->rank, c->cur.seq, -1);
 	if (!c->in_grace && now >= deadline - 2 * g)
 		send_stall(c, c->waiting);
 	if (c->in_grace && !c->told && (now >= c->grace_end || now >= deadline))

@@ -19,6 +19,7 @@
  * the one that skipped it and none names itself.
  */
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
@@ -118,6 +119,128 @@ test_verdict(void)
 	       "a later one, their data of it, a PRESENT notice (%d)",
 	       n);
 	mesh_free(c);
+}
+
+/* A live mesh of 3 ranks seen from rank 0 in call seq, its peers at the
+ * other ends of socket pairs (side[1], side[2]). */
+static struct wk_mesh *
+live_mesh(uint32_t seq, int side[3])
+{
+	struct wk_mesh *c = mesh_new(3, 0, seq);
+	int i, sv[2];
+
+	c->timeout_s = 10;
+	for (i = 1; i < 3; i++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+			return c;
+		c->peers[i].fd = sv[0];
+		side[i] = sv[1];
+		fcntl(sv[1], F_SETFL, O_NONBLOCK);
+	}
+	tcp_mesh_link(c);
+	return c;
+}
+
+/* A STALL notice from peer side about rank `about` in call seq. */
+static void
+notice(int side, uint32_t flags, int about, uint32_t seq)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	struct wk_frame f;
+
+	memset(&f, 0, sizeof(f));
+	f.type = WK_F_STALL;
+	f.coll = WK_C_ALLREDUCE;
+	f.seq = seq;
+	f.unit = flags;
+	f.aux = (uint32_t)about;
+	wk_frame_encode(hdr, &f);
+	(void)!write(side, hdr, sizeof(hdr));
+}
+
+/* How many PRESENT notices about rank `about` in call seq came to side. */
+static int
+presents(int side, int about, uint32_t seq)
+{
+	uint8_t hdr[WK_FRAME_LEN];
+	struct wk_frame f;
+	int n = 0;
+
+	while (read(side, hdr, sizeof(hdr)) == (ssize_t)sizeof(hdr))
+		if (wk_frame_decode(hdr, &f) == 0 && f.type == WK_F_STALL &&
+		    (f.unit & WK_STALL_PRESENT) && f.aux == (uint32_t)about &&
+		    f.seq == seq)
+			n++;
+	return n;
+}
+
+static void
+live_free(struct wk_mesh *c, int side[3])
+{
+	int i;
+
+	for (i = 1; i < 3; i++) {
+		close(c->peers[i].fd);
+		close(side[i]);
+	}
+	free(c->linked);
+	free(c->wait_pfd);
+	free(c->wait_who);
+	mesh_free(c);
+}
+
+/* The corrections of a wrong verdict (tcp.h), on a live mesh. */
+static void
+test_present(void)
+{
+	int side[3] = {-1, -1, -1}, out[4];
+	struct wk_mesh *c;
+
+	c = live_mesh(7, side);
+	notice(side[1], WK_STALL_ABSENT, 0, 7);
+	notice(side[1], WK_STALL_ABSENT, 0, 7);
+	tcp_check_peers(c);
+	tap_ok(presents(side[1], 0, 7) == 1 && presents(side[2], 0, 7) == 1 &&
+		       tcp_hang_absent(c, out, 4) == 0,
+	       "a verdict naming this rank in its call is answered once, to "
+	       "every peer, with a PRESENT notice; it names nobody here");
+	live_free(c, side);
+
+	c = live_mesh(6, side);
+	notice(side[1], WK_STALL_ABSENT, 0, 7);
+	tcp_check_peers(c);
+	tap_ok(presents(side[2], 0, 7) == 0,
+	       "one naming this rank for a call it has not entered yet waits");
+	c->cur.seq = 7;
+	tcp_hang_watch(c, NULL, 1, tw_now() + 10);
+	tap_ok(presents(side[1], 0, 7) == 1 && presents(side[2], 0, 7) == 1,
+	       "and is answered once the rank is in that call");
+	live_free(c, side);
+
+	c = live_mesh(7, side);
+	c->peers[2].data_seq = 7;
+	notice(side[1], WK_STALL_ABSENT, 2, 7);
+	tcp_check_peers(c);
+	tap_ok(presents(side[1], 2, 7) == 1 && presents(side[2], 2, 7) == 1 &&
+		       tcp_hang_absent(c, out, 4) == 0,
+	       "a verdict naming a rank whose data of the call came is "
+	       "answered for it, and not taken");
+	live_free(c, side);
+
+	c = live_mesh(7, side);
+	notice(side[1], WK_STALL_ABSENT, 2, 7);
+	tcp_check_peers(c);
+	tap_ok(tcp_hang_absent(c, out, 4) == 1 && out[0] == 2,
+	       "a verdict about a rank this one knows nothing of is taken");
+	notice(side[1], WK_STALL_PRESENT, 2, 7);
+	notice(side[1], WK_STALL_PRESENT, 2, 7);
+	tcp_check_peers(c);
+	tap_ok(tcp_hang_absent(c, out, 4) == 0 &&
+		       presents(side[2], 2, 7) == 1 &&
+		       presents(side[1], 2, 7) == 0,
+	       "a PRESENT notice overrules it and is passed on once, not back "
+	       "to its sender");
+	live_free(c, side);
 }
 
 /*
@@ -706,6 +829,7 @@ main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	test_verdict();
+	test_present();
 	test_survey_naming();
 	test_skipped_allreduce();
 	test_skipped_hier();
