@@ -64,7 +64,11 @@ same_nodes() {
 	[ "$(grep -E 'restart=1$' "$1" | grep -c " on $2 ")" -eq 1 ]
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2 --ddp-restart-on=crash: rank 2 killed with SIGKILL (a crash), the step runs again on the same nodes, resumes past the killed epoch and ends as an uninterrupted run" {
+# The jobs that are restarted on the same nodes have no spare node: their
+# restarted step can only run on the nodes of the first, so none was left
+# out. With a spare node Slurm may place it elsewhere (the --export=NONE
+# test).
+@test "sbatch -N4, srun -N4 --ddp-restart=2 --ddp-restart-on=crash: rank 2 killed with SIGKILL (a crash), the step runs again on the same four nodes, none left out, resumes past the killed epoch and ends as an uninterrupted run" {
 	local job state pid node want got reached
 	# The parameters of an uninterrupted run of four ranks.
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
@@ -82,7 +86,7 @@ same_nodes() {
 		echo "srun exit \$?"
 	EOF
 	chmod 0755 "$dir/job.sh"
-	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N4 -o "$dir/job.out" "$dir/job.sh"
 	show
 	[ "$status" -eq 0 ]
 	job=$output
@@ -162,7 +166,7 @@ fail_once() {
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
 
-@test "srun --export=NONE --ddp-restart=1 --ddp-restart-on=crash: rank 2 segfaults, the step runs again on the same nodes and the restarted ranks see DDP_RESTART_COUNT=1" {
+@test "sbatch -N5, srun --export=NONE -N4 --ddp-restart=1 --ddp-restart-on=crash: rank 2 segfaults, the step runs again on the same nodes, not on the spare one, and the restarted ranks see DDP_RESTART_COUNT=1" {
 	local job state node
 	# Under --export=NONE only SLURM_* crosses from srun to the step; the
 	# count comes through slurmstepd. Rank 2 segfaults on the first run
@@ -284,7 +288,7 @@ fail_once() {
 	[ "$got" = "$want" ]
 }
 
-@test "sbatch -N5, srun -N4 --ddp-restart=2 --ddp-restart-on=hang, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP (a hang), a survivor names it, the step runs again on the same nodes, resumes past the stopped epoch and ends as an uninterrupted run" {
+@test "sbatch -N4, srun -N4 --ddp-restart=2 --ddp-restart-on=hang, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP (a hang), a survivor names it, the step runs again on the same four nodes, none left out, resumes past the stopped epoch and ends as an uninterrupted run" {
 	local job state pid node want got stopped took reached
 	run mc_run --user ddptest -- srun -N4 --ntasks-per-node=1 --ddp "$train" "${train_opts[@]}"
 	show
@@ -301,7 +305,7 @@ fail_once() {
 		echo "srun exit \$?"
 	EOF
 	chmod 0755 "$dir/job.sh"
-	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N4 -o "$dir/job.out" "$dir/job.sh"
 	show
 	[ "$status" -eq 0 ]
 	job=$output
@@ -336,5 +340,35 @@ fail_once() {
 	got=$(crc_of "$dir/job.out")
 	echo "# params_crc: uninterrupted $want, restarted $got" >&3
 	[ "$got" = "$want" ]
+	[ -z "$(ls -A "$dir/tmp")" ]
+}
+
+@test "sbatch -N5, srun -N4 --ddp-restart=1, DDP_TIMEOUT=5: rank 2 stopped with SIGSTOP (a hang): not restarted though a node is spare, the line says a hang and --ddp-restart-on=hang" {
+	local job state pid node
+	cat >"$dir/job.sh" <<-EOF
+		#!/bin/bash
+		export TMPDIR=$dir/tmp DDP_TIMEOUT=5
+		srun -N4 --ntasks-per-node=1 --ddp --ddp-restart=1 bash -c \\
+			'echo "rank \$RANK on \$(hostname) step \$SLURM_STEP_ID nodes \$SLURM_STEP_NODELIST restart=\${DDP_RESTART_COUNT:-unset}"; exec "\$0" "\$@"' \\
+			$train ${train_opts[*]}
+		echo "srun exit \$?"
+	EOF
+	chmod 0755 "$dir/job.sh"
+	run mc_run --user ddptest -- sbatch --parsable -N5 -o "$dir/job.out" "$dir/job.sh"
+	show
+	[ "$status" -eq 0 ]
+	job=$output
+	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
+	pid=$(rank_pid "$job" 0 2)
+	node=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
+	echo "# job $job: stopping rank 2 (pid $pid) on $node" >&3
+	[ -n "$node" ]
+	fault_stop "$pid"
+	state=$(wait_done "$job" 120) || true
+	sed 's/^/# /' "$dir/job.out" >&3
+	[ "$state" = COMPLETED ] # the batch script's own status
+	grep -qE '^srun exit [1-9]' "$dir/job.out"
+	grep -qE "^ddp: not restarted: rank 2 (hangs|hangs in an earlier call|is unreachable), a hang of the program, which blames no node \(--ddp-restart-on=hang restarts it\)$" "$dir/job.out"
+	[ "$(grep -c 'restart=1$' "$dir/job.out")" -eq 0 ]
 	[ -z "$(ls -A "$dir/tmp")" ]
 }
