@@ -187,13 +187,16 @@ hang_error(struct wk_mesh *c, int first, int why)
 }
 
 /*
- * 1 when this rank knows the cause a blames wrongly: it blames this rank,
- * or says a rank has not entered a call this rank knows it has entered.
+ * 1 when this rank does not take on the cause a: it blames this rank, or
+ * says a rank has not entered a call this rank knows it has entered, or
+ * it is a timeout's "unreachable", which says only what the sender could
+ * not reach: the sender may be the one cut off (a cut link), and the
+ * abort that reaches this rank shows the link to it works.
  */
 static int
 cause_wrong(const struct wk_mesh *c, const struct wk_abort *a)
 {
-	if (a->blamed == c->rank)
+	if (a->blamed == c->rank || a->why == WK_WHY_UNREACHABLE)
 		return 1;
 	return (a->why == WK_WHY_HANG || a->why == WK_WHY_BEHIND) && a->seq &&
 	       known_in(c, a->blamed, a->seq);

@@ -222,7 +222,8 @@ enum ddp_status tcp_xfer(struct wk_mesh *c, const struct wk_frame *t, int to,
  * for people; from then on nothing more is sent (aborted). A rank that
  * receives it names the cause's rank (cause.h) unless it knows better:
  * the cause blames the rank itself, or a rank it knows has entered the
- * call the cause says it has not.
+ * call the cause says it has not, or is a timeout's "unreachable" (the
+ * sender's view only: it may be the rank cut off).
  */
 void tcp_send_abort(struct wk_mesh *c, const char *msg);
 /* Goodbye to every peer (unless aborted), then close: within 1 s. */

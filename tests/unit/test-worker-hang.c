@@ -431,6 +431,12 @@ test_abort_naming(void)
 	       "an abort that says a rank has not entered a call this rank "
 	       "knows it has entered names nobody: %.*s",
 	       (int)strcspn(line, "\n"), line);
+	a = cause_of(WK_WHY_UNREACHABLE, 2, "node3", "words");
+	survey_naming(&a, 0, line, sizeof(line));
+	tap_ok(!strncmp(line, "FWD none ", 9),
+	       "an unreachable rank, which only the sender could not reach "
+	       "(it may be the one cut off), is not taken on: %.*s",
+	       (int)strcspn(line, "\n"), line);
 	a = cause_of(WK_WHY_LOST, 2, "node3", "words");
 	survey_naming(&a, 7, line, sizeof(line));
 	tap_ok(!strncmp(line, "0 names 2 node3 lost\nFWD lost 2 node3 7 ", 40),
