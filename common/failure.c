@@ -556,10 +556,12 @@ record_field(const char *key, const char *v, struct ddp_failure_record *r,
 		*seen |= 2;
 		return ddp_parse_long(v, 1, 1000000, &r->nodes);
 	}
-	if (!strcmp(key, "blame")) {
-		*seen |= 4;
+	if (!strcmp(key, "blame") || !strcmp(key, "step_nodes")) {
+		char *to = key[0] == 'b' ? r->blame : r->step_nodes;
+
+		*seen |= key[0] == 'b' ? 4 : 0;
 		if (!v[0]) {
-			r->blame[0] = '\0';
+			to[0] = '\0';
 			return 0;
 		}
 		/* Checked now, so that deciding cannot meet a bad list. */
@@ -567,7 +569,7 @@ record_field(const char *key, const char *v, struct ddp_failure_record *r,
 				       sizeof(why)) < 0)
 			return -1;
 		ddp_hostlist_free(&hl);
-		return ddp_fmt(r->blame, sizeof(r->blame), "%s", v);
+		return ddp_fmt(to, DDP_FAILURE_NODES_LEN, "%s", v);
 	}
 	return 0;
 }
@@ -764,17 +766,20 @@ decide_blame(struct ddp_failure *c, enum ddp_failure_cause cause,
 		cause == DDP_CAUSE_NODE && node ? node : "");
 }
 
-/* 1 for a WHY that says a rank's node may be gone ("lost",
- * "unreachable"), not only the rank. */
+/* 1 for a WHY that says a rank was silent or gone ("lost",
+ * "unreachable", "hang"), which its node's loss or a cut link would also
+ * make it; not "behind", a rank seen waiting itself. */
 static int
 why_may_be_node(const char *why)
 {
-	return !strcmp(why, "lost") || !strcmp(why, "unreachable");
+	return strcmp(why, "behind") != 0;
 }
 
 /* Node evidence about rank (on node) in set (failure.h, rule 2): a rank of
- * another node named it lost or unreachable, and either no report came
- * from its node, or its own report (own) names a rank of another node so. */
+ * another node named it silent or gone, and either no report came from
+ * its node (a node that is up reports its tasks' end before srun ends),
+ * or its own report (own) names a rank of another node so: each side of
+ * a cut link sees the other silent, a stopped or hung rank names no one. */
 static int
 node_evidence(const struct ddp_failure_set *set, long rank, const char *node,
 	      const struct ddp_failure_seen *own)

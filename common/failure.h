@@ -40,16 +40,16 @@
  *          memory error explains, ...);
  *   oom    SIGKILL while the kernel's OOM-kill count rose: the job's
  *          memory;
- *   hang   a rank a hang survey names, or one named unreachable while its
- *          node still reported (the node was up: the rank was stopped,
- *          hung or far behind);
+ *   hang   a rank a hang survey names or one named unreachable, while its
+ *          node still reported and it named no rank of another node (the
+ *          node was up: the rank was stopped, hung or far behind);
  *   stop   SIGTERM, SIGINT or SIGHUP: Slurm (scancel, time limits) or a
  *          person ended it;
  *   node   the node: a SIGBUS while its kernel's memory-error counts rose,
- *          or a rank named lost or unreachable by ranks of other nodes
- *          while no report came from its node (the node or its link was
- *          gone), or that itself named a rank of another node so (a cut
- *          link, the side with more ranks deciding).
+ *          or a rank named lost, unreachable or hung by ranks of other
+ *          nodes while no report came from its node (the node or its
+ *          link was gone), or that itself named a rank of another node
+ *          so (a cut link, the side with more ranks deciding).
  * Only node blames a node (restart.h: --ddp-restart leaves it out); the
  * others blame the program, and --ddp-restart-on chooses which of them
  * are run again on the same nodes.
@@ -78,11 +78,14 @@
  *    - else R is the cause, said as "rank 2 on node3 hangs (named by rank
  *      0)", "hangs in an earlier call", "is unreachable" or "was lost",
  *      named by the last naming of the chain; its class is node when
- *      WHY is "lost" or "unreachable", R's node is one of STEP_NODES and
- *      a rank of another node named it, and either no report came from
- *      R's node or R's own report names a rank of another node lost or
- *      unreachable; else hang. The node blamed is then R's node (its
- *      report's, else NAMED_HOST).
+ *      WHY is not "behind", R's node is one of STEP_NODES, a rank of
+ *      another node named it (lost, unreachable or hung), and either no
+ *      report came from R's node (a node that is up reports its tasks'
+ *      end, the step's SIGKILL included, before srun ends) or R's own
+ *      report names a rank of another node so (each side of a cut link
+ *      sees the other silent; a stopped or hung rank names no one);
+ *      else hang. The node blamed is then R's node (its report's, else
+ *      NAMED_HOST).
  *    The cause's how and time are R's report's, else the naming one's.
  * 3. Else the earliest report is the cause, its class from its HOW.
  * A naming comes from the job's own program and is trusted as such: the
@@ -296,6 +299,7 @@ struct ddp_failure_record {
 	long code;			   /* N of how */
 	char blame[DDP_FAILURE_NODES_LEN]; /* host list, "" = none */
 	long nodes;			   /* the failed step's nodes */
+	char step_nodes[DDP_FAILURE_NODES_LEN]; /* their list, or "" */
 	char why[DDP_FAILURE_WHY_MAX];	   /* "" or a naming's WHY */
 	enum ddp_failure_cause cause;	   /* node when cause= is absent */
 };

@@ -278,7 +278,8 @@ supervise(unsigned max, unsigned requeue_max, unsigned restart_on, int argc,
 			free(run_argv);
 			free(added);
 		}
-		run_argv = ddp_restart_argv(argc, argv, st.exclude, &added, err,
+		run_argv = ddp_restart_argv(argc, argv, st.exclude, st.nodelist,
+					    &added, err,
 					    sizeof(err));
 		if (!run_argv) {
 			run_argv = argv;

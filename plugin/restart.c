@@ -167,6 +167,8 @@ same_nodes(struct ddp_restart *st, const struct ddp_failure_record *r,
 			      "not restarted: %s (%s), and no restart is left "
 			      "(%u of at most %u used)",
 			      what, name, st->done, st->max);
+	/* Slurm would otherwise pick any of the allocation's nodes. */
+	memcpy(st->nodelist, r->step_nodes, sizeof(st->nodelist));
 	st->done++;
 	return answer(1, line, linelen,
 		      "step restarted (%u of at most %u) on the same nodes: "
@@ -232,6 +234,7 @@ ddp_restart_decide(struct ddp_restart *st, const struct ddp_failure_record *r,
 	}
 	st->blamed = blamed;
 	memcpy(st->exclude, exclude, sizeof(st->exclude));
+	st->nodelist[0] = '\0';
 	st->done++;
 	return answer(1, line, linelen,
 		      "step restarted (%u of at most %u) without %s, from the "
@@ -240,9 +243,11 @@ ddp_restart_decide(struct ddp_restart *st, const struct ddp_failure_record *r,
 }
 
 char **
-ddp_restart_argv(int argc, char *const *argv, const char *exclude, char **added,
-		 char *err, size_t errlen)
+ddp_restart_argv(int argc, char *const *argv, const char *exclude,
+		 const char *nodelist, char **added, char *err, size_t errlen)
 {
+	const char *opt = nodelist && nodelist[0] ? "--nodelist=" : "--exclude=";
+	const char *value = nodelist && nodelist[0] ? nodelist : exclude;
 	struct ddp_srun_req req;
 	char **out;
 	size_t size;
@@ -256,10 +261,10 @@ ddp_restart_argv(int argc, char *const *argv, const char *exclude, char **added,
 		ddp_errf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (exclude && exclude[0]) {
-		size = strlen(exclude) + sizeof("--exclude=");
+	if (value && value[0]) {
+		size = strlen(opt) + strlen(value) + 1;
 		*added = malloc(size);
-		if (!*added || ddp_fmt(*added, size, "--exclude=%s", exclude)) {
+		if (!*added || ddp_fmt(*added, size, "%s%s", opt, value)) {
 			free(*added);
 			*added = NULL;
 			free(out);

@@ -55,6 +55,10 @@ struct ddp_restart {
 	/* The next srun's --exclude= value: the user's and the blamed
 	 * nodes; "" before the first restart. */
 	char exclude[DDP_RESTART_LIST_LEN];
+	/* The next srun's --nodelist= value after a restart on the same
+	 * nodes (the failed step's), which then replaces --exclude=; ""
+	 * otherwise. */
+	char nodelist[DDP_RESTART_LIST_LEN];
 	/* Set by a decision not to restart because the allocation has too
 	 * few nodes left: the job may be requeued without requeue_nodes
 	 * (every node blamed so far), and failure says what failed ("rank
@@ -76,7 +80,8 @@ void ddp_restart_init(struct ddp_restart *st, unsigned max, unsigned restart_on,
  * stopped is non-zero when ddp-restart forwarded a terminating signal
  * (the user or Slurm ended the step: never restarted). Returns 1 to run
  * the step again, with st->done counted, st->exclude the nodes to leave
- * out and line the one line to print ("step restarted (1 of at most 2)
+ * out, or st->nodelist the nodes to run on again (a restart on the same
+ * nodes: the record's step_nodes), and line the one line to print ("step restarted (1 of at most 2)
  * without node3, from the allocation's node[1-2,4-5]: rank 2 is
  * unreachable", "step restarted (1 of at most 2) on the same nodes: rank
  * 2 was killed by signal 11 (crash; --ddp-restart-on=crash)"); 0 not to, with
@@ -92,15 +97,18 @@ int ddp_restart_decide(struct ddp_restart *st,
 
 /*
  * The argv of the next srun: argv (argc words, argv[0] srun) with
- * "--exclude=<exclude>" added where srun's options end (ddp_srun_scan's
- * opts_end), after the user's own -x/--exclude, so that srun's last one
- * wins and holds both. exclude "" gives argv unchanged. Returns a
+ * "--nodelist=<nodelist>" when nodelist is not "", else
+ * "--exclude=<exclude>", added where srun's options end (ddp_srun_scan's
+ * opts_end), after the user's own -x/--exclude or -w/--nodelist, so that
+ * srun's last one wins (an --exclude= holds the user's too). Both ""
+ * give argv unchanged. Returns a
  * malloc'ed NULL-terminated array (argc + 2 entries) whose words are
  * argv's, except the added one, which is *added (malloc'ed); the caller
  * frees both. NULL with err when argv cannot be scanned or memory runs
  * out.
  */
 char **ddp_restart_argv(int argc, char *const *argv, const char *exclude,
-			char **added, char *err, size_t errlen);
+			const char *nodelist, char **added, char *err,
+			size_t errlen);
 
 #endif

@@ -25,7 +25,7 @@ dir=$(dirname "$0")
 k=$DDP_RESTART_COUNT
 printf 'run=%s supervisor=%s parent=%s args=%s\n' "$k" "$DDP_RESTART_SUPERVISOR" "$PPID" "$*" >>"$dir/runs"
 report() {
-	printf 'rank=2 node=%s how=%s time=1764240000.123 blame=%s nodes=%s step_nodes=x%s\n' \
+	printf 'rank=2 node=%s how=%s time=1764240000.123 blame=%s nodes=%s step_nodes=node[1-3]%s\n' \
 		"${2:-x}" "$1" "${2:-}" "${3:-4}" "${4:+ why= cause=$4}" >"$DDP_RESTART_REPORT.tmp"
 	mv "$DDP_RESTART_REPORT.tmp" "$DDP_RESTART_REPORT"
 }
@@ -149,9 +149,10 @@ no_leftovers() {
 	[[ $output == *"ddp: step restarted (2 of at most 2) on the same nodes: rank 2 was killed by signal 6 (crash; --ddp-restart-on=crash)"* ]]
 	run cat "$tmp/runs"
 	[ "${#lines[@]}" -eq 3 ]
-	# No --exclude= added: the program failed, not a node.
-	[[ ${lines[1]} == *" args=-N3 --ddp prog" ]]
-	[[ ${lines[2]} == *" args=-N3 --ddp prog" ]]
+	# No node left out, the failed step's own pinned: the program
+	# failed, not a node, and Slurm may not move it.
+	[[ ${lines[1]} == *" args=-N3 --ddp --nodelist=node[1-3] prog" ]]
+	[[ ${lines[2]} == *" args=-N3 --ddp --nodelist=node[1-3] prog" ]]
 	no_leftovers
 }
 

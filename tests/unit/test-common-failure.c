@@ -511,9 +511,18 @@ test_cause(void)
 	r[2] = naming(1, "node2", 1001, 2, "node3", "hang");
 	r[3] = naming(3, "node4", 1002, 2, "node3", "hang");
 	c = cause_of(r, 4, what, sizeof(what));
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
+		       ddp_failure_cause_of(&c) == DDP_CAUSE_NODE,
+	       "ranks of other nodes that name each other hung (a cut link: "
+	       "each side sees the other silent): its node: %s",
+	       what);
+	r[0] = killed(2, "node3", SIGKILL, 1200);
+	c = cause_of(r, 4, what, sizeof(what));
 	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "") &&
 		       ddp_failure_cause_of(&c) == DDP_CAUSE_HANG,
-	       "ranks that name each other hung: a hang, no node: %s", what);
+	       "named hung by all, its node reporting its end and naming "
+	       "no one (stopped): a hang, no node: %s",
+	       what);
 
 	/* A cut link on a ring: rank 1, beside the cut rank 2, waits in
 	 * call N for it; ranks 0 and 3 wait in N+1 for rank 1 and name it
@@ -588,10 +597,12 @@ test_cause(void)
 	/* No report of the hung rank: its named host, if a step node. */
 	r[0] = naming(0, "node1", 1000, 2, "node3", "hang");
 	c = cause_of(r, 1, what, sizeof(what));
-	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "") &&
+	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&
 		       c.status == 1 &&
 		       !strcmp(what, "rank 2 on node3 hangs (named by rank 0)"),
-	       "without its report, a hung rank is still a hang: %s", what);
+	       "named hung by another node and no report from its node (a "
+	       "node that is up reports its tasks' end): its node: %s",
+	       what);
 	r[0] = naming(0, "node1", 1000, 2, "node3", "unreachable");
 	c = cause_of(r, 1, what, sizeof(what));
 	tap_ok(c.rank == 2 && !strcmp(ddp_failure_blame(&c), "node3") &&

@@ -168,7 +168,8 @@ test_causes(void)
 	static const struct {
 		const char *record, *cause, *words;
 	} rows[] = {
-		{"rank=2 node=node3 how=signal:11 blame= nodes=4 cause=crash",
+		{"rank=2 node=node3 how=signal:11 blame= nodes=4 "
+		 "step_nodes=node[1-4] cause=crash",
 		 "crash",
 		 "rank 2 was killed by signal 11, a crash of the "
 		 "program"},
@@ -217,10 +218,11 @@ test_causes(void)
 					"the same nodes: ",
 					48) &&
 			       strstr(line, "--ddp-restart-on=") &&
-			       !st.exclude[0] && st.done == 1,
+			       !st.exclude[0] && st.done == 1 &&
+			       (i > 0 || !strcmp(st.nodelist, "node[1-4]")),
 		       "cause %s: with --ddp-restart-on=%s, restarted on the "
-		       "same nodes (%s)",
-		       rows[i].cause, rows[i].cause, line);
+		       "same nodes, the step's own (%s; --nodelist=%s)",
+		       rows[i].cause, rows[i].cause, line, st.nodelist);
 		tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line,
 					  sizeof(line)) == 1 &&
 			       ddp_restart_decide(&st, &r, NULL, 0, line,
@@ -241,7 +243,7 @@ test_causes(void)
 	      &r, err, sizeof(err));
 	ddp_restart_init(&st, 2, 0, NULL, "node[1-5]");
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1 &&
-		       !strcmp(st.exclude, "node3") &&
+		       !strcmp(st.exclude, "node3") && !st.nodelist[0] &&
 		       strstr(line, "without node3") &&
 		       strstr(line, "rank 2 is unreachable"),
 	       "cause node: restarted without the node by default (%s)", line);
@@ -288,7 +290,7 @@ test_argv(void)
 	char *added = NULL, err[DDP_ERR_LEN];
 	char **out;
 
-	out = ddp_restart_argv(8, argv1, "node3", &added, err, sizeof(err));
+	out = ddp_restart_argv(8, argv1, "node3", "", &added, err, sizeof(err));
 	tap_ok(out && added && !strcmp(out[0], "/usr/bin/srun") &&
 		       !strcmp(out[4], "2") &&
 		       !strcmp(out[5], "--exclude=node3") &&
@@ -298,7 +300,7 @@ test_argv(void)
 	       "own -x untouched");
 	free(out);
 	free(added);
-	out = ddp_restart_argv(6, argv2, "node9,node3", &added, err,
+	out = ddp_restart_argv(6, argv2, "node9,node3", "", &added, err,
 			       sizeof(err));
 	tap_ok(out && !strcmp(out[2], "node9") &&
 		       !strcmp(out[4], "--exclude=node9,node3") &&
@@ -306,15 +308,23 @@ test_argv(void)
 	       "argv: after the user's own -x, before --");
 	free(out);
 	free(added);
-	out = ddp_restart_argv(2, argv3, "node3", &added, err, sizeof(err));
+	out = ddp_restart_argv(2, argv3, "node3", "", &added, err, sizeof(err));
 	tap_ok(out && !strcmp(out[2], "--exclude=node3") && !out[3],
 	       "argv: no program: at the end");
 	free(out);
 	free(added);
-	out = ddp_restart_argv(2, argv3, "", &added, err, sizeof(err));
+	out = ddp_restart_argv(2, argv3, "", "", &added, err, sizeof(err));
 	tap_ok(out && !added && !strcmp(out[1], "--ddp") && !out[2],
 	       "argv: nothing to exclude: unchanged");
 	free(out);
+	out = ddp_restart_argv(8, argv1, "node3", "node[1-2,4-5]", &added, err,
+			       sizeof(err));
+	tap_ok(out && !strcmp(out[5], "--nodelist=node[1-2,4-5]") &&
+		       !strcmp(out[6], "prog") && !out[9],
+	       "argv: a restart on the same nodes pins them with --nodelist= "
+	       "where srun's options end");
+	free(out);
+	free(added);
 }
 
 int
