@@ -293,15 +293,15 @@ void ddp_failure_set_free(struct ddp_failure_set *set);
 /* One record, as ddp_failure_parse_record reads it (restart.h decides
  * from it). */
 struct ddp_failure_record {
-	long rank;			   /* -1: not said */
-	char node[DDP_HOSTNAME_MAX + 1];   /* where the rank ran, or "" */
-	int signalled;			   /* how: 1 signal:N, 0 exit:N */
-	long code;			   /* N of how */
-	char blame[DDP_FAILURE_NODES_LEN]; /* host list, "" = none */
-	long nodes;			   /* the failed step's nodes */
+	long rank;				/* -1: not said */
+	char node[DDP_HOSTNAME_MAX + 1];	/* where the rank ran, or "" */
+	int signalled;				/* how: 1 signal:N, 0 exit:N */
+	long code;				/* N of how */
+	char blame[DDP_FAILURE_NODES_LEN];	/* host list, "" = none */
+	long nodes;				/* the failed step's nodes */
 	char step_nodes[DDP_FAILURE_NODES_LEN]; /* their list, or "" */
-	char why[DDP_FAILURE_WHY_MAX];	   /* "" or a naming's WHY */
-	enum ddp_failure_cause cause;	   /* node when cause= is absent */
+	char why[DDP_FAILURE_WHY_MAX];		/* "" or a naming's WHY */
+	enum ddp_failure_cause cause;		/* node when cause= is absent */
 };
 
 /*

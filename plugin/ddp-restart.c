@@ -279,8 +279,7 @@ supervise(unsigned max, unsigned requeue_max, unsigned restart_on, int argc,
 			free(added);
 		}
 		run_argv = ddp_restart_argv(argc, argv, st.exclude, st.nodelist,
-					    &added, err,
-					    sizeof(err));
+					    &added, err, sizeof(err));
 		if (!run_argv) {
 			run_argv = argv;
 			ddp_error("not restarted: %s", err);

@@ -246,7 +246,8 @@ char **
 ddp_restart_argv(int argc, char *const *argv, const char *exclude,
 		 const char *nodelist, char **added, char *err, size_t errlen)
 {
-	const char *opt = nodelist && nodelist[0] ? "--nodelist=" : "--exclude=";
+	const char *opt =
+		nodelist && nodelist[0] ? "--nodelist=" : "--exclude=";
 	const char *value = nodelist && nodelist[0] ? nodelist : exclude;
 	struct ddp_srun_req req;
 	char **out;

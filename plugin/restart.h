@@ -81,14 +81,15 @@ void ddp_restart_init(struct ddp_restart *st, unsigned max, unsigned restart_on,
  * (the user or Slurm ended the step: never restarted). Returns 1 to run
  * the step again, with st->done counted, st->exclude the nodes to leave
  * out, or st->nodelist the nodes to run on again (a restart on the same
- * nodes: the record's step_nodes), and line the one line to print ("step restarted (1 of at most 2)
- * without node3, from the allocation's node[1-2,4-5]: rank 2 is
- * unreachable", "step restarted (1 of at most 2) on the same nodes: rank
- * 2 was killed by signal 11 (crash; --ddp-restart-on=crash)"); 0 not to, with
- * line saying why (with the --exclude= to run again with when too few nodes are
- * left); -1 when line does not fit (it then holds the start of the text). When
- * too few nodes are left, it also sets st->short_of_nodes, st->requeue_nodes
- * and st->failure, for a caller that requeues the job instead.
+ * nodes: the record's step_nodes), and line the one line to print ("step
+ * restarted (1 of at most 2) without node3, from the allocation's
+ * node[1-2,4-5]: rank 2 is unreachable", "step restarted (1 of at most 2) on
+ * the same nodes: rank 2 was killed by signal 11 (crash;
+ * --ddp-restart-on=crash)"); 0 not to, with line saying why (with the
+ * --exclude= to run again with when too few nodes are left); -1 when line does
+ * not fit (it then holds the start of the text). When too few nodes are left,
+ * it also sets st->short_of_nodes, st->requeue_nodes and st->failure, for a
+ * caller that requeues the job instead.
  */
 int ddp_restart_decide(struct ddp_restart *st,
 		       const struct ddp_failure_record *r,
