@@ -275,7 +275,7 @@ fail_once() {
 	echo "# job $job: $state $(awk -v a="$FAULT_TIME" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }') s after the fault, restarts $(job_field "$job" Restarts), excluded $(job_field "$job" ExcNodeList)" >&3
 	sed 's/^/# /' "$dir/job.out" >&3
 	[ "$state" = COMPLETED ]
-	grep -qE "^ddp: job $job requeued \(restart 1 of at most 2\) without $blamed: rank 2 (was lost|is unreachable), and the allocation has no spare node left$" "$dir/job.out"
+	grep -qE "^ddp: job $job requeued \(restart 1 of at most 2\) without $blamed: rank 2 (was lost|is unreachable|hangs), and the allocation has no spare node left$" "$dir/job.out"
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	[ "$(job_field "$job" ExcNodeList)" = "$blamed" ]
 	# The second run: four ranks elsewhere, SLURM_RESTART_COUNT=1.
