@@ -122,12 +122,30 @@ format_how(const struct ddp_failure *f, int with_kernel, char *buf, size_t len)
 	return ddp_fmt(buf, len, "signal:%d", f->signal);
 }
 
+/* The most nodes a step's host list (a report's STEP_NODES, a record's
+ * blame= and step_nodes=) may expand to. */
+#define LIST_HOSTS_MAX 65536
+
+/* 1 when list is a Slurm host list of at most LIST_HOSTS_MAX hosts. */
+static int
+host_list_ok(const char *list)
+{
+	struct ddp_hostlist hl = {0};
+	char why[128];
+
+	if (ddp_hostlist_parse(list, LIST_HOSTS_MAX, &hl, why, sizeof(why)) < 0)
+		return 0;
+	ddp_hostlist_free(&hl);
+	return 1;
+}
+
 /* The fields both lines share, checked. */
 static int
 fields_ok(const struct ddp_failure *f)
 {
 	return f->rank >= 0 && word_ok(f->node, sizeof(f->node), "") &&
 	       word_ok(f->step_nodes, sizeof(f->step_nodes), ",[]") &&
+	       host_list_ok(f->step_nodes) &&
 	       f->time_ms >= 0 && f->nodes > 0 &&
 	       (f->signal > 0 ? f->signal <= SIGNAL_MAX
 			      : f->status > 0 && f->status <= 255) &&
@@ -517,8 +535,6 @@ ddp_failure_format_record(const struct ddp_failure *f, char *buf, size_t len)
 
 /* Longest record line read; the plugin's are far shorter. */
 #define RECORD_LINE_MAX (2 * DDP_FAILURE_NODES_LEN + 512)
-/* The most nodes a record's blame= may name. */
-#define RECORD_BLAME_MAX 65536
 
 /* One key=value of a record; unknown keys are skipped. seen gathers the
  * keys a record must have (1 how, 2 nodes, 4 blame) and 8 for cause. */
@@ -527,8 +543,6 @@ record_field(const char *key, const char *v, struct ddp_failure_record *r,
 	     unsigned *seen)
 {
 	struct ddp_failure f = {0};
-	struct ddp_hostlist hl = {0};
-	char why[256];
 
 	if (!strcmp(key, "rank"))
 		return ddp_parse_long(v, 0, 0x7fffffffL, &r->rank);
@@ -565,10 +579,8 @@ record_field(const char *key, const char *v, struct ddp_failure_record *r,
 			return 0;
 		}
 		/* Checked now, so that deciding cannot meet a bad list. */
-		if (ddp_hostlist_parse(v, RECORD_BLAME_MAX, &hl, why,
-				       sizeof(why)) < 0)
+		if (!host_list_ok(v))
 			return -1;
-		ddp_hostlist_free(&hl);
 		return ddp_fmt(to, DDP_FAILURE_NODES_LEN, "%s", v);
 	}
 	return 0;

@@ -14,9 +14,9 @@
  * ":memory-error" for a SIGBUS while the node's memory-error counts rose
  * (kevents.h: what slurmstepd read of its own kernel, never what the task
  * says), TIME CLOCK_REALTIME seconds with milliseconds ("1764240000.123"),
- * NODES and STEP_NODES the step's node count and Slurm host list, which
- * srun alone does not know when the step ends. The four optional fields,
- * all or none, are the naming: a task of the node (rank BY) wrote to its
+ * NODES and STEP_NODES the step's node count and Slurm host list (of at
+ * most 65536 hosts), which srun alone does not know when the step ends.
+ * The four optional fields, all or none, are the naming: a task of the node (rank BY) wrote to its
  * DDP_FAILURE_FD that it failed because of rank NAMED on NAMED_HOST (as
  * libddp knows the host), WHY "lost", "hang", "unreachable" or "behind"
  * (a hang survey found NAMED still in an earlier call, itself waiting:
