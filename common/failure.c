@@ -145,8 +145,7 @@ fields_ok(const struct ddp_failure *f)
 {
 	return f->rank >= 0 && word_ok(f->node, sizeof(f->node), "") &&
 	       word_ok(f->step_nodes, sizeof(f->step_nodes), ",[]") &&
-	       host_list_ok(f->step_nodes) &&
-	       f->time_ms >= 0 && f->nodes > 0 &&
+	       host_list_ok(f->step_nodes) && f->time_ms >= 0 && f->nodes > 0 &&
 	       (f->signal > 0 ? f->signal <= SIGNAL_MAX
 			      : f->status > 0 && f->status <= 255) &&
 	       (f->kernel == DDP_KERNEL_NONE ||

@@ -16,11 +16,12 @@
  * says), TIME CLOCK_REALTIME seconds with milliseconds ("1764240000.123"),
  * NODES and STEP_NODES the step's node count and Slurm host list (of at
  * most 65536 hosts), which srun alone does not know when the step ends.
- * The four optional fields, all or none, are the naming: a task of the node (rank BY) wrote to its
- * DDP_FAILURE_FD that it failed because of rank NAMED on NAMED_HOST (as
- * libddp knows the host), WHY "lost", "hang", "unreachable" or "behind"
- * (a hang survey found NAMED still in an earlier call, itself waiting:
- * libddp(3)); the naming line is "BY names NAMED NAMED_HOST WHY".
+ * The four optional fields, all or none, are the naming: a task of the
+ * node (rank BY) wrote to its DDP_FAILURE_FD that it failed because of
+ * rank NAMED on NAMED_HOST (as libddp knows the host), WHY "lost", "hang",
+ * "unreachable" or "behind" (a hang survey found NAMED still in an
+ * earlier call, itself waiting: libddp(3)); the naming line is "BY names
+ * NAMED NAMED_HOST WHY".
  *
  * The record, one line in the file DDP_RESTART_REPORT names:
  *   rank=2 node=node3 how=signal:9 time=1764240000.123 blame=node3 nodes=4
