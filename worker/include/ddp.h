@@ -576,6 +576,45 @@ DDP_EXPORT int ddp_grad_sync_overlapped(const struct ddp_grad_sync *gs);
 DDP_EXPORT void ddp_grad_sync_destroy(struct ddp_grad_sync *gs);
 
 /*
+ * Stopping every rank at the same step (libddp(3), STOPPING): before the
+ * job's time limit, on preemption, or on a signal that reached one node.
+ *
+ * A rank wants to stop when it gets SIGTERM, SIGUSR1, SIGUSR2 or SIGHUP
+ * (in a --ddp step, which sets DDP_STOP_BEFORE, ddp_grad_sync_create
+ * installs handlers for those whose disposition is still the default;
+ * a program's own handler is never replaced: it calls ddp_request_stop),
+ * when ddp_request_stop was called, or when the job's end time
+ * (DDP_END_TIME, DDP_END_TIME_FILE) leaves less than room for two more
+ * steps and the checkpoint (measured: the steps between
+ * ddp_grad_sync_wait calls, the longest ddp_write_atomic) plus 5 s, or
+ * than DDP_STOP_BEFORE seconds when it names a number. The wish rides in
+ * the step's last bucket (one element more; no extra message), so every
+ * rank learns the same answer from the same ddp_grad_sync_wait.
+ */
+
+/* The exit status of a rank that stopped as agreed: srun --ddp then
+ * neither ends the step nor counts it as a failure. */
+#define DDP_EXIT_STOPPED 75
+
+/*
+ * After ddp_grad_sync_wait returned DDP_OK or DDP_SHRUNK: 1 when the
+ * ranks agreed that this step is the last one (the same on every rank,
+ * and from then on), else 0. The program then finishes the step
+ * (optimizer), writes its checkpoint (rank 0, ddp_write_atomic), calls
+ * ddp_grad_sync_destroy (which tells srun the step stopped, at which
+ * step and how long the checkpoint took) and ddp_comm_destroy, and exits
+ * with DDP_EXIT_STOPPED. 0 for NULL. Thread-safe against
+ * ddp_grad_sync_ready.
+ */
+DDP_EXPORT int ddp_should_stop(const struct ddp_grad_sync *gs);
+
+/*
+ * Asks for a stop at the next step every rank agrees on. Async-signal-
+ * safe: a program's own signal handler may call it. Any thread.
+ */
+DDP_EXPORT void ddp_request_stop(void);
+
+/*
  * Device memory helpers for the NCCL backend (so programs need not link
  * CUDA themselves); with the TCP backend they are malloc/free/memmove.
  * ddp_mem_alloc returns NULL on failure. ddp_mem_copy waits until the copy
