@@ -45,12 +45,13 @@ $(LIBDDP_SO): $(WORKER_OBJ) $(CORE_LIB) worker/libddp.map
 LIBDDP_INTERNAL := $(BUILD)/worker/libddp-internal.a
 # The core objects libddp uses: the static libraries carry them (stepkey's
 # reader, and jobdir for the rest of stepkey.o; the naming line's
-# formatter, and hostlist for the rest of failure.o).
+# formatter, and hostlist for the rest of failure.o; stop.h's words and
+# the stop note).
 LIBDDP_CORE_OBJ := $(BUILD)/common/ddp_util.o $(BUILD)/common/sha256.o \
                    $(BUILD)/common/stepkey.o $(BUILD)/common/jobdir.o \
                    $(BUILD)/common/ddp_host.o $(BUILD)/common/ddp_net.o \
                    $(BUILD)/common/ddp_guard.o $(BUILD)/common/failure.o \
-                   $(BUILD)/common/hostlist.o
+                   $(BUILD)/common/hostlist.o $(BUILD)/common/stop.o
 $(LIBDDP_INTERNAL): $(WORKER_OBJ) $(LIBDDP_CORE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@
