@@ -17,6 +17,7 @@
 
 #include "ddp_util.h"
 #include "failure.h"
+#include "stop.h"
 
 /* The signals a report may name: Linux's 1-31 and the real-time ones. */
 #define SIGNAL_MAX 64
@@ -114,6 +115,9 @@ kernel_signal(enum ddp_failure_kernel k)
 static int
 format_how(const struct ddp_failure *f, int with_kernel, char *buf, size_t len)
 {
+	/* A stop's record keeps how=exit:75, which every reader knows. */
+	if (with_kernel && f->stopped)
+		return ddp_fmt(buf, len, "stop");
 	if (f->signal <= 0)
 		return ddp_fmt(buf, len, "exit:%d", f->status);
 	if (with_kernel && f->kernel != DDP_KERNEL_NONE)
@@ -139,11 +143,23 @@ host_list_ok(const char *list)
 	return 1;
 }
 
+/* A stop's fields, checked: a stop is an exit with DDP_STOP_EXIT_STATUS
+ * and no naming. */
+static int
+stop_ok(const struct ddp_failure *f)
+{
+	return !f->stopped ||
+	       (f->signal <= 0 && f->status == DDP_STOP_EXIT_STATUS &&
+		!f->named && f->stop_step >= 0 && f->stop_ckpt_ms >= 0 &&
+		word_ok(f->stop_why, sizeof(f->stop_why), ""));
+}
+
 /* The fields both lines share, checked. */
 static int
 fields_ok(const struct ddp_failure *f)
 {
-	return f->rank >= 0 && word_ok(f->node, sizeof(f->node), "") &&
+	return f->rank >= 0 && stop_ok(f) &&
+	       word_ok(f->node, sizeof(f->node), "") &&
 	       word_ok(f->step_nodes, sizeof(f->step_nodes), ",[]") &&
 	       host_list_ok(f->step_nodes) && f->time_ms >= 0 && f->nodes > 0 &&
 	       (f->signal > 0 ? f->signal <= SIGNAL_MAX
@@ -193,6 +209,12 @@ ddp_failure_format_report(const struct ddp_failure *f, const char *nonce,
 	if (!nonce_ok(nonce) || !fields_ok(f) ||
 	    format_how(f, 1, how, sizeof(how)) < 0)
 		return -1;
+	if (f->stopped)
+		return ddp_fmt(buf, len,
+			       "%s %ld %s %s %lld.%03lld %lu %s %lld %s %lld\n",
+			       nonce, f->rank, f->node, how, f->time_ms / 1000,
+			       f->time_ms % 1000, f->nodes, f->step_nodes,
+			       f->stop_step, f->stop_why, f->stop_ckpt_ms);
 	if (!f->named)
 		return ddp_fmt(buf, len, "%s %ld %s %s %lld.%03lld %lu %s\n",
 			       nonce, f->rank, f->node, how, f->time_ms / 1000,
@@ -222,15 +244,23 @@ next_field(const char **p, char *buf, size_t len)
 	return 0;
 }
 
-/* "exit:N", "signal:N" or "signal:N:KERNEL" into f. */
+/* "exit:N", "signal:N" or "signal:N:KERNEL" into f; "stop" too when
+ * stop (a report's HOW). */
 static int
-parse_how(const char *s, struct ddp_failure *f)
+parse_how(const char *s, int stop, struct ddp_failure *f)
 {
 	char num[16];
 	const char *colon;
 	long v;
 	size_t n;
 
+	if (stop && !strcmp(s, "stop")) {
+		f->signal = 0;
+		f->status = DDP_STOP_EXIT_STATUS;
+		f->kernel = DDP_KERNEL_NONE;
+		f->stopped = 1;
+		return 0;
+	}
 	if (!strncmp(s, "exit:", 5) && ddp_parse_long(s + 5, 1, 255, &v) == 0 &&
 	    s[5] != '+') {
 		f->signal = 0;
@@ -289,6 +319,35 @@ parse_rank(const char *s, long *v)
 			       ddp_parse_long(s, 0, 0x7fffffffL, v) == 0
 		       ? 0
 		       : -1;
+}
+
+/* A whole number of a stop ("0"-LONG_MAX, no sign) into *v. */
+static int
+parse_count(const char *s, long long *v)
+{
+	long n;
+
+	if (s[0] < '0' || s[0] > '9' || ddp_parse_long(s, 0, LONG_MAX, &n) < 0)
+		return -1;
+	*v = n;
+	return 0;
+}
+
+/* "STEP STOP_WHY CKPT_MS" at *p, the end of the line, into f. */
+static int
+parse_stop_fields(const char **p, struct ddp_failure *f)
+{
+	char step[24], ckpt[24];
+	struct ddp_failure g = *f;
+
+	if (next_field(p, step, sizeof(step)) < 0 ||
+	    parse_count(step, &g.stop_step) < 0 ||
+	    next_field(p, g.stop_why, sizeof(g.stop_why)) < 0 ||
+	    next_field(p, ckpt, sizeof(ckpt)) < 0 ||
+	    parse_count(ckpt, &g.stop_ckpt_ms) < 0 || **p)
+		return -1;
+	*f = g;
+	return 0;
 }
 
 /* "BY NAMED NAMED_HOST WHY" at *p, the end of the line, into f. */
@@ -369,9 +428,9 @@ ddp_failure_parse_report(const char *line, const char *nonce,
 	out.rank = v;
 	if (next_field(&p, out.node, sizeof(out.node)) < 0)
 		return ddp_errf(err, errlen, "no node");
-	if (next_field(&p, how, sizeof(how)) < 0 || parse_how(how, &out) < 0)
+	if (next_field(&p, how, sizeof(how)) < 0 || parse_how(how, 1, &out) < 0)
 		return ddp_errf(err, errlen,
-				"no exit:N, signal:N or signal:N:KERNEL");
+				"no exit:N, signal:N, signal:N:KERNEL or stop");
 	if (next_field(&p, when, sizeof(when)) < 0 ||
 	    parse_time(when, &out.time_ms) < 0)
 		return ddp_errf(err, errlen, "no time");
@@ -381,7 +440,11 @@ ddp_failure_parse_report(const char *line, const char *nonce,
 	out.nodes = (unsigned long)v;
 	if (next_field(&p, out.step_nodes, sizeof(out.step_nodes)) < 0)
 		return ddp_errf(err, errlen, "no step node list");
-	if (*p && parse_naming_fields(&p, &out) < 0)
+	if (out.stopped && parse_stop_fields(&p, &out) < 0)
+		return ddp_errf(err, errlen,
+				"a stop without STEP STOP_WHY CKPT_MS, or "
+				"more");
+	if (!out.stopped && *p && parse_naming_fields(&p, &out) < 0)
 		return ddp_errf(err, errlen,
 				"a naming that is not BY NAMED "
 				"NAMED_HOST WHY, or more");
@@ -432,6 +495,8 @@ ddp_failure_cause_of(const struct ddp_failure *f)
 {
 	if (f->blame_decided)
 		return f->cause;
+	if (f->stopped)
+		return DDP_CAUSE_STOP;
 	return how_cause(f->signal, f->kernel);
 }
 
@@ -504,6 +569,10 @@ ddp_failure_describe(const struct ddp_failure *f, char *buf, size_t len)
 				 ? " after a memory error on its node"
 				 : "";
 
+	if (f->stopped)
+		return ddp_fmt(buf, len,
+			       "rank %ld on %s stopped after step %lld (%s)",
+			       f->rank, f->node, f->stop_step, f->stop_why);
 	if (f->signal <= 0)
 		return ddp_fmt(buf, len, "rank %ld on %s exited with status %d",
 			       f->rank, f->node, f->status);
@@ -550,7 +619,7 @@ record_field(const char *key, const char *v, struct ddp_failure_record *r,
 	if (!strcmp(key, "how")) {
 		*seen |= 1;
 		if ((strncmp(v, "exit:", 5) && strncmp(v, "signal:", 7)) ||
-		    strchr(strchr(v, ':') + 1, ':') || parse_how(v, &f) < 0)
+		    strchr(strchr(v, ':') + 1, ':') || parse_how(v, 0, &f) < 0)
 			return -1;
 		r->signalled = f.signal > 0;
 		r->code = f.signal > 0 ? f.signal : f.status;
@@ -693,11 +762,39 @@ out:
 	return rc;
 }
 
+/* Adds the stop f to set's stops: 0, or -1 when out of memory. */
+static int
+add_stop(struct ddp_failure_set *set, const struct ddp_failure *f)
+{
+	struct ddp_failure_stop *e;
+
+	if (set->nstops == set->stopcap) {
+		size_t cap = set->stopcap ? set->stopcap * 2 : 16;
+		struct ddp_failure_stop *grown =
+			realloc(set->stops, cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		set->stops = grown;
+		set->stopcap = cap;
+	}
+	e = &set->stops[set->nstops++];
+	e->rank = f->rank;
+	e->step = f->stop_step;
+	e->ckpt_ms = f->stop_ckpt_ms;
+	ddp_fmt(e->why, sizeof(e->why), "%s", f->stop_why);
+	if (set->nstops == 1 || ddp_failure_earlier(f, &set->stop_first))
+		set->stop_first = *f;
+	return 0;
+}
+
 int
 ddp_failure_set_add(struct ddp_failure_set *set, const struct ddp_failure *f)
 {
 	struct ddp_failure_seen *e;
 
+	if (f->stopped)
+		return add_stop(set, f);
 	if (set->nseen == set->cap) {
 		size_t cap = set->cap ? set->cap * 2 : 16;
 		struct ddp_failure_seen *grown =
@@ -1013,9 +1110,88 @@ ddp_failure_set_cause(const struct ddp_failure_set *set,
 	return 1;
 }
 
+/* qsort's order of stops: by rank. */
+static int
+stop_by_rank(const void *a, const void *b)
+{
+	const struct ddp_failure_stop *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The most reasons srun's stop line lists. */
+#define STOP_REASONS_SHOWN 4
+
+size_t
+ddp_failure_set_stopped(const struct ddp_failure_set *set, unsigned long ntasks,
+			struct ddp_failure *stop, char *what, size_t whatlen)
+{
+	struct ddp_failure_stop *by_rank;
+	char ranks[48], steps[64], reasons[256];
+	long long lo, hi, ckpt = 0;
+	size_t i, shown = 0, more = 0;
+
+	if (set->have_first || !set->nstops)
+		return 0;
+	/* A copy, so the set stays untouched: sorted by rank for the line. */
+	by_rank = malloc(set->nstops * sizeof(*by_rank));
+	if (by_rank) {
+		memcpy(by_rank, set->stops, set->nstops * sizeof(*by_rank));
+		qsort(by_rank, set->nstops, sizeof(*by_rank), stop_by_rank);
+	}
+	lo = hi = set->stops[0].step;
+	reasons[0] = '\0';
+	for (i = 0; i < set->nstops; i++) {
+		const struct ddp_failure_stop *e =
+			by_rank ? &by_rank[i] : &set->stops[i];
+
+		lo = e->step < lo ? e->step : lo;
+		hi = e->step > hi ? e->step : hi;
+		ckpt = e->ckpt_ms > ckpt ? e->ckpt_ms : ckpt;
+		if (!strcmp(e->why, "agreed"))
+			continue;
+		if (shown == STOP_REASONS_SHOWN) {
+			more++;
+			continue;
+		}
+		ddp_fmt_cat(reasons, sizeof(reasons), "%s%s on rank %ld",
+			    shown ? "; " : " (", e->why, e->rank);
+		shown++;
+	}
+	free(by_rank);
+	if (more)
+		ddp_fmt_cat(reasons, sizeof(reasons), "; %zu more", more);
+	if (shown)
+		ddp_fmt_cat(reasons, sizeof(reasons), ")");
+	if (ntasks && set->nstops >= ntasks)
+		ddp_fmt(ranks, sizeof(ranks), "every rank");
+	else if (ntasks)
+		ddp_fmt(ranks, sizeof(ranks), "%zu of %lu ranks", set->nstops,
+			ntasks);
+	else
+		ddp_fmt(ranks, sizeof(ranks), "%zu rank%s", set->nstops,
+			set->nstops == 1 ? "" : "s");
+	if (lo == hi)
+		ddp_fmt(steps, sizeof(steps), "step %lld", lo);
+	else
+		ddp_fmt(steps, sizeof(steps), "steps %lld to %lld", lo, hi);
+	if (ddp_fmt(what, whatlen,
+		    "stopped on %s after %s%s: checkpoint written in "
+		    "%lld.%02lld "
+		    "s",
+		    ranks, steps, reasons, ckpt / 1000, ckpt % 1000 / 10) < 0)
+		ddp_fmt(what, whatlen, "stopped on %s after %s", ranks, steps);
+	*stop = set->stop_first;
+	stop->blame_decided = 1;
+	stop->cause = DDP_CAUSE_STOP;
+	stop->blamed[0] = '\0';
+	return set->nstops;
+}
+
 void
 ddp_failure_set_free(struct ddp_failure_set *set)
 {
+	free(set->stops);
 	free(set->seen);
 	memset(set, 0, sizeof(*set));
 }

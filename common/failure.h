@@ -16,6 +16,15 @@
  * says), TIME CLOCK_REALTIME seconds with milliseconds ("1764240000.123"),
  * NODES and STEP_NODES the step's node count and Slurm host list (of at
  * most 65536 hosts), which srun alone does not know when the step ends.
+ * A task that stopped cleanly (stop.h: it exited DDP_STOP_EXIT_STATUS
+ * after writing its stop note) is reported with HOW "stop" and, in place
+ * of a naming, its note's three fields:
+ *   NONCE RANK NODE stop TIME NODES STEP_NODES STEP STOP_WHY CKPT_MS\n
+ * STEP the steps synchronised when the stop was agreed, STOP_WHY the
+ * rank's own reason (ddp_stop_why_name's word: "time-limit", "sigusr1",
+ * "agreed", ...), CKPT_MS the milliseconds its checkpoint took. A stop
+ * is no failure: it never ends the step, never has a cause, never
+ * blames a node, and its record's cause= is "stop" (how=exit:75).
  * The four optional fields, all or none, are the naming: a task of the
  * node (rank BY) wrote to its DDP_FAILURE_FD that it failed because of
  * rank NAMED on NAMED_HOST (as libddp knows the host), WHY "lost", "hang",
@@ -51,6 +60,11 @@
  *          nodes while no report came from its node (the node or its
  *          link was gone), or that itself named a rank of another node
  *          so (a cut link, the side with more ranks deciding).
+ *   stop   also a task that stopped cleanly (the report's HOW "stop"),
+ *          which is never the cause of a failure: a failure among the
+ *          step's reports wins over every stop (ddp_failure_set_cause
+ *          sees only failures; ddp_failure_set_stopped only answers when
+ *          there is none).
  * Only node blames a node (restart.h: --ddp-restart leaves it out); the
  * others blame the program, and --ddp-restart-on chooses which of them
  * are run again on the same nodes.
@@ -148,6 +162,11 @@ struct ddp_failure {
 	long named_by, named_rank;
 	char named_node[DDP_HOSTNAME_MAX + 1];
 	char named_why[DDP_FAILURE_WHY_MAX];
+	/* A clean stop (stopped > 0, status DDP_STOP_EXIT_STATUS, no
+	 * naming): the stop note's step, why word and checkpoint time. */
+	int stopped;
+	long long stop_step, stop_ckpt_ms;
+	char stop_why[DDP_FAILURE_WHY_MAX];
 	/* Set by ddp_failure_set_cause: the class and the node blamed are
 	 * these, whatever the rule for f alone says. */
 	int blame_decided;
@@ -168,6 +187,13 @@ struct ddp_failure_seen {
 	char named_why[DDP_FAILURE_WHY_MAX];
 };
 
+/* One clean stop, as much of it as srun's stop line needs. */
+struct ddp_failure_stop {
+	long rank;
+	long long step, ckpt_ms;
+	char why[DDP_FAILURE_WHY_MAX];
+};
+
 /*
  * All reports of a step, for its cause (see above). Zero it to start;
  * ddp_failure_set_free releases it. Not thread-safe: one owner.
@@ -176,8 +202,12 @@ struct ddp_failure_set {
 	struct ddp_failure first;  /* the earliest report */
 	struct ddp_failure naming; /* the earliest one with a naming */
 	int have_first, have_naming;
-	struct ddp_failure_seen *seen; /* every report, owned */
+	struct ddp_failure_seen *seen; /* every failure's report, owned */
 	size_t nseen, cap;
+	/* The clean stops, apart: they are never a failure's cause. */
+	struct ddp_failure stop_first;	/* the earliest stop */
+	struct ddp_failure_stop *stops; /* every stop, owned */
+	size_t nstops, stopcap;
 };
 
 /*
@@ -287,6 +317,23 @@ int ddp_failure_set_add(struct ddp_failure_set *set,
 int ddp_failure_set_cause(const struct ddp_failure_set *set,
 			  struct ddp_failure *cause, char *what,
 			  size_t whatlen);
+
+/*
+ * The step's clean stops, when set holds stops and no failure (a failure
+ * wins: ddp_failure_set_cause): the earliest stop into stop, its class
+ * decided as stop with no node blamed (its record says cause=stop), and
+ * srun's words into what: "stopped on every rank after step 41
+ * (time-limit on rank 0; sigusr1 on rank 2): checkpoint written in
+ * 0.21 s" ("on 3 of 4 ranks" when fewer than ntasks stopped, ntasks 0
+ * for not known; "after steps 40 to 41" when the notes differ; the
+ * reasons of the ranks whose own reason is not "agreed", by rank, the
+ * first four of them; the longest checkpoint). Returns the number of
+ * stops, or 0 (stop and what untouched) when there is none or a failure
+ * is among the reports.
+ */
+size_t ddp_failure_set_stopped(const struct ddp_failure_set *set,
+			       unsigned long ntasks, struct ddp_failure *stop,
+			       char *what, size_t whatlen);
 
 /* Releases what set owns and zeroes it. */
 void ddp_failure_set_free(struct ddp_failure_set *set);

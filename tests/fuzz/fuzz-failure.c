@@ -4,7 +4,9 @@
  * record parser; every report and naming accepted formats back to the
  * same line's meaning (format, parse, equal), every set of accepted reports has
  * a cause whose record parses back to the same fields, and a record whose cause
- * blames a node is the only kind that names one. */
+ * blames a node is the only kind that names one. A set of clean stops alone
+ * gives srun's stop line and a record of cause stop that blames nobody; a
+ * failure among them always wins. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +103,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		start = i + 1;
 	}
 	if (ddp_failure_set_cause(&set, &cause, what, sizeof(what))) {
-		if (!cause.blame_decided || !memchr(what, '\0', sizeof(what)))
+		if (!cause.blame_decided || !memchr(what, '\0', sizeof(what)) ||
+		    cause.stopped ||
+		    ddp_failure_set_stopped(&set, 4, &cause, what,
+					    sizeof(what)))
+			abort();
+		round_trip_record(&cause);
+	} else if (ddp_failure_set_stopped(&set, 4, &cause, what,
+					   sizeof(what))) {
+		if (!cause.stopped ||
+		    ddp_failure_cause_of(&cause) != DDP_CAUSE_STOP ||
+		    ddp_failure_blame(&cause)[0] ||
+		    !memchr(what, '\0', sizeof(what)))
 			abort();
 		round_trip_record(&cause);
 	}

@@ -4,7 +4,8 @@
  * broken reports, the earliest of several, the blame rule, srun's line and
  * the restart record file; a task's naming of the rank at fault, in the
  * report and in the cause of a step's failure, following the chain of
- * waiters a hang survey names.
+ * waiters a hang survey names; a clean stop's report, srun's stop line
+ * and the rule that a failure wins over every stop.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -660,6 +661,126 @@ test_cause(void)
 	       "no report, no cause");
 }
 
+/* A clean stop of rank on node after step, for why, its checkpoint
+ * ckpt_ms long. */
+static struct ddp_failure
+stopped(long rank, const char *node, long long step, const char *why,
+	long long ckpt_ms, long long ms)
+{
+	struct ddp_failure f = killed(rank, node, 0, ms);
+
+	f.status = 75;
+	f.stopped = 1;
+	f.stop_step = step;
+	f.stop_ckpt_ms = ckpt_ms;
+	snprintf(f.stop_why, sizeof(f.stop_why), "%s", why);
+	return f;
+}
+
+static void
+test_stop(void)
+{
+	struct ddp_failure f = stopped(2, "node3", 41, "sigusr1", 210,
+				       1764240000123LL),
+			   g, c;
+	struct ddp_failure_set set = {0};
+	struct ddp_failure_record r;
+	char line[DDP_FAILURE_LINE_MAX], err[160], what[256];
+	const char *bad[] = {
+		/* no note's fields, a short one, one too many */
+		"00112233445566778899aabbccddeeff 2 node3 stop 1.000 4 "
+		"node[1-4]",
+		"00112233445566778899aabbccddeeff 2 node3 stop 1.000 4 "
+		"node[1-4] 41 sigusr1",
+		"00112233445566778899aabbccddeeff 2 node3 stop 1.000 4 "
+		"node[1-4] 41 sigusr1 210 x",
+		/* a signed step, a why out of form, a naming instead */
+		"00112233445566778899aabbccddeeff 2 node3 stop 1.000 4 "
+		"node[1-4] -1 sigusr1 210",
+		"00112233445566778899aabbccddeeff 2 node3 stop 1.000 4 "
+		"node[1-4] 41 sig/usr1 210",
+		"00112233445566778899aabbccddeeff 2 node3 stop 1.000 4 "
+		"node[1-4] 0 names 3 node4",
+	};
+	size_t i;
+
+	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) == 0,
+	       "a stop's report is written");
+	TAP_STREQ(line,
+		  "00112233445566778899aabbccddeeff 2 node3 stop "
+		  "1764240000.123 4 node[1-4] 41 sigusr1 210\n",
+		  "the stop's report line carries the note's fields");
+	memset(&g, 0, sizeof(g));
+	tap_ok(ddp_failure_parse_report(line, nonce, &g, err, sizeof(err)) ==
+			       0 &&
+		       !memcmp(&f, &g, sizeof(f)),
+	       "and reads back as the same stop");
+	tap_ok(ddp_failure_cause_of(&g) == DDP_CAUSE_STOP &&
+		       !strcmp(ddp_failure_blame(&g), ""),
+	       "a stop's class is stop, and it blames no node");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		tap_ok(ddp_failure_parse_report(bad[i], nonce, &g, err,
+						sizeof(err)) == -1,
+		       "refused: %s", bad[i] + 33);
+	f.named = 1;
+	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) < 0,
+	       "a stop with a naming is not written");
+	f.named = 0;
+	f.status = 1;
+	tap_ok(ddp_failure_format_report(&f, nonce, line, sizeof(line)) < 0,
+	       "nor one whose status is not 75");
+
+	/* Three ranks stop at step 41, one of them for the time. */
+	f = stopped(2, "node3", 41, "sigusr1", 180, 1764240000300LL);
+	ddp_failure_set_add(&set, &f);
+	f = stopped(0, "node1", 41, "time-limit", 210, 1764240000200LL);
+	ddp_failure_set_add(&set, &f);
+	f = stopped(1, "node2", 41, "agreed", 5, 1764240000250LL);
+	ddp_failure_set_add(&set, &f);
+	tap_ok(!ddp_failure_set_cause(&set, &c, what, sizeof(what)),
+	       "stops alone are no failure: no cause");
+	tap_ok(ddp_failure_set_stopped(&set, 3, &c, what, sizeof(what)) == 3,
+	       "three stops");
+	TAP_STREQ(what,
+		  "stopped on every rank after step 41 (time-limit on rank 0; "
+		  "sigusr1 on rank 2): checkpoint written in 0.21 s",
+		  "srun's stop line: why on which rank, the step, the "
+		  "longest checkpoint");
+	tap_ok(c.rank == 0 && ddp_failure_cause_of(&c) == DDP_CAUSE_STOP &&
+		       !strcmp(ddp_failure_blame(&c), ""),
+	       "the earliest stop, class stop, nobody blamed");
+	tap_ok(ddp_failure_format_record(&c, line, sizeof(line)) == 0 &&
+		       strstr(line, " how=exit:75 ") &&
+		       strstr(line, " blame= ") &&
+		       strstr(line, " cause=stop\n") &&
+		       ddp_failure_parse_record(line, strlen(line), &r, err,
+						sizeof(err)) == 0 &&
+		       r.cause == DDP_CAUSE_STOP && !r.blame[0] &&
+		       r.code == 75 && !r.signalled,
+	       "its record says cause=stop, how=exit:75, and reads back");
+	tap_ok(ddp_failure_set_stopped(&set, 4, &c, what, sizeof(what)) == 3 &&
+		       strstr(what, "stopped on 3 of 4 ranks after step 41"),
+	       "fewer stops than tasks: said so (%s)", what);
+	f = stopped(3, "node4", 42, "agreed", 0, 1764240000400LL);
+	ddp_failure_set_add(&set, &f);
+	tap_ok(ddp_failure_set_stopped(&set, 4, &c, what, sizeof(what)) == 4 &&
+		       strstr(what, "on every rank after steps 41 to 42 ("),
+	       "notes of different steps: the range (%s)", what);
+
+	/* A real failure among them wins, whatever came first. */
+	f = killed(3, "node4", SIGSEGV, 1764240009000LL);
+	ddp_failure_set_add(&set, &f);
+	tap_ok(ddp_failure_set_stopped(&set, 4, &c, what, sizeof(what)) == 0,
+	       "a failure among the stops: no stop line");
+	tap_ok(ddp_failure_set_cause(&set, &c, what, sizeof(what)) &&
+		       c.rank == 3 && c.signal == SIGSEGV && !c.stopped &&
+		       ddp_failure_cause_of(&c) == DDP_CAUSE_CRASH,
+	       "the failure is the cause, though every stop came first (%s)",
+	       what);
+	ddp_failure_set_free(&set);
+	tap_ok(set.stops == NULL && set.nstops == 0, "the set is freed");
+}
+
 int
 main(void)
 {
@@ -672,5 +793,6 @@ main(void)
 	test_record();
 	test_naming();
 	test_cause();
+	test_stop();
 	return tap_done();
 }
