@@ -71,6 +71,16 @@ teardown_file() {
 	grep -q /opt/slurm-ddp/libexec/slurm-ddp/ddp-prolog "$dest/opt/slurm-ddp/share/man/man8/ddp-prolog.8"
 }
 
+@test "the Python module slurm_ddp goes to PREFIX/lib/python3/dist-packages and imports from there" {
+	local dir="$dest/opt/slurm-ddp/lib/python3/dist-packages"
+	[ -f "$dir/slurm_ddp/__init__.py" ]
+	[ -f "$dir/slurm_ddp/stop.py" ]
+	[ "$(stat -c %a "$dir/slurm_ddp/stop.py")" = 644 ]
+	run env PYTHONPATH="$dir" python3 -c 'import slurm_ddp, slurm_ddp.stop as s; print(s.__file__, slurm_ddp.STOP_EXIT_STATUS)'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$dir/slurm_ddp/stop.py 75" ]
+}
+
 @test "nothing is installed outside DESTDIR" {
 	run find "$dest" -mindepth 1 -maxdepth 1
 	[ "$output" = "$dest/opt" ]
