@@ -34,13 +34,14 @@ What a rank wants. A rank wants to stop when
 
 How the ranks agree. should_stop() is the one call per step. Every K
 steps it all_reduces (MAX) a tiny tensor on the process group's device:
-this rank's wish, and the K it proposes. Every rank gets the same answer
+this rank's wish, and its bounds on K. Every rank gets the same answer
 at the same step, and from then on should_stop() returns True. K is
 chosen so that the all_reduce costs at most 1 % of a step (both
-measured) and a stop is never more than about half a second of steps
-late; the ranks use the largest K any of them proposes, agreed in the
-same all_reduce, so all of them switch at the same step. A rank that
-wants to stop for the time counts the K steps it may have to wait.
+measured: the largest K any rank needs for that) unless a stop would
+then come more than half a second of steps late (the smallest K any
+rank allows for that wins); agreed in the same all_reduce, every rank
+switches K at the same step. A rank that wants to stop for the time
+counts the K steps it may have to wait.
 
 What the program does then. Rank 0 writes its checkpoint (time it with
 ``stopper.checkpointing()``, or let exit() take the time since the
@@ -327,21 +328,29 @@ class Stopper:
             fn(step)
 
     def _propose_k(self):
+        """The fewest steps between agreements that keep them under
+        TARGET_OVERHEAD of a step, and the most that keep a stop under
+        MAX_DELAY_SECONDS late, as this rank measures them."""
         if self.agreements < WARM_AGREEMENTS or self.step_seconds <= 0:
-            return 1
+            return 1, 1
         cost = math.ceil(self.agreement_seconds
                          / (TARGET_OVERHEAD * self.step_seconds))
         late = math.floor(MAX_DELAY_SECONDS / self.step_seconds)
-        return max(1, min(cost, late))
+        return max(1, cost), max(1, late)
 
-    def _agree(self, wish, k):
-        if not self._distributed:
-            return wish, k
-        t = self._torch.tensor([wish, k], dtype=self._torch.int64,
-                               device=self._device)
-        self._dist.all_reduce(t, op=self._dist.ReduceOp.MAX, group=self._group)
-        w, k = t.tolist()
-        return w, k
+    def _agree(self, wish, cost, late):
+        """One MAX all_reduce: whether any rank wishes to stop, and the K
+        of every rank: the largest cost bound, unless the smallest
+        lateness bound is smaller (a stop in time comes first)."""
+        if self._distributed:
+            t = self._torch.tensor([wish, cost, -late],
+                                   dtype=self._torch.int64,
+                                   device=self._device)
+            self._dist.all_reduce(t, op=self._dist.ReduceOp.MAX,
+                                  group=self._group)
+            wish, cost, late = t.tolist()
+            late = -late
+        return wish, max(1, min(cost, late))
 
     def should_stop(self):
         """The one call per step, on every rank, after optimizer.step():
@@ -362,10 +371,10 @@ class Stopper:
         if self._since < self.k:
             return False
         self._since = 0
-        proposal = self._propose_k()
-        wish = self._wish or self._time_wish(now, max(self.k, proposal))
+        cost, late = self._propose_k()
+        wish = self._wish or self._time_wish(now, max(self.k, late))
         t0 = time.monotonic()
-        agreed, k = self._agree(1 if wish else 0, proposal)
+        agreed, k = self._agree(1 if wish else 0, cost, late)
         t1 = time.monotonic()
         self._ar_last = t1 - t0
         self.agreement_seconds = (
