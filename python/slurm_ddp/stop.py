@@ -83,6 +83,7 @@ END_TIME_READ_SECONDS = 5
 STOP_EXIT_STATUS = 75
 STOP_NOTE_MAX = 128
 STOP_BEFORE_MAX = 604800
+END_TIME_MAX = 99999999999
 # worker/cause.h
 FAILURE_FD_ENV = "DDP_FAILURE_FD"
 
@@ -129,28 +130,34 @@ class StopBefore:
 
 def parse_stop_before(value):
     """ddp_stop_before_parse: "auto", "0" or whole seconds from 1 to
-    604800. Raises ValueError naming the value and what is accepted."""
+    604800, no sign. Raises ValueError naming the value and what is
+    accepted."""
     if value == "auto":
         return StopBefore(automatic=True)
-    v = _parse_long(value, 0, STOP_BEFORE_MAX)
+    v = None if value[:1] in ("+", "-") else _parse_long(value, 0,
+                                                          STOP_BEFORE_MAX)
     if v is None:
-        raise ValueError(f"{STOP_BEFORE_ENV}={value!r}: use auto, 0 (off) or "
-                         f"whole seconds from 1 to {STOP_BEFORE_MAX}")
+        raise ValueError(f"{STOP_BEFORE_ENV}: invalid value '{value[:64]}' "
+                         "(use auto, 0 to turn stopping off, or whole "
+                         f"seconds from 1 to {STOP_BEFORE_MAX})")
     return StopBefore(off=True) if v == 0 else StopBefore(secs=float(v))
 
 
 def parse_end(text):
-    """ddp_stop_end_parse: whole Unix seconds, a trailing newline allowed;
-    None for anything else."""
+    """ddp_stop_end_parse: whole Unix seconds from 1 to END_TIME_MAX, no
+    sign, a trailing newline allowed; None for anything else."""
     if text.endswith("\n"):
         text = text[:-1]
-    v = _parse_long(text, 0, _LONG_MAX)
+    if not text or len(text) >= 24 or text[0] in ("+", "-"):
+        return None
+    v = _parse_long(text, 1, END_TIME_MAX)
     return None if v is None else float(v)
 
 
 def stop_margin(step_s, ckpt_s):
-    """ddp_stop_margin: 2 * step_s + 1.5 * ckpt_s + 5 seconds."""
-    return 2 * step_s + 1.5 * ckpt_s + 5
+    """ddp_stop_margin: 2 * step_s + 1.5 * ckpt_s + 5 seconds (a negative
+    time counts as 0)."""
+    return 2 * max(step_s, 0) + 1.5 * max(ckpt_s, 0) + 5
 
 
 def stop_due(before, now, end, step_s, ckpt_s):
@@ -158,7 +165,7 @@ def stop_due(before, now, end, step_s, ckpt_s):
     if before.off or end <= 0:
         return False
     margin = stop_margin(step_s, ckpt_s) if before.automatic else before.secs
-    return now + margin >= end
+    return margin > 0 and now + margin >= end
 
 
 def format_note(rank, step, why, ckpt_ms):

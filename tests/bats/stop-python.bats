@@ -51,5 +51,17 @@ case_() {
 
 @test "exit() writes the stop note on DDP_FAILURE_FD's pipe only, as ddp_stop_note_format does, and exits 75" {
 	need_torch
+	parse=$repo/${BUILD:-build}/tests/bats/stop-note
+	[ -x "$parse" ] || {
+		echo "$parse is not built (make)"
+		return 1
+	}
 	case_ note
+	note=$(printf '%s\n' "$output" | grep '^stop ')
+	[[ $note == "stop rank=0 step=3 why=request ckpt_ms="* ]]
+	# slurmstepd's parser reads it, and the C formatter writes it back
+	# byte for byte.
+	run "$parse" <<<"$note"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$note" ]
 }

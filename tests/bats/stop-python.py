@@ -356,6 +356,10 @@ def case_contract():
         (s.parse_end("1700000000\n"), 1700000000.0),
         (s.parse_end("17x"), None),
         (s.parse_end(" 17"), None),
+        (s.parse_end("+17"), None),
+        (s.parse_end("0"), None),
+        (s.parse_end("100000000000"), None),
+        (s.stop_margin(-1, -1), 5),
         (s.stop_margin(2, 10), 24.0),
         (s.stop_due(s.parse_stop_before("auto"), 100, 110, 1, 2), True),
         (s.stop_due(s.parse_stop_before("auto"), 100, 110, 1, 1), False),
@@ -368,7 +372,7 @@ def case_contract():
     for i, (got, want) in enumerate(checks):
         if got != want:
             fail(f"check {i}: {got!r}, want {want!r}")
-    for bad in ("", "auto ", "-1", "604801", "1.5", "soon"):
+    for bad in ("", "auto ", "-1", "+5", "-0", "604801", "1.5", "soon"):
         try:
             s.parse_stop_before(bad)
         except ValueError as e:
@@ -377,7 +381,8 @@ def case_contract():
         else:
             fail(f"DDP_STOP_BEFORE={bad!r} accepted")
     for args in ((-1, 0, "sigterm", 0), (0, -1, "sigterm", 0),
-                 (0, 0, "bored", 0), (0, 0, "sigterm", -5)):
+                 (0, 0, "bored", 0), (0, 0, "none", 0),
+                 (0, 0, "sigterm", -5)):
         try:
             s.format_note(*args)
         except ValueError:
