@@ -258,9 +258,10 @@ def case_end_time():
         fail(f"steps {steps}, exit statuses {rc}")
     if "time-limit" not in [v["why"] for v in res.values()]:
         fail("no rank stopped for the time")
-    # The margin: 5 s and two steps (no checkpoint timed); the file is
-    # read at most every 5 s.
-    if not at < end - 4:
+    # The margin: 5 s and two steps (no checkpoint timed), less the K
+    # steps of the agreement and a busy host's delays; the file is read
+    # at most every 5 s.
+    if not at < end - 2:
         fail(f"stopped at {at:.3f}, later than the margin before {end}")
     if at < end - 5 - 5 - 1:
         fail(f"stopped at {at:.3f}, long before the margin before {end}")
