@@ -20,6 +20,15 @@
 # uninterrupted run, bit for bit. DIR must be a directory every node sees,
 # such as the job's $DDP_SHARED_DIR.
 #
+# An agreed stop (python/slurm_ddp, the Python side of srun --ddp's stop:
+# the time limit near, preemption, a signal to any rank): every rank
+# stops after the same step and prints "train.py: rank R stopped after
+# step G (WHY)", G the steps trained since the training began; with
+# --checkpoint rank 0 saves that step ("train.py: checkpoint at step G in
+# DIR/train.pt"), and the run started again goes on with the next batch
+# of that epoch ("resuming from ...: S of M epochs done, step G"), ending
+# bit-identical to an uninterrupted run. The ranks exit with status 75.
+#
 # --times (or DDP_TRAIN_TIMES=1): every rank also prints one line per phase
 # of its start, "train.py: time rank R PHASE SECONDS" with SECONDS from
 # CLOCK_REALTIME (comparable across nodes): start (the script began),
@@ -35,11 +44,26 @@ import time
 
 STARTED = time.clock_gettime(time.CLOCK_REALTIME)
 
+import itertools
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+try:
+    from slurm_ddp import Stopper
+except ImportError:
+    # Run from the source tree: the module is in python/ beside examples/.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "python"))
+    try:
+        from slurm_ddp import Stopper
+    except ImportError:
+        sys.exit("train.py: the Python module slurm_ddp is not installed "
+                 "(make install, or the python3-slurm-ddp package; from a "
+                 "source tree, PYTHONPATH=python)")
 
 
 def make_data(n=2048, dim=32, classes=4):
@@ -73,15 +97,22 @@ def pick_device(want, rank, local_rank):
 
 
 CKPT_NAME = "train.pt"
+# Version 2 adds the batches done in the epoch under way (an agreed stop
+# saves in the middle of an epoch) and that epoch's loss so far; version
+# 1 (whole epochs only) is still read.
+CKPT_VERSION = 2
 
 
-def save_checkpoint(directory, model, opt, epochs_done, world):
-    """Rank 0: the state after epochs_done epochs into DIR/train.pt, so that
-    no crash leaves a torn file under that name: a new file beside it
-    (mkstemp: O_EXCL, 0600) is written and synced, renamed over it, and the
-    directory synced. The data order needs no state of its own: the
-    DistributedSampler's set_epoch makes it a function of the epoch."""
-    state = {"version": 1, "world": world, "epoch": epochs_done,
+def save_checkpoint(directory, model, opt, epochs_done, world, batches=0,
+                    loss_total=0.0):
+    """Rank 0: the state after epochs_done epochs and batches batches of
+    the next one into DIR/train.pt, so that no crash leaves a torn file
+    under that name: a new file beside it (mkstemp: O_EXCL, 0600) is
+    written and synced, renamed over it, and the directory synced. The
+    data order needs no state of its own: the DistributedSampler's
+    set_epoch makes it a function of the epoch."""
+    state = {"version": CKPT_VERSION, "world": world, "epoch": epochs_done,
+             "batches": batches, "loss_total": loss_total,
              "model": model.state_dict(), "optimizer": opt.state_dict()}
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{CKPT_NAME}.tmp-")
     try:
@@ -98,24 +129,23 @@ def save_checkpoint(directory, model, opt, epochs_done, world):
         os.fsync(dfd)
     finally:
         os.close(dfd)
-    print(f"train.py: checkpoint of epoch {epochs_done} in "
-          f"{os.path.join(directory, CKPT_NAME)}", flush=True)
 
 
 def load_checkpoint(directory, model, opt, device, world):
-    """Every rank: the epochs done according to DIR/train.pt, with the model
-    and the optimizer restored; 0 when there is no checkpoint yet. Exits
-    saying why when the checkpoint does not fit this run."""
+    """Every rank: (epochs done, batches done of the next epoch, that
+    epoch's loss so far) according to DIR/train.pt, with the model and
+    the optimizer restored; (0, 0, 0.0) when there is no checkpoint yet.
+    Exits saying why when the checkpoint does not fit this run."""
     path = os.path.join(directory, CKPT_NAME)
     try:
         state = torch.load(path, map_location=device)
     except FileNotFoundError:
-        return 0
+        return 0, 0, 0.0
     except Exception as e:  # a damaged file: pickle and zip errors vary
         sys.exit(f"train.py: {path} cannot be loaded ({e}); remove it to "
                  "train from the start")
-    if not isinstance(state, dict) or state.get("version") != 1:
-        sys.exit(f"train.py: {path} is not a version 1 checkpoint of "
+    if not isinstance(state, dict) or state.get("version") not in (1, 2):
+        sys.exit(f"train.py: {path} is not a version 1 or 2 checkpoint of "
                  "train.py; remove it to train from the start")
     if state["world"] != world:
         sys.exit(f"train.py: {path} was written by a world of "
@@ -126,7 +156,8 @@ def load_checkpoint(directory, model, opt, device, world):
                  "start")
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
-    return state["epoch"]
+    return (state["epoch"], state.get("batches", 0),
+            state.get("loss_total", 0.0))
 
 
 def params_digest(model):
@@ -193,12 +224,17 @@ def main():
     opt = torch.optim.SGD(ddp_model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
 
-    start = 0
+    # Every rank asks after each step whether the ranks agreed to stop.
+    stopper = Stopper()
+    per_epoch = len(loader)
+    start, skip, resumed_total = 0, 0, 0.0
     if args.checkpoint:
-        start = load_checkpoint(args.checkpoint, model, opt, device, world)
-        # Every rank must go on from the same epoch: a directory that is
+        start, skip, resumed_total = load_checkpoint(args.checkpoint, model,
+                                                     opt, device, world)
+        # Every rank must go on from the same step: a directory that is
         # not shared would otherwise train ranks on different epochs.
-        seen = torch.tensor([start, -start], dtype=torch.int64, device=device)
+        at = start * per_epoch + skip
+        seen = torch.tensor([at, -at], dtype=torch.int64, device=device)
         dist.all_reduce(seen, op=dist.ReduceOp.MAX)
         if seen[0].item() != -seen[1].item():
             sys.exit(f"train.py: rank {rank}: the ranks did not all find the "
@@ -207,11 +243,11 @@ def main():
         say_time(times, rank, "checkpoint")
         restarts = os.environ.get("DDP_RESTART_COUNT",
                                   os.environ.get("SLURM_RESTART_COUNT", "0"))
-        if rank == 0 and start:
+        if rank == 0 and (start or skip):
             print(f"train.py: resuming from "
                   f"{os.path.join(args.checkpoint, CKPT_NAME)} (restart "
-                  f"{restarts}): {start} of {args.epochs} epochs done",
-                  flush=True)
+                  f"{restarts}): {start} of {args.epochs} epochs done"
+                  + (f", step {at}" if skip else ""), flush=True)
 
     # DDP lays its gradient buckets out anew after its first backward pass,
     # in the order the gradients became ready: a resumed run's first step
@@ -228,7 +264,14 @@ def main():
     for epoch in range(start, args.epochs):
         sampler.set_epoch(epoch)
         total = 0.0
-        for x, y in loader:
+        batches = enumerate(loader)
+        if epoch == start and skip:
+            # The epoch an agreed stop cut: the same order, from the batch
+            # after the last one trained (those before are read and
+            # dropped; a large data set would skip their indices instead).
+            batches = itertools.islice(batches, skip, None)
+            total = resumed_total
+        for i, (x, y) in batches:
             x, y = x.to(device), y.to(device)
             opt.zero_grad()
             loss = loss_fn(ddp_model(x), y)
@@ -238,12 +281,26 @@ def main():
                 say_time(times, rank, "first-allreduce")
                 first = False
             total += loss.item()
+            if stopper.should_stop():
+                step = epoch * per_epoch + i + 1
+                print(f"train.py: rank {rank} stopped after step {step} "
+                      f"({stopper.why})", flush=True)
+                if args.checkpoint and rank == 0:
+                    save_checkpoint(args.checkpoint, model, opt, epoch, world,
+                                    i + 1, total)
+                    print(f"train.py: checkpoint at step {step} in "
+                          f"{os.path.join(args.checkpoint, CKPT_NAME)}",
+                          flush=True)
+                stopper.exit()
         if rank == 0:
             print(f"epoch {epoch} loss {total / len(loader):.4f}", flush=True)
         done = epoch + 1
         if (args.checkpoint and rank == 0
                 and (done % every == 0 or done == args.epochs)):
-            save_checkpoint(args.checkpoint, model, opt, done, world)
+            with stopper.checkpointing():
+                save_checkpoint(args.checkpoint, model, opt, done, world)
+            print(f"train.py: checkpoint of epoch {done} in "
+                  f"{os.path.join(args.checkpoint, CKPT_NAME)}", flush=True)
 
     checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
     print(f"rank {rank} local_rank {local_rank} world {world} "

@@ -8,7 +8,10 @@
 # not fit the run (world size, model, damage, a directory the ranks do not
 # share) is refused with a message that says so. The resumed run goes on
 # from the epochs the killed one had done and trains none of them again
-# (tests/lib/resume.bash).
+# (tests/lib/resume.bash). train.py's agreed stop (python/slurm_ddp): a
+# signal to one rank stops every rank after the same step, checkpointed
+# in the middle of an epoch, and the run started again goes on from the
+# next batch; a version 1 checkpoint (whole epochs) is still read.
 
 # shellcheck source=tests/lib/resume.bash
 source "$BATS_TEST_DIRNAME/../lib/resume.bash"
@@ -253,6 +256,93 @@ saved_two() {
 	[ "$(grep -h ' checksum ' "$tmp"/resumed.* | awk '{print $NF}' | sort -u)" = \
 		"$(grep -h ' checksum ' "$tmp"/plain.* | awk '{print $NF}' | sort -u)" ]
 	[ "$(stat -c %a "$tmp/ck/train.pt")" = 600 ]
+}
+
+# epoch_two FILE: rank 0 has trained two epochs.
+epoch_two() {
+	grep -q '^epoch 1 loss ' "$1"
+}
+
+# signal_when FILE TEST SIG PID: waits (60 s at most) until TEST, run on
+# FILE, succeeds while the ranks run, then sends SIG to PID.
+signal_when() {
+	local file=$1 test=$2 sig=$3 pid=$4 p
+	for _ in $(seq 6000); do
+		"$test" "$file" && break
+		for p in "${pids[@]}"; do
+			kill -0 "$p" 2>/dev/null || {
+				echo "a rank ended before $file was ready"
+				return 1
+			}
+		done
+		sleep 0.01
+	done
+	kill "-$sig" "$pid"
+}
+
+@test "train.py (3 ranks): SIGUSR1 to one rank stops every rank after the same step, checkpointed mid-epoch (exit 75); the run started again goes on from the next batch and ends bit-identical" {
+	need_torch
+	run_ranks 3 plain "$python" "$repo/examples/train.py" "${py_opts[@]}"
+	want=$(digest_of plain)
+	[ -n "$want" ]
+
+	mkdir "$tmp/ck"
+	DDP_STOP_BEFORE=auto start_ranks 3 stopped "$python" "$repo/examples/train.py" \
+		"${py_opts[@]}" --checkpoint "$tmp/ck" --checkpoint-every 5
+	target=$((RANDOM % 3))
+	signal_when "$tmp/stopped.0" epoch_two USR1 "${pids[$target]}"
+	for r in 0 1 2; do
+		rc=0
+		wait "${pids[$r]}" || rc=$?
+		[ "$rc" -eq 75 ] || {
+			echo "rank $r exited $rc, not 75"
+			tail -n 5 "$tmp/stopped.$r"
+			false
+		}
+	done
+	pids=()
+	# One step for every rank, the signalled one's reason its signal.
+	steps=$(sed -n 's/^train.py: rank [0-2] stopped after step \([0-9]*\) (.*)$/\1/p' "$tmp"/stopped.* | sort -u)
+	[ "$(printf '%s\n' "$steps" | wc -l)" -eq 1 ] && [ -n "$steps" ]
+	grep -qx "train.py: rank $target stopped after step $steps (sigusr1)" "$tmp/stopped.$target"
+	[ "$(grep -c '(agreed)$' "$tmp"/stopped.*  | awk -F: '{ n += $2 } END { print n }')" -eq 2 ]
+	grep -qx "train.py: checkpoint at step $steps in $tmp/ck/train.pt" "$tmp/stopped.0"
+	[ -z "$(digest_of stopped)" ]
+	# 11 batches an epoch (2048 samples, 3 ranks, 64 a batch).
+	epochs=$(((steps - 1) / 11))
+	echo "stopped after step $steps, in epoch $epochs"
+
+	DDP_STOP_BEFORE=auto run_ranks 3 resumed "$python" "$repo/examples/train.py" \
+		"${py_opts[@]}" --checkpoint "$tmp/ck" --checkpoint-every 5
+	grep -qx "train.py: resuming from $tmp/ck/train.pt (restart 0): $epochs of 40 epochs done, step $steps" "$tmp/resumed.0"
+	# The cut epoch is finished once, with the loss of an uninterrupted
+	# run, and the epochs after it follow.
+	[ "$(sed -n 's/^epoch \([0-9]*\) loss .*/\1/p' "$tmp/stopped.0" | tail -n 1)" -eq $((epochs - 1)) ] ||
+		[ "$epochs" -eq 0 ]
+	[ "$(sed -n 's/^epoch \([0-9]*\) loss .*/\1/p' "$tmp/resumed.0" | head -n 1)" -eq "$epochs" ]
+	[ "$(grep -c '^epoch ' "$tmp/resumed.0")" -eq $((40 - epochs)) ]
+	[ "$(grep "^epoch $epochs loss " "$tmp/resumed.0")" = "$(grep "^epoch $epochs loss " "$tmp/plain.0")" ]
+	[ "$(digest_of resumed)" = "$want" ]
+}
+
+@test "train.py resumes from a version 1 checkpoint (whole epochs, before the stop's format) and ends bit-identical" {
+	need_torch
+	run_ranks 2 plain "$python" "$repo/examples/train.py" --device cpu --epochs 3
+	mkdir "$tmp/ck"
+	run_ranks 2 first "$python" "$repo/examples/train.py" --device cpu \
+		--epochs 2 --checkpoint "$tmp/ck"
+	# Written as train.py wrote it before version 2.
+	"$python" -c 'import sys, torch
+s = torch.load(sys.argv[1])
+assert s["version"] == 2 and s["batches"] == 0, s["version"]
+del s["batches"], s["loss_total"]
+s["version"] = 1
+torch.save(s, sys.argv[1])' "$tmp/ck/train.pt"
+	run_ranks 2 resumed "$python" "$repo/examples/train.py" --device cpu \
+		--epochs 3 --checkpoint "$tmp/ck"
+	grep -qx "train.py: resuming from $tmp/ck/train.pt (restart 0): 2 of 3 epochs done" "$tmp/resumed.0"
+	[ "$(grep -c '^epoch ' "$tmp/resumed.0")" -eq 1 ]
+	[ "$(digest_of resumed)" = "$(digest_of plain)" ]
 }
 
 @test "train.py refuses a checkpoint of another world size, naming both, and a missing directory" {
