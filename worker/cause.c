@@ -16,10 +16,12 @@
 #include "ddp_util.h"
 #include "failure.h"
 #include "status.h"
+#include "stop.h"
 
 #define CAUSE_ENV "DDP_FAILURE_FD"
 
 static int named;
+static int noted;
 
 /*
  * The descriptor of DDP_FAILURE_FD ("N", or "N:INODE" as the plugin sets
@@ -80,4 +82,21 @@ wk_cause_name(int self, int rank, const char *host, const char *why)
 	/* One write under PIPE_BUF: the line arrives whole or not at all. */
 	if (write(fd, line, strlen(line)) < 0)
 		wk_log(2, "%s: %s", CAUSE_ENV, strerror(errno));
+}
+
+void
+wk_cause_stop(const struct ddp_stop_note *note)
+{
+	char line[DDP_STOP_NOTE_MAX];
+	int fd;
+
+	if (ddp_stop_note_format(note, line, sizeof(line)) < 0 ||
+	    __atomic_exchange_n(&noted, 1, __ATOMIC_ACQ_REL))
+		return;
+	fd = cause_fd();
+	if (fd < 0)
+		return;
+	/* One write under PIPE_BUF (DDP_STOP_NOTE_MAX is less). */
+	if (write(fd, line, strlen(line)) < 0)
+		wk_log(1, "%s: the stop note: %s", CAUSE_ENV, strerror(errno));
 }

@@ -16,6 +16,10 @@
  * first-failure report names the rank at the root of the failure
  * (common/failure.h).
  *
+ * After a stop every rank agreed on (wish.h), the task writes its stop
+ * note there instead (wk_cause_stop), which tells slurmstepd that its
+ * exit with DDP_EXIT_STOPPED is a clean stop.
+ *
  * Only the first naming of a process is written: the first failure is
  * the cause, what follows is its consequence. DDP_FAILURE_FD is "N" or
  * "N:INODE" (the pipe's inode, as the plugin sets it); without it, or
@@ -26,7 +30,17 @@
 #ifndef DDP_WK_CAUSE_H
 #define DDP_WK_CAUSE_H
 
+#include "stop.h"
+
 /* Names rank (on host) as the cause of self's failure, for why. */
 void wk_cause_name(int self, int rank, const char *host, const char *why);
+
+/*
+ * Writes this rank's stop note (common/stop.h: ddp_stop_note_format) on
+ * the same descriptor, with the same checks, in one write: the task
+ * stopped as agreed, not failed. Only the first note of a process is
+ * written. Thread-safe like wk_cause_name.
+ */
+void wk_cause_stop(const struct ddp_stop_note *note);
 
 #endif

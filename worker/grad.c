@@ -2,16 +2,25 @@
 /*
  * Gradient synchronisation (a DDP reducer): buckets in reverse registration
  * order, each allreduced on a background thread as soon as it is complete.
+ * The step's last bucket carries one element more, this rank's wish to
+ * stop (wish.h): averaged with the gradients, so every rank learns the
+ * same answer from the same step at no extra round trip.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cause.h"
 #include "comm.h"
 #include "ddp_util.h"
 #include "reduce.h"
 #include "shrink.h"
 #include "straggler.h"
+#include "wish.h"
+
+/* Mixed into the layout fingerprint: the last bucket's stop flag, so a
+ * rank whose libddp sends none is refused rather than misaligned. */
+#define LAYOUT_STOP_FLAG 0x73746f70u
 
 struct gs_param {
 	void *param;
@@ -39,6 +48,9 @@ struct gs_bucket {
 	 * reduction lost a rank is reduced again over the survivors. */
 	void *saved;
 	int kept;
+	/* 1 for the step's last bucket: flat holds one element more after
+	 * bytes, the stop flag (never a gradient, never a view). */
+	int flag;
 };
 
 struct ddp_grad_sync {
@@ -69,6 +81,13 @@ struct ddp_grad_sync {
 	struct wk_late late;
 	int shrink;   /* DDP_ON_FAILURE=shrink */
 	double steps; /* steps synchronised so far */
+	struct wk_wish wish;
+	enum ddp_stop_why wished; /* this rank's wish in this step's flag */
+	int agreed;		  /* the ranks agreed to stop (sticky) */
+	enum ddp_stop_why why;	  /* this rank's reason then, or AGREED */
+	double agreed_at;	  /* when (ddp_now) */
+	long long agreed_step;	  /* gs->steps then */
+	int agreed_rank;	  /* this rank then */
 };
 
 /* DDP_ON_FAILURE: abort (unset, the default) or shrink. */
@@ -97,6 +116,7 @@ ddp_grad_sync_create(struct ddp_comm *comm,
 		     struct ddp_grad_sync **out)
 {
 	struct ddp_grad_sync *gs;
+	struct wk_wish wish;
 	enum ddp_status st;
 	int shrink;
 
@@ -106,6 +126,8 @@ ddp_grad_sync_create(struct ddp_comm *comm,
 	st = env_on_failure(&shrink);
 	if (!st && shrink)
 		st = wk_comm_shrink_check(comm);
+	if (!st)
+		st = wk_wish_init(&wish);
 	if (st)
 		return st;
 	gs = calloc(1, sizeof(*gs));
@@ -119,6 +141,7 @@ ddp_grad_sync_create(struct ddp_comm *comm,
 	}
 	gs->comm = comm;
 	gs->shrink = shrink;
+	gs->wish = wish;
 	gs->opts.first_bucket_bytes = 1 << 20;
 	gs->opts.bucket_cap_bytes = 25 << 20;
 	if (opts && opts->first_bucket_bytes)
@@ -226,9 +249,14 @@ build_buckets(struct ddp_grad_sync *gs)
 		}
 		b->bytes += bytes;
 	}
+	gs->b[gs->nb - 1].flag = 1;
 	for (i = 0; i < gs->nb; i++) {
 		gs->b[i].pending = gs->b[i].nparams;
-		gs->b[i].flat = ddp_mem_alloc(gs->comm, gs->b[i].bytes);
+		gs->b[i].flat = ddp_mem_alloc(
+			gs->comm,
+			gs->b[i].bytes +
+				(gs->b[i].flag ? ddp_dtype_size(gs->b[i].dtype)
+					       : 0));
 		/* Host memory: only the TCP backend shrinks. */
 		if (gs->shrink)
 			gs->b[i].saved =
@@ -251,8 +279,70 @@ static enum ddp_status
 reduce_bucket(struct ddp_grad_sync *gs, struct gs_bucket *b)
 {
 	return wk_bucket_avg(gs->comm, b->fence, b->flat,
-			     b->bytes / ddp_dtype_size(b->dtype), b->dtype,
-			     b->pieces, b->npieces);
+			     b->bytes / ddp_dtype_size(b->dtype) +
+				     (size_t)b->flag,
+			     b->dtype, b->pieces, b->npieces);
+}
+
+/* One value in a bucket's dtype (a float one: wk_dtype_ok). */
+union flag_value {
+	double f64;
+	float f32;
+	uint16_t f16;
+};
+
+/*
+ * This rank's wish into the last bucket's flag, 1.0 to stop, else 0.0,
+ * with the backend's copy (device memory under NCCL). Called before the
+ * step's first bucket is queued, when no reduction of the step runs yet.
+ */
+static enum ddp_status
+set_flag(struct ddp_grad_sync *gs)
+{
+	struct gs_bucket *b = &gs->b[gs->nb - 1];
+	union flag_value v;
+	float one;
+
+	gs->wished = wk_wish_now(&gs->wish);
+	one = gs->wished != DDP_STOP_NONE ? 1.0f : 0.0f;
+	memset(&v, 0, sizeof(v));
+	if (b->dtype == DDP_FLOAT64)
+		v.f64 = one;
+	else if (b->dtype == DDP_FLOAT32)
+		v.f32 = one;
+	else if (b->dtype == DDP_FLOAT16)
+		v.f16 = wk_float_to_half(one);
+	else
+		v.f16 = wk_float_to_bf16(one);
+	return ddp_mem_copy(gs->comm, (uint8_t *)b->flat + b->bytes, &v,
+			    ddp_dtype_size(b->dtype), DDP_COPY_TO_BUFFER);
+}
+
+/* The reduced flag, after the step's last bucket: > 0 when any rank
+ * wished to stop (an average of 0s and 1s), the same on every rank. */
+static enum ddp_status
+get_flag(struct ddp_grad_sync *gs, int *stop)
+{
+	struct gs_bucket *b = &gs->b[gs->nb - 1];
+	union flag_value v;
+	enum ddp_status st;
+	double got;
+
+	memset(&v, 0, sizeof(v));
+	st = ddp_mem_copy(gs->comm, &v, (uint8_t *)b->flat + b->bytes,
+			  ddp_dtype_size(b->dtype), DDP_COPY_TO_HOST);
+	if (st)
+		return st;
+	if (b->dtype == DDP_FLOAT64)
+		got = v.f64;
+	else if (b->dtype == DDP_FLOAT32)
+		got = v.f32;
+	else if (b->dtype == DDP_FLOAT16)
+		got = wk_half_to_float(v.f16);
+	else
+		got = wk_bf16_to_float(v.f16);
+	*stop = got > 0;
+	return DDP_OK;
 }
 
 /* Copies bucket i's gradients into its saved copy (save 1) or back. */
@@ -300,8 +390,12 @@ comm_thread(void *arg)
 		pthread_mutex_unlock(&gs->m);
 		if (gs->shrink)
 			keep_bucket(gs, i, 1);
+		/* The flag is set before the step's first bucket, on every
+		 * backend when its stream is idle. */
+		st = i == 0 ? set_flag(gs) : DDP_OK;
 		t0 = ddp_now();
-		st = reduce_bucket(gs, &gs->b[i]);
+		if (!st)
+			st = reduce_bucket(gs, &gs->b[i]);
 		/* The first bucket's wait is this rank's arrival against the
 		 * others' (straggler.h). */
 		if (i == 0)
@@ -339,6 +433,7 @@ check_layout(struct ddp_grad_sync *gs)
 		h = (h ^ gs->p[i].count) * 1099511628211ull;
 		h = (h ^ (uint64_t)gs->p[i].dtype) * 1099511628211ull;
 	}
+	h = (h ^ LAYOUT_STOP_FLAG) * 1099511628211ull;
 	mx[0] = mn[0] = gs->np;
 	mx[1] = mn[1] = (double)(h >> 32);
 	mx[2] = mn[2] = (double)(h & 0xffffffffu);
@@ -436,6 +531,8 @@ recover(struct ddp_grad_sync *gs)
 				      -at[1], at[0]);
 		for (i = 0; i < gs->nb; i++)
 			keep_bucket(gs, i, 0);
+		/* The failed reduction left the flag half reduced. */
+		st = set_flag(gs);
 		for (i = 0; i < gs->nb && !st; i++)
 			st = reduce_bucket(gs, &gs->b[i]);
 		if (!st)
@@ -482,6 +579,35 @@ ddp_grad_sync_ready(struct ddp_grad_sync *gs, int index)
 	}
 	pthread_mutex_unlock(&gs->m);
 	return st;
+}
+
+/*
+ * After a synchronised step (gs->m held, the thread idle): whether the
+ * ranks agreed to stop. Sticky: the first agreement is kept. A flag that
+ * cannot be read fails the sync (*st).
+ */
+static void
+agree_stop(struct ddp_grad_sync *gs, enum ddp_status *st)
+{
+	enum ddp_status fst;
+	int stop = 0;
+
+	if (gs->agreed)
+		return;
+	fst = get_flag(gs, &stop);
+	if (fst) {
+		gs->err = fst;
+		ddp_fmt(gs->errmsg, sizeof(gs->errmsg), "%s", wk_errbuf());
+		*st = fst;
+		return;
+	}
+	if (!stop)
+		return;
+	gs->why = gs->wished != DDP_STOP_NONE ? gs->wished : DDP_STOP_AGREED;
+	gs->agreed_at = ddp_now();
+	gs->agreed_step = (long long)gs->steps;
+	gs->agreed_rank = ddp_comm_rank(gs->comm);
+	__atomic_store_n(&gs->agreed, 1, __ATOMIC_RELEASE);
 }
 
 enum ddp_status
@@ -542,7 +668,10 @@ ddp_grad_sync_wait(struct ddp_grad_sync *gs)
 	gs->launched = 0;
 	if (!st || st == DDP_SHRUNK) {
 		gs->steps++;
-		report = wk_late_step(&gs->late, gs->first_wait);
+		agree_stop(gs, &st);
+		wk_wish_step(&gs->wish);
+		if (!gs->err)
+			report = wk_late_step(&gs->late, gs->first_wait);
 	}
 out:
 	pthread_mutex_unlock(&gs->m);
@@ -596,13 +725,40 @@ ddp_grad_sync_overlapped(const struct ddp_grad_sync *gs)
 	return gs ? gs->overlapped : 0;
 }
 
+int
+ddp_should_stop(const struct ddp_grad_sync *gs)
+{
+	return gs ? __atomic_load_n(&gs->agreed, __ATOMIC_ACQUIRE) : 0;
+}
+
+const char *
+ddp_should_stop_why(const struct ddp_grad_sync *gs)
+{
+	if (!gs || !__atomic_load_n(&gs->agreed, __ATOMIC_ACQUIRE))
+		return NULL;
+	return ddp_stop_why_name(gs->why);
+}
+
 void
 ddp_grad_sync_destroy(struct ddp_grad_sync *gs)
 {
+	struct ddp_stop_note note;
 	int i;
 
 	if (!gs)
 		return;
+	/* The stop note: srun's one line, and slurmstepd's sign that the
+	 * exit with DDP_EXIT_STOPPED that follows is no failure. */
+	if (gs->agreed) {
+		note = (struct ddp_stop_note){
+			.rank = gs->agreed_rank,
+			.step = gs->agreed_step,
+			.why = gs->why,
+			.ckpt_ms =
+				(long long)((ddp_now() - gs->agreed_at) * 1000),
+		};
+		wk_cause_stop(&note);
+	}
 	if (gs->thread_on) {
 		pthread_mutex_lock(&gs->m);
 		gs->stop = 1;

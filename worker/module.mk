@@ -8,7 +8,7 @@ WORKER_SRC := worker/status.c worker/comm.c worker/proto.c worker/reduce.c \
               worker/rdv_roster.c worker/rdv_common.c worker/tcp.c \
               worker/tcp_coll.c worker/grad.c worker/shm.c worker/hier.c \
               worker/peers.c worker/host.c worker/straggler.c \
-              worker/shrink.c worker/cause.c
+              worker/shrink.c worker/cause.c worker/wish.c
 # Resuming from a checkpoint: the restart count and atomic files.
 WORKER_SRC += worker/resume.c
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)

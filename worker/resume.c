@@ -15,7 +15,11 @@
 #include <unistd.h>
 
 #include "ddp_util.h"
+#include "resume.h"
 #include "status.h"
+
+/* The longest successful ddp_write_atomic, in microseconds. */
+static long long write_longest_us;
 
 /* Room a temporary name needs beyond the final one: ".", then
  * ".tmp-PID-SEQ-NSEC" (NAME_MAX - TMP_EXTRA: 191 bytes left for names). */
@@ -113,6 +117,8 @@ ddp_write_atomic(const char *dir, const char *name, const void *buf, size_t len)
 	enum ddp_status st;
 	int dfd = -1, fd = -1, created = 0, tries, e;
 	struct timespec ts;
+	double t0 = ddp_now();
+	long long us, had;
 
 	st = resolve(fn, &dir, name);
 	if (st)
@@ -165,8 +171,17 @@ ddp_write_atomic(const char *dir, const char *name, const void *buf, size_t len)
 		goto out;
 	}
 	created = 0;
-	if (sync_dir(dfd) < 0)
+	if (sync_dir(dfd) < 0) {
 		st = sys_err(fn, "fsync the directory of", dir, name);
+		goto out;
+	}
+	/* An agreed stop leaves room for the checkpoint (wish.h). */
+	us = (long long)((ddp_now() - t0) * 1e6);
+	had = __atomic_load_n(&write_longest_us, __ATOMIC_RELAXED);
+	while (us > had &&
+	       !__atomic_compare_exchange_n(&write_longest_us, &had, us, 0,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 out:
 	e = errno;
 	if (fd >= 0)
@@ -249,4 +264,11 @@ out:
 	close(dfd);
 	errno = e;
 	return st;
+}
+
+double
+wk_resume_write_longest(void)
+{
+	return (double)__atomic_load_n(&write_longest_us, __ATOMIC_RELAXED) /
+	       1e6;
 }

@@ -609,6 +609,15 @@ DDP_EXPORT void ddp_grad_sync_destroy(struct ddp_grad_sync *gs);
 DDP_EXPORT int ddp_should_stop(const struct ddp_grad_sync *gs);
 
 /*
+ * After ddp_should_stop returned 1: this rank's reason, one word for a
+ * program's log ("time-limit", "sigterm", "sigusr1", "sigusr2",
+ * "sighup", "request", or "agreed" when another rank asked and this one
+ * did not). NULL before the ranks agreed and for NULL. The string is
+ * static. Thread-safe like ddp_should_stop.
+ */
+DDP_EXPORT const char *ddp_should_stop_why(const struct ddp_grad_sync *gs);
+
+/*
  * Asks for a stop at the next step every rank agrees on. Async-signal-
  * safe: a program's own signal handler may call it. Any thread.
  */
