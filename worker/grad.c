@@ -607,6 +607,7 @@ agree_stop(struct ddp_grad_sync *gs, enum ddp_status *st)
 	gs->agreed_at = ddp_now();
 	gs->agreed_step = (long long)gs->steps;
 	gs->agreed_rank = ddp_comm_rank(gs->comm);
+	wk_wish_served();
 	__atomic_store_n(&gs->agreed, 1, __ATOMIC_RELEASE);
 }
 

@@ -134,6 +134,12 @@ wk_wish_now(struct wk_wish *w)
 }
 
 void
+wk_wish_served(void)
+{
+	requested = 0;
+}
+
+void
 wk_wish_step(struct wk_wish *w)
 {
 	double now = ddp_now(), step;

@@ -48,6 +48,10 @@ enum ddp_status wk_wish_init(struct wk_wish *w);
  */
 enum ddp_stop_why wk_wish_now(struct wk_wish *w);
 
+/* The ranks agreed to stop: the requests so far are served, so that a
+ * gradient sync the program creates afterwards does not stop at once. */
+void wk_wish_served(void);
+
 /* A ddp_grad_sync_wait returned a synchronised step: measures the step. */
 void wk_wish_step(struct wk_wish *w);
 

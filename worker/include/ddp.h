@@ -618,8 +618,10 @@ DDP_EXPORT int ddp_should_stop(const struct ddp_grad_sync *gs);
 DDP_EXPORT const char *ddp_should_stop_why(const struct ddp_grad_sync *gs);
 
 /*
- * Asks for a stop at the next step every rank agrees on. Async-signal-
- * safe: a program's own signal handler may call it. Any thread.
+ * Asks for a stop at the next step every rank agrees on (the request is
+ * served then: a gradient sync created later does not stop for it).
+ * Async-signal-safe: a program's own signal handler may call it. Any
+ * thread.
  */
 DDP_EXPORT void ddp_request_stop(void);
 
