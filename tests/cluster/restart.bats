@@ -51,6 +51,23 @@ crc_of() {
 	sed -n 's/^rank [0-9]* params_crc=//p' "$1" | sort -u
 }
 
+# train_pid JOB RANK: the pid of rank RANK's examples/train in JOB's
+# step 0, once it runs (60 s at most). Found before the test waits for
+# an epoch, so that the fault follows the epoch line at once: the whole
+# run takes seconds, and a search of the process table after the line
+# could find the run already over.
+train_pid() {
+	local pid deadline=$((SECONDS + 60))
+	until pid=$(rank_pid "$1" 0 "$2"); do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "no examples/train of rank $2 in job $1 within 60 s" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+	echo "$pid"
+}
+
 # same_nodes FILE NODE: the step ran again on the nodes of its first run
 # ("rank R on NODE step S nodes LIST restart=C" lines), four ranks, NODE
 # (the failed rank's) among them.
@@ -90,8 +107,8 @@ same_nodes() {
 	show
 	[ "$status" -eq 0 ]
 	job=$output
+	pid=$(train_pid "$job" 2)
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
-	pid=$(rank_pid "$job" 0 2)
 	node=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
 	reached=$(epochs_done "$dir/job.out")
 	echo "# job $job: killing rank 2 (pid $pid) on $node, $reached epochs done" >&3
@@ -309,8 +326,8 @@ fail_once() {
 	show
 	[ "$status" -eq 0 ]
 	job=$output
+	pid=$(train_pid "$job" 2)
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
-	pid=$(rank_pid "$job" 0 2)
 	node=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
 	reached=$(epochs_done "$dir/job.out")
 	echo "# job $job: stopping rank 2 (pid $pid) on $node, $reached epochs done" >&3
@@ -358,8 +375,8 @@ fail_once() {
 	show
 	[ "$status" -eq 0 ]
 	job=$output
+	pid=$(train_pid "$job" 2)
 	wait_line "$dir/job.out" '^epoch [0-9]+ loss' 120
-	pid=$(rank_pid "$job" 0 2)
 	node=$(sed -n 's/^rank 2 on \(node[0-9]*\) step 0 .*/\1/p' "$dir/job.out")
 	echo "# job $job: stopping rank 2 (pid $pid) on $node" >&3
 	[ -n "$node" ]

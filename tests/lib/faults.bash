@@ -30,9 +30,11 @@ fault_note() {
 # JOB (and whose command is COMM), one per line. The minicluster's nodes
 # share this machine's process table, so every node's tasks are seen.
 job_pids() {
-	local p
+	local p comm
 	for p in /proc/[0-9]*; do
-		[ -z "${2:-}" ] || [ "$(cat "$p/comm" 2>/dev/null)" = "$2" ] || continue
+		# Builtins only: a fork per process makes the search take
+		# seconds on a busy host, while the processes come and go.
+		[ -z "${2:-}" ] || { read -r comm 2>/dev/null <"$p/comm" && [ "$comm" = "$2" ]; } || continue
 		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" &&
 			echo "${p#/proc/}"
 	done
@@ -44,7 +46,7 @@ job_pids() {
 rank_pid() {
 	local p env
 	for p in $(job_pids "$1" "${4:-train}"); do
-		env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+		env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") || continue
 		grep -qx "SLURM_STEP_ID=$2" <<<"$env" &&
 			grep -qx "SLURM_PROCID=$3" <<<"$env" && {
 			echo "$p"
