@@ -21,9 +21,12 @@ setup() {
 }
 
 @test "make rpm builds every package of the split" {
-	for p in slurm-ddp-common slurm-ddp-plugin slurm-ddp-prolog slurm-ddp-check libddp1 libddp-devel; do
+	for p in slurm-ddp-common slurm-ddp-plugin slurm-ddp-prolog slurm-ddp-check libddp1 libddp-devel python3-slurm-ddp; do
 		ls "$pkg_out/$p"-[0-9]*.rpm >/dev/null
 	done
+	# The Python module in the distribution's site-packages.
+	run rpm -qpl "$pkg_out"/python3-slurm-ddp-[0-9]*.rpm
+	[[ $output =~ /usr/lib/python3[.0-9]*/site-packages/slurm_ddp/stop.py ]]
 }
 
 # packaging/build-packages builds libddp-nccl only where CUDA_HOME has

@@ -17,7 +17,7 @@
 source "$BATS_TEST_DIRNAME/common.bash"
 
 packages=(slurm-ddp-common slurm-ddp-plugin slurm-ddp-prolog slurm-ddp-check
-	libddp1 libddp-dev libddp-nccl)
+	libddp1 libddp-dev libddp-nccl python3-slurm-ddp)
 
 # The plugstack entry Slurm includes, and the package's line it links to.
 entry=/etc/slurm/plugstack.conf.d/ddp.conf
@@ -174,6 +174,9 @@ check_ddp_option() {
 	[[ $output == *"check_path = /usr/bin/ddp-check"* ]]
 	# Nothing the defaults do not: no shared root to drain nodes over.
 	[[ $output == *$'\nshared_root = \n'* ]]
+	# The system's python3 imports the packaged module, from the package.
+	run env -u PYTHONPATH /usr/bin/python3 -c 'import slurm_ddp.stop as s; print(s.__file__, s.STOP_EXIT_STATUS)'
+	[ "$output" = "/usr/lib/python3/dist-packages/slurm_ddp/stop.py 75" ]
 }
 
 @test "the machine's Slurm and the minicluster load the packaged plugin through plugstack.conf.d; jobs run" {
