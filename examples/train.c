@@ -28,6 +28,16 @@
  * uninterrupted run, bit for bit. DIR is a directory every node sees, such
  * as the job's $DDP_SHARED_DIR.
  *
+ * An agreed stop (libddp(3), STOPPING: the time limit near, preemption, a
+ * signal to any rank): every rank stops after the same step and prints
+ * "train: rank R stopped after step G (WHY)", G the steps trained since
+ * the training began, WHY its reason (ddp_should_stop_why); with
+ * --checkpoint rank 0 saves that step ("train: checkpoint at step G in
+ * DIR/train.ckpt"), and the run started again goes on with the next
+ * batch of that epoch ("resuming from ...: S of M epochs done, step G"),
+ * ending bit-identical to an uninterrupted run. The ranks exit with
+ * DDP_EXIT_STOPPED (75).
+ *
  * With --times (or DDP_TRAIN_TIMES=1) every rank also prints one line per
  * phase of its start, "train: time rank R PHASE SECONDS", SECONDS being
  * CLOCK_REALTIME so that lines of several nodes and a fault injector's
@@ -782,6 +792,43 @@ say_device(struct ddp_comm *comm, const struct train_compute *cp,
 			       : "");
 }
 
+/*
+ * The ranks agreed to stop after this step (at: where it is): the
+ * epoch's sums so far over every rank, rank 0's checkpoint of the step,
+ * the lines that say so. Returns the exit status: DDP_EXIT_STOPPED, or 1
+ * when the checkpoint or the sums failed (a stop that saved nothing is
+ * no clean stop).
+ */
+static int
+stop(const struct opts *o, struct ddp_comm *comm, struct ddp_grad_sync *gs,
+     struct model *m, struct ckpt_info *at, double *dstats, size_t samples)
+{
+	int rank = ddp_comm_rank(comm);
+	const char *why = ddp_should_stop_why(gs);
+
+	printf("train: rank %d stopped after step %ld (%s)\n", rank, at->gstep,
+	       why ? why : "?");
+	fflush(stdout);
+	if (!o->ckpt_dir)
+		return DDP_EXIT_STOPPED;
+	if (ddp_allreduce(comm, dstats, dstats, 3, DDP_FLOAT64, DDP_SUM) ||
+	    ddp_mem_copy(comm, at->stats, dstats, sizeof(at->stats),
+			 DDP_COPY_TO_HOST)) {
+		fprintf(stderr, "train: rank %d: communication failed: %s\n",
+			rank, ddp_last_error());
+		return 1;
+	}
+	if (rank != 0)
+		return DDP_EXIT_STOPPED;
+	if (ckpt_write(o->ckpt_dir, m, comm, at, samples, ddp_comm_size(comm)) <
+	    0)
+		return 1;
+	printf("train: checkpoint at step %ld in %s/%s\n", at->gstep,
+	       o->ckpt_dir, CKPT_NAME);
+	fflush(stdout);
+	return DDP_EXIT_STOPPED;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -798,13 +845,14 @@ main(int argc, char **argv)
 	size_t *order = NULL, *mine = NULL, n_mine, k, bs;
 	double stats[3], *dstats = NULL, *agree = NULL, t0, step_s = 0;
 	double started = wall_s();
-	long steps = 0, e, start = 0;
-	struct ckpt_info ck;
+	long steps = 0, e, start = 0, skip = 0, gstep = 0, per_epoch;
+	struct ckpt_info ck, at;
 	uint32_t crc;
 	int rc = 1, sr, rank = 0, world, gpu_built = 0, restarts = 0, same;
 	enum ddp_status st;
 
 	memset(&m, 0, sizeof(m));
+	memset(&ck, 0, sizeof(ck));
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
 	if (o.ckpt_dir && (restarts = ddp_restart_count()) < 0) {
@@ -884,13 +932,9 @@ main(int argc, char **argv)
 			goto out;
 		}
 		start = ck.epoch;
+		skip = ck.batch;
 		say_time(&o, rank, "checkpoint", wall_s());
-		if (rank == 0 && start)
-			printf("train: resuming from %s/%s (restart %d): %ld "
-			       "of %ld epochs done\n",
-			       o.ckpt_dir, CKPT_NAME, restarts, start,
-			       o.epochs);
-		else if (rank == 0 && restarts)
+		if (rank == 0 && restarts && !start && !skip)
 			printf("train: restart %d, but no checkpoint in %s: "
 			       "training from the start\n",
 			       restarts, o.ckpt_dir);
@@ -929,6 +973,27 @@ main(int argc, char **argv)
 	mine = malloc(d.n * sizeof(*mine));
 	if (!order || !mine)
 		goto out;
+	/* The steps since the training began: a version 1 checkpoint, of
+	 * whole epochs, does not hold them. */
+	per_epoch = (long)((n_mine + (size_t)o.batch - 1) / (size_t)o.batch);
+	gstep = ck.gstep >= 0 ? ck.gstep : start * per_epoch + skip;
+	if (skip > per_epoch || (start >= o.epochs && skip)) {
+		fprintf(stderr,
+			"train: %s/%s stopped after batch %ld of epoch %ld, "
+			"which has %ld batches of %ld here (--batch, "
+			"--epochs): "
+			"resume with the options of the run that wrote it\n",
+			o.ckpt_dir, CKPT_NAME, skip, start + 1, per_epoch,
+			o.batch);
+		goto out;
+	}
+	if (rank == 0 && (start || skip))
+		printf("train: resuming from %s/%s (restart %d): %ld of %ld "
+		       "epochs done%s",
+		       o.ckpt_dir, CKPT_NAME, restarts, start, o.epochs,
+		       skip ? "" : "\n");
+	if (rank == 0 && skip)
+		printf(", step %ld\n", gstep);
 	if (rank == 0)
 		printf("train: %zu samples, world size %d, %zu per rank, "
 		       "batch %ld, lr %g, %d buckets\n",
@@ -937,6 +1002,9 @@ main(int argc, char **argv)
 	for (e = start; e < o.epochs; e++) {
 		n_mine = shard_epoch(e, d.n, world, rank, order, mine);
 		memset(stats, 0, sizeof(stats));
+		/* The epoch an agreed stop cut: its sums so far, once. */
+		if (e == start && skip && rank == 0)
+			memcpy(stats, ck.stats, sizeof(stats));
 		if (cp->set_order(t, mine, n_mine) ||
 		    ddp_mem_copy(comm, dstats, stats, sizeof(stats),
 				 DDP_COPY_TO_BUFFER)) {
@@ -944,7 +1012,8 @@ main(int argc, char **argv)
 				cp->error(t));
 			goto out;
 		}
-		for (k = 0; k < n_mine; k += (size_t)o.batch) {
+		k = e == start ? (size_t)skip * (size_t)o.batch : 0;
+		for (; k < n_mine; k += (size_t)o.batch) {
 			bs = n_mine - k < (size_t)o.batch ? n_mine - k
 							  : (size_t)o.batch;
 			t0 = now_s();
@@ -968,6 +1037,17 @@ main(int argc, char **argv)
 			if (!steps && e == start)
 				say_time(&o, rank, "first-allreduce", wall_s());
 			steps++;
+			gstep++;
+			if (ddp_should_stop(gs)) {
+				at = (struct ckpt_info){
+					.epoch = e,
+					.batch =
+						(long)(k / (size_t)o.batch) + 1,
+					.gstep = gstep,
+				};
+				rc = stop(&o, comm, gs, &m, &at, dstats, d.n);
+				goto out;
+			}
 		}
 		/* Loss, correct and samples summed over the ranks, where the
 		 * compute keeps them (device memory on the GPU). */
@@ -984,9 +1064,14 @@ main(int argc, char **argv)
 		step_s = 0;
 		steps = 0;
 		if (o.ckpt_dir && rank == 0 &&
-		    ((e + 1) % o.ckpt_every == 0 || e + 1 == o.epochs) &&
-		    ckpt_write(o.ckpt_dir, &m, comm, e + 1, d.n, world) < 0)
-			goto out;
+		    ((e + 1) % o.ckpt_every == 0 || e + 1 == o.epochs)) {
+			at = (struct ckpt_info){.epoch = e + 1, .gstep = gstep};
+			if (ckpt_write(o.ckpt_dir, &m, comm, &at, d.n, world) <
+			    0)
+				goto out;
+			printf("train: checkpoint of epoch %ld in %s/%s\n",
+			       e + 1, o.ckpt_dir, CKPT_NAME);
+		}
 		fflush(stdout);
 	}
 	if (params_crc(&m, comm, &crc) < 0)

@@ -18,13 +18,13 @@
 
 /*
  * DIR/train.ckpt: what a resumed run needs to go on as if it had never
- * stopped. The parameters and the number of epochs done are all of it:
+ * stopped. The parameters and the position in the data are all of it:
  * plain SGD keeps no state, and an epoch's data order is a function of
  * the epoch alone (the shuffle's seed is 777 + epoch). Every field and
  * every float is little-endian, so any host reads it:
  *
  *   0  "DDPTRAIN"            8 bytes
- *   8  version (1)           u32
+ *   8  version (2)           u32
  *  12  world size            u32
  *  16  inputs (3072)         u32
  *  20  hidden units          u32
@@ -32,8 +32,14 @@
  *  28  zero                  u32
  *  32  epochs done           u64
  *  40  samples               u64
- *  48  w1, b1, w2, b2        fp32 each
+ *  48  batches of the next epoch done (an agreed stop's; else 0)  u64
+ *  56  steps since the training began                             u64
+ *  64  that epoch's loss, correct and samples summed so far       3 x f64
+ *  88  w1, b1, w2, b2        fp32 each
  * end  CRC-32 of all before  u32
+ *
+ * Version 1, written before the agreed stop, has no fields 48 to 87 (its
+ * parameters start at 48): whole epochs only. It is still read.
  *
  * The world size is kept because each rank's share of an epoch, and so
  * the order in which gradients are summed, depends on it: a checkpoint
@@ -41,8 +47,9 @@
  * is no longer the same.
  */
 #define CKPT_MAGIC "DDPTRAIN"
-#define CKPT_VERSION 1
-#define CKPT_HEADER 48
+#define CKPT_VERSION 2
+#define CKPT_HEADER 88
+#define CKPT_V1_HEADER 48
 
 uint32_t
 crc32_update(uint32_t crc, const void *p, size_t n)
@@ -114,13 +121,33 @@ ckpt_dir_ok(const char *dir)
 	return -1;
 }
 
+/* A double's bits, little-endian, at p. */
+static void
+put_f64(uint8_t *p, double v)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &v, 8);
+	put_le(p, bits, 8);
+}
+
+static double
+get_f64(const uint8_t *p)
+{
+	uint64_t bits = get_le(p, 8);
+	double v;
+
+	memcpy(&v, &bits, 8);
+	return v;
+}
+
 /*
- * Rank 0: the parameters after `epochs` epochs into DIR/train.ckpt,
- * replacing the last one only once the new one is whole.
+ * Rank 0: the parameters at `at` into DIR/train.ckpt, replacing the last
+ * one only once the new one is whole.
  */
 int
-ckpt_write(const char *dir, struct model *m, struct ddp_comm *comm, long epochs,
-	   size_t samples, int world)
+ckpt_write(const char *dir, struct model *m, struct ddp_comm *comm,
+	   const struct ckpt_info *at, size_t samples, int world)
 {
 	float *p[4], *h = NULL;
 	size_t n[4], total = ckpt_params(m, p, n), len, off, i;
@@ -142,8 +169,12 @@ ckpt_write(const char *dir, struct model *m, struct ddp_comm *comm, long epochs,
 	put_le(buf + 16, TRAIN_IMG, 4);
 	put_le(buf + 20, (uint64_t)m->hidden, 4);
 	put_le(buf + 24, TRAIN_CLASSES, 4);
-	put_le(buf + 32, (uint64_t)epochs, 8);
+	put_le(buf + 32, (uint64_t)at->epoch, 8);
 	put_le(buf + 40, samples, 8);
+	put_le(buf + 48, (uint64_t)at->batch, 8);
+	put_le(buf + 56, (uint64_t)at->gstep, 8);
+	for (k = 0; k < 3; k++)
+		put_f64(buf + 64 + 8 * k, at->stats[k]);
 	off = CKPT_HEADER;
 	for (k = 0; k < 4; k++) {
 		if (ddp_mem_copy(comm, h, p[k], n[k] * sizeof(float),
@@ -163,8 +194,6 @@ ckpt_write(const char *dir, struct model *m, struct ddp_comm *comm, long epochs,
 			ddp_last_error());
 		goto out;
 	}
-	printf("train: checkpoint of epoch %ld in %s/%s\n", epochs, dir,
-	       CKPT_NAME);
 	rc = 0;
 out:
 	free(buf);
@@ -174,11 +203,12 @@ out:
 
 /*
  * Checks a checkpoint's header and CRC against this run; says what does
- * not match.
+ * not match. want_len: the length of a version 2 checkpoint of this
+ * model; *header: where the parameters start in this one.
  */
 static int
 ckpt_check(const char *dir, const uint8_t *buf, size_t len, size_t want_len,
-	   const struct model *m, size_t samples, int world)
+	   const struct model *m, size_t samples, int world, size_t *header)
 {
 	uint64_t v;
 
@@ -189,13 +219,15 @@ ckpt_check(const char *dir, const uint8_t *buf, size_t len, size_t want_len,
 		return -1;
 	}
 	v = get_le(buf + 8, 4);
-	if (v != CKPT_VERSION) {
+	if (v != CKPT_VERSION && v != 1) {
 		fprintf(stderr,
 			"train: %s/%s has format version %llu; this train "
-			"reads version %d\n",
+			"reads versions 1 and %d\n",
 			dir, CKPT_NAME, (unsigned long long)v, CKPT_VERSION);
 		return -1;
 	}
+	*header = v == 1 ? CKPT_V1_HEADER : CKPT_HEADER;
+	want_len -= CKPT_HEADER - *header;
 	if ((crc32_update(0xffffffffu, buf, len - 4) ^ 0xffffffffu) !=
 	    get_le(buf + len - 4, 4)) {
 		fprintf(stderr,
@@ -249,13 +281,14 @@ ckpt_load(const char *dir, struct model *m, struct ddp_comm *comm,
 {
 	float *p[4], *h = NULL;
 	size_t n[4], total = ckpt_params(m, p, n), want, len = 0, off, i;
+	size_t header = CKPT_HEADER;
 	uint8_t *buf, *bigger;
 	enum ddp_status st;
 	uint32_t bits;
 	int k, rc = -1;
 
-	info->epoch = 0;
-	info->crc = 0;
+	memset(info, 0, sizeof(*info));
+	info->gstep = -1;
 	want = CKPT_HEADER + total * 4 + 4;
 	buf = malloc(want);
 	h = malloc(n[0] * sizeof(float));
@@ -282,9 +315,9 @@ ckpt_load(const char *dir, struct model *m, struct ddp_comm *comm,
 					    : ddp_last_error());
 		goto out;
 	}
-	if (ckpt_check(dir, buf, len, want, m, samples, world) < 0)
+	if (ckpt_check(dir, buf, len, want, m, samples, world, &header) < 0)
 		goto out;
-	off = CKPT_HEADER;
+	off = header;
 	for (k = 0; k < 4; k++) {
 		for (i = 0; i < n[k]; i++, off += 4) {
 			bits = (uint32_t)get_le(buf + off, 4);
@@ -298,6 +331,12 @@ ckpt_load(const char *dir, struct model *m, struct ddp_comm *comm,
 		}
 	}
 	info->epoch = (long)get_le(buf + 32, 8);
+	if (header == CKPT_HEADER) {
+		info->batch = (long)get_le(buf + 48, 8);
+		info->gstep = (long)get_le(buf + 56, 8);
+		for (k = 0; k < 3; k++)
+			info->stats[k] = get_f64(buf + 64 + 8 * k);
+	}
 	info->crc = (uint32_t)get_le(buf + len - 4, 4);
 	rc = 0;
 out:

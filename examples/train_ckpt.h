@@ -23,9 +23,18 @@ struct model {
 	float *gw1, *gb1, *gw2, *gb2; /* gradients, owned by the reducer */
 };
 
-/* The checkpoint a run resumed from: epochs done (0: none) and its CRC. */
+/*
+ * Where a checkpoint is in the training: epochs done (0: none), and for
+ * one an agreed stop wrote in the middle of an epoch, the batches of the
+ * next epoch done, the steps since the training began and that epoch's
+ * loss, correct and sample sums so far over every rank (0 at an epoch's
+ * end). crc: the checkpoint's CRC, for ckpt_agree.
+ */
 struct ckpt_info {
 	long epoch;
+	long batch;
+	long gstep; /* -1: not in the checkpoint (version 1) */
+	double stats[3];
 	uint32_t crc;
 };
 
@@ -38,13 +47,14 @@ uint32_t crc32_update(uint32_t crc, const void *p, size_t n);
 /* The --checkpoint directory exists here; says what is wrong if not. */
 int ckpt_dir_ok(const char *dir);
 
-/* Rank 0: the parameters after `epochs` epochs into dir/train.ckpt,
- * atomically. */
+/* Rank 0: the parameters at `at` into dir/train.ckpt (the current
+ * format, version 2), atomically. Prints nothing on success. */
 int ckpt_write(const char *dir, struct model *m, struct ddp_comm *comm,
-	       long epochs, size_t samples, int world);
+	       const struct ckpt_info *at, size_t samples, int world);
 
-/* Every rank: the parameters and epochs done from dir/train.ckpt when it
- * is there (info->epoch 0 when not), refusing one of another run. */
+/* Every rank: the parameters and where they are from dir/train.ckpt when
+ * it is there (info->epoch and info->batch 0 when not), version 2 or 1,
+ * refusing one of another run. */
 int ckpt_load(const char *dir, struct model *m, struct ddp_comm *comm,
 	      size_t samples, int world, struct ckpt_info *info);
 

@@ -8,8 +8,11 @@
 #
 # Both print on rank 0 (and flush before going on):
 #   PROG: checkpoint of epoch N in DIR/FILE   once N epochs done are saved
-#   PROG: resuming from FILE (restart R): S of M epochs done
+#   PROG: resuming from FILE (restart R): S of M epochs done[, step G]
 #   epoch K loss ...                          after each epoch trained
+# ", step G" when an agreed stop saved step G in the middle of epoch S + 1
+# ("PROG: checkpoint at step G in DIR/FILE"): the resumed run finishes
+# that epoch first, so its next epoch line is S + 1 as after a whole one.
 # with K the epochs done (train) or the epoch's index from 0 (train.py,
 # K = done - 1). An epoch is finished when its checkpoint line is out:
 # train prints its epoch line with it; train.py prints its epoch line just
@@ -27,8 +30,10 @@ epochs_done() {
 # a run of EPOCHS epochs killed after REACHED epochs were done and started
 # again RESUMES times (default 1), each time from its checkpoint:
 # - each start again says "resuming from ...: S of EPOCHS epochs done"
-#   with S > 0, S >= REACHED (the first) and S >= every epoch a checkpoint
-#   line before it reported: no finished epoch is trained again;
+#   (", step G" after a stop in the middle of an epoch) with S > 0 (or
+#   a step), S >= REACHED (the first) and S >= every epoch a checkpoint
+#   line before it reported: no finished epoch is trained again; after a
+#   step, G is the step a "checkpoint at step G" line saved last;
 # - each run trains its epochs in order from the one after the epochs its
 #   resume line names (the first run from epoch 1): a run that says it
 #   resumes but starts over fails here;
@@ -46,11 +51,22 @@ resume_check() {
 			saved[n] = 1
 			if (n > finished) finished = n
 		}
-		$0 ~ "^" prog ": resuming from .*: [0-9]+ of [0-9]+ epochs done$" {
-			s = $(NF - 4) + 0
+		$0 ~ "^" prog ": checkpoint at step [0-9]+ in " {
+			stopped_at = $5 + 0
+		}
+		$0 ~ "^" prog ": resuming from .*: [0-9]+ of [0-9]+ epochs done(, step [0-9]+)?$" {
+			line = $0
+			at = -1
+			if (line ~ /, step [0-9]+$/) {
+				at = $NF + 0
+				sub(/, step [0-9]+$/, "", line)
+			}
+			n = split(line, f, " ")
+			s = f[n - 4] + 0
 			resumes++
-			if ($(NF - 2) + 0 != epochs) fail("not a run of " epochs " epochs")
-			if (s <= 0) fail("resumed with no epoch done")
+			if (f[n - 2] + 0 != epochs) fail("not a run of " epochs " epochs")
+			if (s <= 0 && at < 0) fail("resumed with no epoch done")
+			if (at >= 0 && at != stopped_at) fail("resumed at step " at ", but the last stop saved step " stopped_at)
 			if (resumes == 1 && s < reached) fail("resumed at epoch " s ", but " reached " were done when the run was killed")
 			if (s < finished) fail("resumed at epoch " s ", but epoch " finished " was finished and saved")
 			last = s
