@@ -313,6 +313,8 @@ class Stopper:
         return self._end
 
     def _time_wish(self, now_mono, k):
+        if self._before.off:
+            return None
         end = self._end_time(now_mono)
         # The wish is heard at the next agreement only, k steps on.
         now = time.time() + k * self.step_seconds
