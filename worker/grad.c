@@ -729,6 +729,7 @@ ddp_grad_sync_overlapped(const struct ddp_grad_sync *gs)
 int
 ddp_should_stop(const struct ddp_grad_sync *gs)
 {
+	wk_wish_asked();
 	return gs ? __atomic_load_n(&gs->agreed, __ATOMIC_ACQUIRE) : 0;
 }
 

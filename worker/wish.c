@@ -16,6 +16,9 @@
 /* Why this process was asked to stop (enum ddp_stop_why), 0 while not:
  * the first request is the reason. */
 static volatile sig_atomic_t requested;
+/* 1 once the program asked ddp_should_stop: before, it may not know of
+ * stops at all, and a stop signal does what it did without libddp. */
+static volatile sig_atomic_t asked;
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 
 /* How fast the measured step time forgets a slow step, per step: a
@@ -33,6 +36,17 @@ ddp_request_stop(void)
 static void
 on_signal(int sig)
 {
+	struct sigaction dfl;
+
+	if (!asked) {
+		/* Blocked while this handler runs: the default action
+		 * (the end of the process) follows its return. */
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigaction(sig, &dfl, NULL);
+		raise(sig);
+		return;
+	}
 	if (!requested)
 		requested = (sig_atomic_t)ddp_stop_why_of_signal(sig);
 }
@@ -131,6 +145,12 @@ wk_wish_now(struct wk_wish *w)
 			 wk_resume_write_longest()))
 		return DDP_STOP_TIME;
 	return DDP_STOP_NONE;
+}
+
+void
+wk_wish_asked(void)
+{
+	asked = 1;
 }
 
 void

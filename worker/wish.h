@@ -8,7 +8,10 @@
  * that wk_wish_init installs when DDP_STOP_BEFORE is set and not "0"
  * (only for a signal whose disposition is still SIG_DFL: a program's own
  * handler or SIG_IGN is never replaced; SA_RESTART; they stay for the
- * life of the process, since a stop can be agreed until it exits), or
+ * life of the process, since a stop can be agreed until it exits; until
+ * the program first asks ddp_should_stop (wk_wish_asked) a stop signal
+ * restores the default and ends the process as it would have without
+ * libddp: a program that never asks is not kept alive by them), or
  * from the clock: the job's end time (DDP_END_TIME, DDP_END_TIME_FILE
  * re-read at most every DDP_END_TIME_READ_SECONDS; a missing or bad file
  * keeps the last value) against DDP_STOP_BEFORE and the measured step
@@ -47,6 +50,10 @@ enum ddp_status wk_wish_init(struct wk_wish *w);
  * Reads DDP_END_TIME_FILE when it is due.
  */
 enum ddp_stop_why wk_wish_now(struct wk_wish *w);
+
+/* The program asked whether to stop (ddp_should_stop): from now on the
+ * handlers ask for a stop instead of ending the process. Any thread. */
+void wk_wish_asked(void);
 
 /* The ranks agreed to stop: the requests so far are served, so that a
  * gradient sync the program creates afterwards does not stop at once. */

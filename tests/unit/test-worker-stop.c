@@ -8,6 +8,7 @@
  * DDP_END_TIME_FILE) stops every rank before it, and not long before;
  * DDP_STOP_BEFORE=0 or unset installs no handler, a program's own handler
  * and SIG_IGN stay, and its handler's ddp_request_stop stops every rank;
+ * a program that never asks ddp_should_stop is still ended by SIGTERM;
  * bad DDP_STOP_BEFORE and DDP_END_TIME are refused naming the variable;
  * the gradients with the flag in the last bucket are bitwise the serial
  * reference in every dtype, views included, with and without a stop.
@@ -57,11 +58,13 @@ train_until_stop(int rank, int size, int port, FILE *out, int max_steps)
 			fprintf(out, "E step %d: %s\n", step, ddp_last_error());
 			return 1;
 		}
+		/* Asked before the step is reported: a signal sent once it
+		 * is asks for a stop (before, it would end the process). */
+		stopped = ddp_should_stop(gs);
 		/* The first steps, for test_one_signal to wait on; not
 		 * every step: the report would outgrow struct job's. */
 		if (step <= 64)
 			fprintf(out, "STEP %d\n", step);
-		stopped = ddp_should_stop(gs);
 		if (stopped)
 			break;
 	}
@@ -565,6 +568,51 @@ test_kept_dispositions(void)
 	tw_free_job(2, rk);
 }
 
+/* A program that never asks ddp_should_stop: its steps, then SIGTERM. */
+static int
+never_asks_rank(int rank, int size, int port, FILE *out, void *arg)
+{
+	struct ddp_grad_sync *gs = NULL;
+	struct ddp_comm *c = NULL;
+	struct ddp_config cfg;
+	static float param[16], grad[16];
+	int step;
+
+	setenv(DDP_STOP_BEFORE_ENV, "auto", 1);
+	tw_cfg(&cfg, rank, size, port, 30);
+	if (ddp_comm_init(&cfg, &c) || ddp_grad_sync_create(c, NULL, &gs) ||
+	    ddp_grad_sync_add(gs, param, grad, 16, DDP_FLOAT32) != 0 ||
+	    ddp_grad_sync_start(gs))
+		return 1;
+	for (step = 1; step <= 1000000; step++) {
+		if (ddp_grad_sync_ready(gs, 0) || ddp_grad_sync_wait(gs))
+			return 1;
+		if (step == 3)
+			fprintf(out, "STEP 3\n");
+	}
+	return 0;
+}
+
+static void
+test_never_asks(void)
+{
+	struct job j;
+	int ok;
+
+	if (job_start(&j, never_asks_rank, NULL) < 0) {
+		tap_ok(0, "fork");
+		return;
+	}
+	ok = job_watch(&j, 0, "STEP 3\n", tw_now() + 60);
+	kill(j.pid[0], SIGTERM);
+	job_end(&j, tw_now() + 60);
+	ok = ok && WIFSIGNALED(j.status[0]) && WTERMSIG(j.status[0]) == SIGTERM;
+	if (!ok)
+		diag_job(&j);
+	tap_ok(ok, "a program that never asks ddp_should_stop is ended by "
+		   "SIGTERM as without libddp's handler");
+}
+
 /* Gradients with the flag: each dtype in its own sync (the flag then in
  * that dtype), a copied gradient and a view, three steps, the second
  * with a stop asked by rank 1: bitwise the serial reference; the stop
@@ -694,6 +742,7 @@ main(void)
 	test_bad_end();
 	test_kept_dispositions();
 	test_own_handler();
+	test_never_asks();
 	test_one_signal();
 	test_end_time("DDP_END_TIME 9 s ahead, its file missing", 0);
 	test_end_time("DDP_END_TIME_FILE 9 s ahead, DDP_END_TIME an hour", 1);

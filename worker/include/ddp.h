@@ -582,7 +582,9 @@ DDP_EXPORT void ddp_grad_sync_destroy(struct ddp_grad_sync *gs);
  * A rank wants to stop when it gets SIGTERM, SIGUSR1, SIGUSR2 or SIGHUP
  * (in a --ddp step, which sets DDP_STOP_BEFORE, ddp_grad_sync_create
  * installs handlers for those whose disposition is still the default;
- * a program's own handler is never replaced: it calls ddp_request_stop),
+ * a program's own handler is never replaced: it calls ddp_request_stop;
+ * until the program first calls ddp_should_stop, such a signal ends the
+ * process as it did without libddp),
  * when ddp_request_stop was called, or when the job's end time
  * (DDP_END_TIME, DDP_END_TIME_FILE) leaves less than room for two more
  * steps and the checkpoint (measured: the steps between
