@@ -315,6 +315,8 @@ signal_when() {
 	DDP_STOP_BEFORE=auto run_ranks 3 resumed "$python" "$repo/examples/train.py" \
 		"${py_opts[@]}" --checkpoint "$tmp/ck" --checkpoint-every 5
 	grep -qx "train.py: resuming from $tmp/ck/train.pt (restart 0): $epochs of 40 epochs done, step $steps" "$tmp/resumed.0"
+	cat "$tmp/stopped.0" "$tmp/resumed.0" >"$tmp/runs"
+	resume_check train.py "$tmp/runs" 40 "$epochs"
 	# The cut epoch is finished once, with the loss of an uninterrupted
 	# run, and the epochs after it follow.
 	[ "$(sed -n 's/^epoch \([0-9]*\) loss .*/\1/p' "$tmp/stopped.0" | tail -n 1)" -eq $((epochs - 1)) ] ||
