@@ -79,7 +79,7 @@ within() {
 	run "$python" "$world" DDP_TIMEOUT=2 HANG_STEPS=10 HANG_SLOW=2:1.5 HANG_STALL=8:5
 	echo "$output"
 	[ "$status" -eq 0 ]
-	! grep -q '^hang \|^naming ' <<<"$output"
+	if grep -q '^hang \|^naming ' <<<"$output"; then return 1; fi
 	for r in 0 1 2; do
 		[ "$(field "$output" "exit $r")" = 0 ]
 		grep -q "^out $r done rank $r$" <<<"$output"
