@@ -361,8 +361,11 @@ class _Watch:
                           f"been silent for {now - self.beat_at[r]:.1f} s "
                           "(stopped, or cut off by the network?)")
             return
+        # A rank behind whose entry has gone stale is stopped, not stuck
+        # in its loop: the silence names it, an interval later.
         stuck = [r for r in sorted(self.behind)
-                 if now - self.behind[r][1] >= hb.timeout]
+                 if now - self.behind[r][1] >= hb.timeout
+                 and now - self.beat_at[r] < 3 * hb.interval]
         if not stuck or steps[hb.rank] == low:
             return
         namer = min((x for x in steps if x < WATCHERS and steps[x] > low),
