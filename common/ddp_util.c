@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -127,6 +129,51 @@ ddp_write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int
+ddp_write_replace(const char *path, const void *buf, size_t len, char *err,
+		  size_t errlen)
+{
+	char tmp[PATH_MAX];
+	int fd = -1, rc = -1;
+
+	tmp[0] = '\0';
+	if (ddp_fmt(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) < 0) {
+		tmp[0] = '\0';
+		ddp_errf(err, errlen, "%.200s: name too long", path);
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0600);
+	if (fd < 0) {
+		ddp_errf(err, errlen, "%s: %s", tmp, strerror(errno));
+		tmp[0] = '\0';
+		goto out;
+	}
+	/* The umask may have taken bits; a file left by a crash, others. */
+	if (fchmod(fd, 0600) < 0 || ddp_write_all(fd, buf, len) < 0 ||
+	    fsync(fd) < 0) {
+		ddp_errf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		ddp_errf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	tmp[0] = '\0';
+	rc = 0;
+out:
+	ddp_close(&fd);
+	if (tmp[0])
+		unlink(tmp);
+	return rc;
 }
 
 ssize_t

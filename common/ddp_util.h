@@ -143,6 +143,16 @@ int ddp_write_all(int fd, const void *buf, size_t len);
 ssize_t ddp_read_text(const char *path, char *buf, size_t len);
 
 /*
+ * Replaces the file at path with len bytes of buf at once: a temporary
+ * file beside it (path.tmp.PID, O_NOFOLLOW, mode 0600, owned by the
+ * caller), written and fsync'ed, renamed over path, so that a reader sees
+ * the whole old file or the whole new one. Returns 0, or -1 with err
+ * naming the file and the reason (the temporary file removed).
+ */
+int ddp_write_replace(const char *path, const void *buf, size_t len, char *err,
+		      size_t errlen);
+
+/*
  * The one clock of deadlines and durations: CLOCK_MONOTONIC in seconds.
  * Deadlines everywhere (ddp_net, ddp_guard, the rendezvous, the link test,
  * the helpers' child waits) are values of this clock.

@@ -719,47 +719,12 @@ int
 ddp_failure_write_record(const char *path, const struct ddp_failure *f,
 			 char *err, size_t errlen)
 {
-	char line[DDP_FAILURE_LINE_MAX], tmp[PATH_MAX];
-	int fd = -1, rc = -1;
+	char line[DDP_FAILURE_LINE_MAX];
 
-	tmp[0] = '\0';
-	if (ddp_failure_format_record(f, line, sizeof(line)) < 0) {
-		ddp_errf(err, errlen, "%s: the record does not fit", path);
-		goto out;
-	}
-	if (ddp_fmt(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) < 0) {
-		tmp[0] = '\0';
-		ddp_errf(err, errlen, "%.200s: name too long", path);
-		goto out;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		  0600);
-	if (fd < 0) {
-		ddp_errf(err, errlen, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	if (fchmod(fd, 0600) < 0 || ddp_write_all(fd, line, strlen(line)) < 0 ||
-	    fsync(fd) < 0) {
-		ddp_errf(err, errlen, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		ddp_errf(err, errlen, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		ddp_errf(err, errlen, "%s: %s", path, strerror(errno));
-		goto out;
-	}
-	tmp[0] = '\0';
-	rc = 0;
-out:
-	ddp_close(&fd);
-	if (tmp[0] && rc < 0)
-		unlink(tmp);
-	return rc;
+	if (ddp_failure_format_record(f, line, sizeof(line)) < 0)
+		return ddp_errf(err, errlen, "%s: the record does not fit",
+				path);
+	return ddp_write_replace(path, line, strlen(line), err, errlen);
 }
 
 /* Adds the stop f to set's stops: 0, or -1 when out of memory. */

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -195,6 +196,44 @@ out:
 	ddp_close(&lfd);
 }
 
+/* ddp_write_replace: the whole new content, mode 0600, no temporary
+ * file left, and a refusal that names the file. */
+static void
+test_write_replace(void)
+{
+	char dir[] = "/tmp/test-util-XXXXXX", path[PATH_MAX],
+	     text[PATH_MAX + 32], err[DDP_ERR_LEN];
+	struct stat st;
+	mode_t old = umask(0);
+
+	if (!mkdtemp(dir)) {
+		tap_ok(0, "mkdtemp: %s", strerror(errno));
+		umask(old);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/end", dir);
+	tap_ok(ddp_write_replace(path, "100\n", 4, err, sizeof(err)) == 0 &&
+		       ddp_write_replace(path, "200\n", 4, err, sizeof(err)) ==
+			       0 &&
+		       ddp_read_text(path, text, sizeof(text)) == 4 &&
+		       !strcmp(text, "200\n") && stat(path, &st) == 0 &&
+		       (st.st_mode & 07777) == 0600,
+	       "ddp_write_replace: the new content, mode 0600 whatever the "
+	       "umask");
+	snprintf(text, sizeof(text), "%s.tmp.%ld", path, (long)getpid());
+	tap_ok(access(text, F_OK) < 0, "no temporary file left");
+	snprintf(path, sizeof(path), "%s/no/such/end", dir);
+	tap_ok(ddp_write_replace(path, "1\n", 2, err, sizeof(err)) < 0 &&
+		       strstr(err, "no/such/end.tmp.") &&
+		       strstr(err, "No such file"),
+	       "a directory that is not there: refused, naming the file (%s)",
+	       err);
+	snprintf(path, sizeof(path), "%s/end", dir);
+	unlink(path);
+	rmdir(dir);
+	umask(old);
+}
+
 int
 main(void)
 {
@@ -226,6 +265,7 @@ main(void)
 	       "formatting that would truncate fails");
 	test_clock_close_hex();
 	test_fmt_cat();
+	test_write_replace();
 	test_buf();
 	test_wait_pipes_read();
 	test_wait_socket_sent();
