@@ -18,6 +18,7 @@
 
 #include "ddp_util.h"
 #include "port.h"
+#include "stop.h"
 
 /* Longest configured path: leaves room for "/<user>/<jobid>" below it. */
 #define CONF_PATH_MAX 1024
@@ -314,6 +315,7 @@ enum key_type {
 	KEY_CHECK,	 /* a check mode name: enum ddp_check */
 	KEY_FRACTION,	 /* a number in (0, 1]: double */
 	KEY_CPU_SHARE,	 /* share, off or N in [min, max]: int */
+	KEY_STOP_BEFORE, /* auto, 0 or seconds (stop.h): char[] */
 };
 
 struct conf_key {
@@ -428,6 +430,13 @@ static const struct conf_key keys[] = {
 	 "share (each GPU's equal share of its node's cores), a whole number "
 	 "of CPUs per GPU, 1-1024, or off (Slurm's default)",
 	 "share", FIELD(cpus_per_gpu), PLUGIN_ONLY},
+	{"stop_before", KEY_STOP_BEFORE, 0, 0,
+	 "auto (from the measured step and checkpoint times), 0 (no stop "
+	 "before the end time) or whole seconds from 1 to 604800",
+	 "auto", FIELD(stop_before), PLUGIN_ONLY},
+	{"stop_requeue_max", KEY_UINT, 0, 100,
+	 "whole number of requeues, 0-100", "2", FIELD(stop_requeue_max),
+	 PLUGIN_ONLY},
 };
 
 #undef FIELD
@@ -519,6 +528,8 @@ set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
 	unsigned a, b;
 	enum ddp_bind bind;
 	enum ddp_check check;
+	struct ddp_stop_before stop;
+	char why[DDP_ERR_LEN];
 	double frac;
 	int on;
 
@@ -586,6 +597,12 @@ set_key(const struct conf_key *k, const char *value, struct ddp_conf *conf)
 		else if (parse_uint(value, k->min, k->max, &a) == 0)
 			*(int *)field = (int)a;
 		else
+			return -1;
+		return 0;
+	case KEY_STOP_BEFORE:
+		/* Kept as written: every task gets it as DDP_STOP_BEFORE. */
+		if (ddp_stop_before_parse(value, &stop, why, sizeof(why)) < 0 ||
+		    ddp_fmt(field, k->size, "%s", value) < 0)
 			return -1;
 		return 0;
 	}
@@ -732,6 +749,8 @@ ddp_conf_format(const struct ddp_conf *conf, const char *key, char *buf,
 		if (*(const int *)field == DDP_CPUS_PER_GPU_OFF)
 			return ddp_fmt(buf, len, "off");
 		return ddp_fmt(buf, len, "%d", *(const int *)field);
+	case KEY_STOP_BEFORE:
+		return ddp_fmt(buf, len, "%s", (const char *)field);
 	}
 	return -1;
 }

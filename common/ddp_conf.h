@@ -87,6 +87,15 @@
  *                    is killed ends the whole step at once, as Slurm's
  *                    KillOnBadExit would (users opt out with srun -K0)
  *                    [yes]
+ *   stop_before      auto|0|SECS: when a --ddp step's ranks stop, agreed
+ *                    and checkpointed, before the job's end time
+ *                    (common/stop.h's DDP_STOP_BEFORE; users override it
+ *                    with --ddp-stop-before): auto from the measured step
+ *                    and checkpoint times, SECS (1-604800) seconds before,
+ *                    0 never (and no stop on a signal either) [auto]
+ *   stop_requeue_max times srun requeues a batch job after an agreed stop
+ *                    (0-100; 0: a stopped job is never requeued by the
+ *                    plugin) [2]
  *
  * The NCCL keys are site-wide on purpose: NCCL requires NCCL_IB_HCA to be
  * the same on every rank, and the plugin never derives them per rank or per
@@ -132,6 +141,8 @@
 #define DDP_CONF_MAX_FSTYPES 16
 /* Longest nccl_ib_hca / nccl_socket_ifname value, NUL included. */
 #define DDP_CONF_NCCL_LEN 256
+/* Room for stop_before ("auto", "0" or up to 604800), NUL included. */
+#define DDP_CONF_STOP_BEFORE_LEN 16
 
 /* How each rank's CPUs and memory are bound. */
 enum ddp_bind {
@@ -216,6 +227,10 @@ struct ddp_conf {
 	char topology_cache[PATH_MAX]; /* "" = none */
 	int cpus_per_gpu;     /* N >= 1, or DDP_CPUS_PER_GPU_SHARE / _OFF */
 	int kill_on_bad_exit; /* 1: a failed task ends its --ddp step */
+	/* DDP_STOP_BEFORE as ddp.conf spells it: "auto", "0" or seconds
+	 * (checked by ddp_stop_before_parse) */
+	char stop_before[DDP_CONF_STOP_BEFORE_LEN];
+	unsigned stop_requeue_max; /* requeues after a stop, 0-100 */
 };
 
 /* Fills conf with the defaults listed above. Cannot fail. */

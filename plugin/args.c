@@ -11,6 +11,7 @@
 #include "gpulist.h"
 #include "placement.h"
 #include "port.h"
+#include "stop.h"
 
 /* Shows at most 40 characters of a user value, so messages stay short. */
 #define SHOW(v) ((v) ? (v) : "(none)")
@@ -76,6 +77,21 @@ ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg, char *err,
 		if (ddp_restart_on_parse(arg ? arg : "", &o->restart_on, err,
 					 errlen) < 0)
 			return -1;
+	} else if (!strcmp(name, "ddp-stop-before")) {
+		struct ddp_stop_before b;
+		char why[DDP_ERR_LEN];
+
+		if (ddp_stop_before_parse(arg, &b, why, sizeof(why)) < 0 ||
+		    ddp_fmt(o->stop_before, sizeof(o->stop_before), "%s", arg) <
+			    0)
+			return ddp_errf(
+				err, errlen,
+				"--ddp-stop-before=%.40s: not a time to stop "
+				"before the job's end; use auto (from the "
+				"measured step and checkpoint times), 0 (no "
+				"stop for the time, nor on a signal) or whole "
+				"seconds from 1 to 604800",
+				SHOW(arg));
 	} else {
 		return ddp_errf(err, errlen, "unknown option --%.40s", name);
 	}
@@ -230,8 +246,8 @@ ddp_plugstack_parse(struct ddp_conf *conf, char *topology, size_t toplen,
  * as the value ("-n 4", "--nodes 2"): the union of the option tables of
  * Slurm 22.05, 24.11 and 26.05 (src/common/slurm_opt.c, the entries srun
  * accepts), hidden aliases included (cpu_bind, pack-group, cluster), and
- * this plugin's own --ddp-port, --ddp-bind, --ddp-restart and
- * --ddp-restart-on. An option
+ * this plugin's own --ddp-port, --ddp-bind, --ddp-restart,
+ * --ddp-restart-on and --ddp-stop-before. An option
  * only some versions know is harmless here: srun refuses it where it does
  * not exist.
  * tests/bats/srun-options.bats checks the table against each version's
@@ -276,6 +292,7 @@ static const char *const long_with_arg[] = {
 	"ddp-port",
 	"ddp-restart",
 	"ddp-restart-on",
+	"ddp-stop-before",
 	"deadline",
 	"delay-boot",
 	"dependency",

@@ -26,6 +26,9 @@ struct ddp_opts {
 	long restart; /* --ddp-restart=N: restarts allowed, 0 = none */
 	/* --ddp-restart-on: the causes restarted, a bit each */
 	unsigned restart_on;
+	/* --ddp-stop-before as given ("auto", "0" or seconds, checked by
+	 * ddp_stop_before_parse), "" = not given: ddp.conf's stop_before */
+	char stop_before[DDP_CONF_STOP_BEFORE_LEN];
 };
 
 /* --ddp-restart-on's words, a bit each (1 << enum ddp_failure_cause). */
@@ -49,13 +52,13 @@ int ddp_restart_on_format(unsigned mask, char *buf, size_t len);
 /*
  * Applies one option callback. name is the option without dashes ("ddp",
  * "ddp-port", "ddp-bind", "ddp-verbose", "ddp-check", "ddp-restart",
- * "ddp-restart-on"), arg its value or NULL. --ddp-restart takes a whole number
- * from 0 to DDP_RESTART_LIMIT here; the site's own ceiling is checked by
- * ddp_opts_restart_allowed once ddp.conf is known. --ddp-check alone means
- * fail; fail and warn imply --ddp, off only overrides the site's default.
- * Repeating an option is harmless; a later value replaces an earlier one (srun
- * runs the environment's copy first, then the command line's). Returns 0, or -1
- * with err naming the option and the values that would work.
+ * "ddp-restart-on", "ddp-stop-before"), arg its value or NULL. --ddp-restart
+ * takes a whole number from 0 to DDP_RESTART_LIMIT here; the site's own ceiling
+ * is checked by ddp_opts_restart_allowed once ddp.conf is known. --ddp-check
+ * alone means fail; fail and warn imply --ddp, off only overrides the site's
+ * default. Repeating an option is harmless; a later value replaces an earlier
+ * one (srun runs the environment's copy first, then the command line's).
+ * Returns 0, or -1 with err naming the option and the values that would work.
  */
 int ddp_opts_apply(struct ddp_opts *o, const char *name, const char *arg,
 		   char *err, size_t errlen);

@@ -77,6 +77,12 @@ static struct spank_option options[] = {
 	 "...), oom (killed by the kernel's OOM killer), hang (a rank named "
 	 "hung) or all (default: node alone, a node to blame)",
 	 1, 6, opt_cb},
+	{"ddp-stop-before", "SECS|auto|0",
+	 "[ddp] stop every rank at the same step, checkpointed, this many "
+	 "seconds before the job's end time: auto (the default: from the "
+	 "measured step and checkpoint times), SECS, or 0 (off: no stop for "
+	 "the time, nor on SIGTERM/SIGUSR1; default: the site's stop_before)",
+	 1, 7, opt_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 

@@ -270,6 +270,24 @@ test_check_keys(void)
 	       "kill_on_bad_exit takes yes or no only");
 	tap_ok(ddp_conf_key_node_side("kill_on_bad_exit") == 0,
 	       "kill_on_bad_exit is the plugin's alone");
+	tap_ok(!strcmp(c.stop_before, "auto") && c.stop_requeue_max == 2,
+	       "default stop_before: auto, stop_requeue_max: 2");
+	tap_ok(ddp_conf_set(&c, "stop_before", "300", err, sizeof(err)) == 0 &&
+		       ddp_conf_format(&c, "stop_before", value,
+				       sizeof(value)) == 0 &&
+		       !strcmp(value, "300"),
+	       "stop_before 300, shown as 300");
+	tap_ok(ddp_conf_set(&c, "stop_before", "later", err, sizeof(err)) < 0 &&
+		       !strcmp(c.stop_before, "300") &&
+		       strstr(err, "stop_before") && strstr(err, "later") &&
+		       strstr(err, "1 to 604800"),
+	       "stop_before later refused, naming it and what works (%s)", err);
+	tap_ok(ddp_conf_set(&c, "stop_requeue_max", "101", err, sizeof(err)) <
+			       0 &&
+		       ddp_conf_set(&c, "stop_requeue_max", "0", err,
+				    sizeof(err)) == 0 &&
+		       c.stop_requeue_max == 0,
+	       "stop_requeue_max: 0-100");
 	tap_ok(ddp_conf_set(&c, "cpus_per_gpu", "6", err, sizeof(err)) == 0 &&
 		       c.cpus_per_gpu == 6 &&
 		       ddp_conf_format(&c, "cpus_per_gpu", value,
@@ -314,7 +332,7 @@ test_table(void)
 		else
 			tap_diag("default of %s: %s", key, err);
 	}
-	tap_ok(nkeys == 30 && defaults_ok == nkeys,
+	tap_ok(nkeys == 32 && defaults_ok == nkeys,
 	       "all %zu keys' defaults parse and are what ddp_conf_defaults "
 	       "sets",
 	       nkeys);
@@ -375,7 +393,7 @@ test_table(void)
 			named++;
 	}
 	if (!tap_ok(named == nkeys && strstr(err, "'colour'") &&
-			    strstr(err, " or cpus_per_gpu"),
+			    strstr(err, " or stop_requeue_max"),
 		    "the unknown-key message names every key of the table"))
 		tap_diag("%s", err);
 	tap_ok(ddp_conf_key_names(names, 40, ", ") < 0,

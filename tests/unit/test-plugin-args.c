@@ -107,6 +107,8 @@ check_node_side_keys(void)
 		"restart_max=1",
 		"restart_path=/opt/ddp-restart",
 		"kill_on_bad_exit=no",
+		"stop_before=120",
+		"stop_requeue_max=1",
 	};
 	char err[DDP_ERR_LEN], topo[256], want[160];
 	char *av[1];
@@ -308,7 +310,7 @@ scan(struct ddp_srun_req *req, const char *line)
 int
 main(void)
 {
-	struct ddp_opts o = {0, 0, -1, 0, -1, 0, 0};
+	struct ddp_opts o = {0, 0, -1, 0, -1, 0, 0, ""};
 	struct ddp_conf conf;
 	struct ddp_srun_req r;
 	char err[DDP_ERR_LEN], topo[256];
@@ -349,7 +351,7 @@ main(void)
 	tap_ok(ddp_opts_apply(&o, "ddp-colour", "x", err, sizeof(err)) < 0,
 	       "unknown option refused");
 	{
-		struct ddp_opts c = {0, 0, -1, 0, -1, 0, 0};
+		struct ddp_opts c = {0, 0, -1, 0, -1, 0, 0, ""};
 
 		tap_ok(ddp_opts_apply(&c, "ddp-check", "off", err,
 				      sizeof(err)) == 0 &&
@@ -384,7 +386,7 @@ main(void)
 		       "--ddp-check=Requeue refused: modes are lower case");
 	}
 	{
-		struct ddp_opts c = {0, 0, -1, 0, -1, 0, 0};
+		struct ddp_opts c = {0, 0, -1, 0, -1, 0, 0, ""};
 
 		tap_ok(ddp_opts_apply(&c, "ddp-restart", "2", err,
 				      sizeof(err)) == 0 &&
@@ -439,6 +441,39 @@ main(void)
 		       "--ddp-restart: negative, above 100, trailing space "
 		       "and missing values refused");
 	}
+	{
+		struct ddp_opts c = {0, 0, -1, 0, -1, 0, 0, ""};
+		const char *bad[] = {"soon", "-5", "+30", "604801",
+				     "1.5",  "",   NULL};
+		size_t i;
+
+		tap_ok(!c.stop_before[0],
+		       "no --ddp-stop-before: ddp.conf's stop_before");
+		tap_ok(ddp_opts_apply(&c, "ddp-stop-before", "120", err,
+				      sizeof(err)) == 0 &&
+			       !strcmp(c.stop_before, "120") && !c.enabled,
+		       "--ddp-stop-before=120 kept as given");
+		tap_ok(ddp_opts_apply(&c, "ddp-stop-before", "auto", err,
+				      sizeof(err)) == 0 &&
+			       !strcmp(c.stop_before, "auto"),
+		       "--ddp-stop-before=auto, a later value replaces it");
+		tap_ok(ddp_opts_apply(&c, "ddp-stop-before", "0", err,
+				      sizeof(err)) == 0 &&
+			       !strcmp(c.stop_before, "0"),
+		       "--ddp-stop-before=0 (off)");
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			tap_ok(ddp_opts_apply(&c, "ddp-stop-before", bad[i],
+					      err, sizeof(err)) < 0 &&
+				       strstr(err, "--ddp-stop-before=") &&
+				       strstr(err,
+					      bad[i] ? bad[i] : "(none)") &&
+				       strstr(err, "auto") &&
+				       strstr(err, "1 to 604800") &&
+				       !strcmp(c.stop_before, "0"),
+			       "--ddp-stop-before=%s refused, naming the input "
+			       "and what works (%s)",
+			       bad[i] ? bad[i] : "(none)", err);
+	}
 	tap_ok(scan(&r, "srun -N4 -x node9 --ddp prog -x a") == 0 &&
 		       r.exclude && !strcmp(r.exclude, "node9") &&
 		       r.opts_end == 5,
@@ -468,7 +503,7 @@ main(void)
 				   sizeof(err)) < 0 &&
 		       strstr(err, "key=value") &&
 		       strstr(err, "config, topology, default_bind") &&
-		       strstr(err, "cpus_per_gpu)") &&
+		       strstr(err, "stop_requeue_max)") &&
 		       !strstr(err, "port_range") && !strstr(err, "state_dir"),
 	       "plugstack argument without '=' refused, naming the plugin's "
 	       "keys");
