@@ -20,6 +20,14 @@
  * the job's user (report): the port is the user's to choose, so the
  * connection must be one the user could make.
  * The line formats and the blame rule are in common/failure.h.
+ *
+ * A task that exits DDP_STOP_EXIT_STATUS after writing its stop note
+ * (common/stop.h) stopped cleanly: its slurmstepd leaves the step running
+ * for the other ranks, which stop at the same step, and reports the stop
+ * to srun as a report of its own (failure.h's HOW "stop"), one per task;
+ * srun, when every report is a stop, prints one line for them all and
+ * says what comes next (stopping.c). The status without a note is a
+ * failure like any other.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +56,7 @@
 #include "kevents.h"
 #include "plugin.h"
 #include "restart.h"
+#include "stop.h"
 #include "verdict.h"
 
 /* srun to slurmstepd. Named SLURM_*, as SLURM_DDP_REEXEC is: under
@@ -110,6 +119,10 @@ failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 		ddp_verbose("no step id: no first-failure report");
 		return 0;
 	}
+	/* For "every rank" in the stop line; 0 when not said. */
+	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &w->ntasks) !=
+	    ESPANK_SUCCESS)
+		w->ntasks = 0;
 	if (gethostname(host, sizeof(host) - 1) < 0 || !host[0]) {
 		ddp_verbose("no host name: no first-failure report");
 		return 0;
@@ -162,14 +175,26 @@ take_report(void *arg, const char *line)
 		ddp_verbose("a failure report dropped: out of memory");
 }
 
+/* The record of cause for a restart supervisor, when DDP_RESTART_REPORT
+ * names a file (ddp-restart). */
+static void
+write_record(const struct ddp_failure *cause)
+{
+	const char *record = getenv(RECORD_ENV);
+	char err[DDP_ERR_LEN];
+
+	if (record && record[0] &&
+	    ddp_failure_write_record(record, cause, err, sizeof(err)) < 0)
+		ddp_error("%s: %s", RECORD_ENV, err);
+}
+
 void
 failure_local_exit(struct ddp_plugin *p)
 {
 	struct ddp_failure_watch *w = &p->watch;
 	struct reports r = {.nonce = w->nonce};
 	struct ddp_failure cause;
-	char line[DDP_FAILURE_LINE_MAX], what[256];
-	const char *record;
+	char line[DDP_FAILURE_LINE_MAX], what[512];
 
 	if (w->listen_fd < 0)
 		return;
@@ -185,6 +210,14 @@ failure_local_exit(struct ddp_plugin *p)
 		ddp_verbose("%d failure report(s) with a wrong nonce ignored",
 			    r.forged);
 	if (!ddp_failure_set_cause(&r.set, &cause, what, sizeof(what))) {
+		/* No failure: the step's stops, if any, and what follows. */
+		if (ddp_failure_set_stopped(&r.set, w->ntasks, &cause, what,
+					    sizeof(what))) {
+			ddp_failure_set_free(&r.set);
+			write_record(&cause);
+			stopping_next(p, w->jobid, w->stepid, what);
+			return;
+		}
 		ddp_failure_set_free(&r.set);
 		return;
 	}
@@ -192,10 +225,7 @@ failure_local_exit(struct ddp_plugin *p)
 	ddp_user("%s; the step was %s (first failure of step %u.%u)", what,
 		 w->ends_step ? "ended" : "not ended (kill-on-bad-exit off)",
 		 w->jobid, w->stepid);
-	record = getenv(RECORD_ENV);
-	if (record && record[0] &&
-	    ddp_failure_write_record(record, &cause, line, sizeof(line)) < 0)
-		ddp_error("%s: %s", RECORD_ENV, line);
+	write_record(&cause);
 }
 
 /* The Slurm name of this node (what --exclude takes): its entry in the
@@ -415,6 +445,8 @@ failure_user_init(struct ddp_plugin *p)
 	}
 	n->prelaunch_rfd = fd[0];
 	n->prelaunch_wfd = fd[1];
+	/* One note per local task at most is kept (take_stop_note). */
+	n->stop_notes = calloc(n->local_tasks, sizeof(*n->stop_notes));
 	if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) < 0) {
 		ddp_info("--ddp: %s: no pipe for %s: %s", n->host, CAUSE_ENV,
 			 strerror(errno));
@@ -487,32 +519,105 @@ failure_remote_exit(struct ddp_plugin *p)
 	ddp_close(&n->cause_wfd);
 	free(n->prelaunch_failed);
 	n->prelaunch_failed = NULL;
+	free(n->stop_notes);
+	n->stop_notes = NULL;
+	n->nstop_notes = 0;
+}
+
+/* One whole line a task wrote: the first naming is kept, and each stop
+ * note until its task's exit takes it. Anything else is the program's. */
+static void
+take_cause_line(struct ddp_node *n, const char *line)
+{
+	struct ddp_stop_note note;
+
+	if (ddp_stop_note_parse(line, &note) == 0) {
+		if (n->stop_notes && n->nstop_notes < n->local_tasks)
+			n->stop_notes[n->nstop_notes++] = note;
+		return;
+	}
+	if (!n->cause_named &&
+	    ddp_failure_parse_naming(line, &n->cause_naming) == 0)
+		n->cause_named = 1;
 }
 
 /*
- * The first well-formed naming the node's tasks wrote to DDP_FAILURE_FD,
- * into f. Each task writes one line with one write() (libddp), so lines
- * arrive whole; whatever else is there is the program's and ignored.
+ * Reads what the node's tasks wrote to DDP_FAILURE_FD so far. Each task
+ * writes each line with one write() (libddp, under PIPE_BUF), so lines
+ * arrive whole; a read may still end inside one, which waits in cause_buf
+ * for the rest. A line longer than any the tasks write is dropped.
  */
 static void
-read_naming(struct ddp_node *n, struct ddp_failure *f)
+read_cause_pipe(struct ddp_node *n)
 {
-	char buf[4096], *line, *save = NULL;
+	char *nl;
 	ssize_t got;
 
 	if (n->cause_rfd < 0)
 		return;
-	got = read(n->cause_rfd, buf, sizeof(buf) - 1);
-	if (got <= 0)
+	for (;;) {
+		if (n->cause_len == sizeof(n->cause_buf) - 1)
+			n->cause_len = 0;
+		got = read(n->cause_rfd, n->cause_buf + n->cause_len,
+			   sizeof(n->cause_buf) - 1 - n->cause_len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return;
+		n->cause_len += (size_t)got;
+		n->cause_buf[n->cause_len] = '\0';
+		while ((nl = strchr(n->cause_buf, '\n'))) {
+			*nl = '\0';
+			take_cause_line(n, n->cause_buf);
+			n->cause_len -= (size_t)(nl + 1 - n->cause_buf);
+			memmove(n->cause_buf, nl + 1, n->cause_len + 1);
+		}
+	}
+}
+
+/* The first well-formed naming the node's tasks wrote, into f. */
+static void
+read_naming(struct ddp_node *n, struct ddp_failure *f)
+{
+	read_cause_pipe(n);
+	if (!n->cause_named)
 		return;
-	buf[got] = '\0';
-	for (line = strtok_r(buf, "\n", &save); line && !f->named;
-	     line = strtok_r(NULL, "\n", &save))
-		(void)ddp_failure_parse_naming(line, f);
-	if (f->named)
-		ddp_info("--ddp: rank %ld names rank %ld (%s) as the cause: %s",
-			 f->named_by, f->named_rank, f->named_node,
-			 f->named_why);
+	f->named = 1;
+	f->named_by = n->cause_naming.named_by;
+	f->named_rank = n->cause_naming.named_rank;
+	ddp_fmt(f->named_node, sizeof(f->named_node), "%s",
+		n->cause_naming.named_node);
+	ddp_fmt(f->named_why, sizeof(f->named_why), "%s",
+		n->cause_naming.named_why);
+	ddp_info("--ddp: rank %ld names rank %ld (%s) as the cause: %s",
+		 f->named_by, f->named_rank, f->named_node, f->named_why);
+}
+
+/*
+ * Takes rank's stop note into f (a clean stop: f->stopped and the note's
+ * fields): 1, or 0 when the task wrote none (its exit status is then a
+ * failure like any other).
+ */
+static int
+take_stop_note(struct ddp_node *n, long rank, struct ddp_failure *f)
+{
+	size_t i;
+
+	read_cause_pipe(n);
+	for (i = 0; i < n->nstop_notes; i++) {
+		const struct ddp_stop_note *note = &n->stop_notes[i];
+
+		if (note->rank != rank)
+			continue;
+		f->stopped = 1;
+		f->stop_step = note->step;
+		f->stop_ckpt_ms = note->ckpt_ms;
+		ddp_fmt(f->stop_why, sizeof(f->stop_why), "%s",
+			ddp_stop_why_name(note->why));
+		n->stop_notes[i] = n->stop_notes[--n->nstop_notes];
+		return 1;
+	}
+	return 0;
 }
 
 /*
@@ -606,7 +711,6 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 		return 0;
 	if (step_runs_check(p, sp))
 		return 0;
-	n->failure_seen = 1;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	f.time_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	f.rank = spank_get_item(sp, S_TASK_GLOBAL_ID, &gid) == ESPANK_SUCCESS
@@ -617,6 +721,18 @@ failure_task_exit(struct ddp_plugin *p, spank_t sp)
 		list[0] = '\0';
 	ddp_fmt(f.step_nodes, sizeof(f.step_nodes), "%s", list);
 	node_name(n, list, f.node, sizeof(f.node));
+	/* A clean stop: the step goes on for the ranks still stopping, and
+	 * srun hears of it (a failure of another task wins there). */
+	if (f.signal == 0 && f.status == DDP_STOP_EXIT_STATUS && f.rank >= 0 &&
+	    take_stop_note(n, f.rank, &f)) {
+		if (ddp_failure_describe(&f, what, sizeof(what)) == 0)
+			ddp_info("--ddp: %s, checkpointed in %lld ms: step "
+				 "%u.%u left running",
+				 what, f.stop_ckpt_ms, n->jobid, n->stepid);
+		report(p, sp, &f);
+		return 0;
+	}
+	n->failure_seen = 1;
 	if (f.signal > 0) {
 		struct ddp_kevents now;
 

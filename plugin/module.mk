@@ -2,7 +2,8 @@
 # spank_ddp.c holds the SPANK hooks and dispatches to local.c (srun,
 # sbatch, salloc) and remote.c (slurmstepd, with remote_topo.c and
 # remote_check.c), failure.c (a failed rank ends the step; srun names the
-# first); args.c is their Slurm-free parsing; the decisions live in the
+# first), stopping.c (the job's end time for the ranks, and what follows
+# an agreed stop); args.c is their Slurm-free parsing; the decisions live in the
 # core. ddp-restart (--ddp-restart's supervisor, which srun's side of the
 # plugin runs in srun's place) is a thin program around restart.c, the
 # Slurm-free decisions.
@@ -21,7 +22,7 @@ $(DDP_RESTART): $(BUILD)/plugin/ddp-restart.o $(BUILD)/plugin/restart.o $(BUILD)
 TARGETS += $(DDP_RESTART)
 
 PLUGIN_SO := $(BUILD)/plugin/spank_ddp.so
-PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o slurm_requeue.o failure.o args.o)
+PLUGIN_OBJ := $(addprefix $(BUILD)/plugin/,spank_ddp.o local.o remote.o remote_topo.o remote_check.o requeue.o slurm_requeue.o failure.o stopping.o args.o)
 # slurm_spank_* and slurm_hostlist_* resolve in the loading program
 # (srun, sbatch, salloc and slurmstepd all carry libslurmfull).
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(CORE_LIB) plugin/spank_ddp.lds

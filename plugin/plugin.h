@@ -20,6 +20,7 @@
 #define DDP_PLUGIN_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -35,6 +36,7 @@
 #include "placement.h"
 #include "port.h"
 #include "sitekey.h"
+#include "stop.h"
 
 /* One node of a --ddp step, in slurmstepd: computed in user_init, used by
  * task_init, freed in exit. */
@@ -101,6 +103,15 @@ struct ddp_node {
 	 * non-blocking; the write end loses close-on-exec in each task's
 	 * task_init alone. -1 when closed. */
 	int cause_rfd, cause_wfd;
+	/* What failure.c read from that pipe so far: the first naming
+	 * (cause_named > 0), the stop notes not yet taken by their task's
+	 * exit (one slot per local task), and a line not yet whole. */
+	int cause_named;
+	struct ddp_failure cause_naming;
+	struct ddp_stop_note *stop_notes;
+	size_t nstop_notes;
+	char cause_buf[DDP_STOP_NOTE_MAX + DDP_FAILURE_NAMING_MAX];
+	size_t cause_len;
 };
 
 /* srun's side of a --ddp step's first failure (failure.c): the socket the
@@ -110,7 +121,22 @@ struct ddp_failure_watch {
 	int listen_fd; /* -1 when closed */
 	char nonce[DDP_FAILURE_NONCE_HEX + 1];
 	uint32_t jobid, stepid;
-	int ends_step; /* 1: kill_on_bad_exit is on and no -K0 */
+	int ends_step;	 /* 1: kill_on_bad_exit is on and no -K0 */
+	uint32_t ntasks; /* the step's tasks, 0 when Slurm did not say */
+};
+
+/* srun's keeper of the job's end time for the ranks (stopping.c): the
+ * thread that rewrites path while it changes, from local_user_init to
+ * exit. lock guards stop; end and the file are the thread's alone. */
+struct ddp_endtime_watch {
+	int running; /* the thread was started and not yet joined */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stop;
+	uint32_t jobid;
+	long long end; /* what path holds, 0 for nothing yet */
+	char path[PATH_MAX];
 };
 
 struct ddp_plugin {
@@ -138,6 +164,7 @@ struct ddp_plugin {
 	 * local_post_opt scanned it: 1, 0, or -1 when neither says. */
 	int kill_bad_exit;
 	struct ddp_failure_watch watch;
+	struct ddp_endtime_watch endtime;
 	struct ddp_node node;
 };
 
@@ -315,5 +342,33 @@ void remote_check_record(struct ddp_plugin *p);
  * everything; cannot fail.
  */
 void plugin_requeue(const struct ddp_plugin *p, const char *text, size_t len);
+
+/*
+ * srun, from slurm_spank_local_user_init for a --ddp step whose
+ * DDP_STOP_BEFORE is not 0: hands the tasks the job's end time
+ * (SLURM_DDP_END_TIME, DDP_END_TIME in each task) and, where srun can
+ * write to the job's shared directory, keeps DDP_END_TIME_FILE_NAME
+ * there current from a thread (SLURM_DDP_END_TIME_FILE, else unset and
+ * said under --ddp-verbose). Cannot fail: the ranks then stop on signals
+ * alone.
+ */
+void stopping_local_user_init(struct ddp_plugin *p, spank_t sp);
+/* srun, from slurm_spank_exit before failure_local_exit: stops and joins
+ * the end time's thread. */
+void stopping_local_exit(struct ddp_plugin *p);
+/* A task, from slurm_spank_task_init when remote_task_init succeeded:
+ * DDP_STOP_BEFORE (--ddp-stop-before, else ddp.conf's stop_before),
+ * DDP_END_TIME and DDP_END_TIME_FILE from srun's, unset when srun gave
+ * none. Cannot fail. */
+void stopping_task_init(struct ddp_plugin *p, spank_t sp);
+/*
+ * srun, from failure_local_exit when every report of step jobid.stepid
+ * is a clean stop: prints "ddp: step J.S <what>; <what comes next>" and
+ * does it: requeues a batch job that may be requeued (ddp.conf's
+ * stop_requeue_max), tells how to continue a job that may not be, and
+ * leaves a job that Slurm is ending or requeueing to Slurm.
+ */
+void stopping_next(struct ddp_plugin *p, uint32_t jobid, uint32_t stepid,
+		   const char *what);
 
 #endif

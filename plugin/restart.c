@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "ddp_util.h"
+#include "stop.h"
 
 void
 ddp_restart_init(struct ddp_restart *st, unsigned max, unsigned restart_on,
@@ -152,6 +153,12 @@ same_nodes(struct ddp_restart *st, const struct ddp_failure_record *r,
 {
 	const char *name = ddp_failure_cause_name(r->cause);
 
+	/* An agreed stop (stop.h): srun said what comes next. */
+	if (r->cause == DDP_CAUSE_STOP && !r->signalled &&
+	    r->code == DDP_STOP_EXIT_STATUS)
+		return answer(0, line, linelen,
+			      "not restarted: the step stopped on every rank, "
+			      "checkpointed (a stop is never restarted)");
 	if (r->cause == DDP_CAUSE_STOP)
 		return answer(0, line, linelen,
 			      "not restarted: %s, which ends a step on purpose "

@@ -31,6 +31,13 @@
  *   expedited requeue 25.11 added sbatch --requeue=expedite, the job flag
  *                     EXPEDITED_REQUEUE in job_info_t.bitflags:
  *                     DDP_SLURM_HAVE_EXPEDITED_REQUEUE.
+ *   remaining time    slurm_get_rem_time takes the job id up to 25.11
+ *                     and a slurm_step_id_t in 26.05 (its plain-id
+ *                     wrapper, slurm_get_rem_time_jid, only under
+ *                     SLURM_BACKWARD_COMPAT); it also rounds to what is
+ *                     left now. The plugin does not call it: the job's end
+ *                     time (stopping.c) is slurm_load_job's end_time,
+ *                     through ddp_slurm_load_job, the same on all three.
  *
  * Unchanged on all three for what the plugin uses: the spank_item values
  * and their argument types, spank_option, spank_context, spank_getenv,
@@ -40,7 +47,10 @@
  * before exec (--ddp-check=requeue), slurm_load_job, slurm_requeue with
  * JOB_REQUEUE_HOLD, slurm_init_job_desc_msg, slurm_update_job (exc_nodes,
  * priority), slurm_free_job_info_msg and slurm_strerror, with the
- * job_info_t fields batch_flag, requeue, restart_cnt and exc_nodes; in srun,
+ * job_info_t fields batch_flag, requeue, restart_cnt and exc_nodes; in srun
+ * (stopping.c), the same calls and the job_info_t fields end_time,
+ * time_limit (INFINITE, NO_VAL), preempt_time and job_state
+ * (JOB_STATE_BASE, JOB_RUNNING, JOB_COMPLETING, JOB_REQUEUE); in srun,
  * slurm_load_partitions, slurm_load_node and
  * slurm_populate_node_partitions, with the partition_info_t
  * fields name, flags (PART_FLAG_DEFAULT) and job_defaults_str and the

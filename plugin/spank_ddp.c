@@ -218,6 +218,7 @@ slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
 	if (spank_context() != S_CTX_LOCAL)
 		return 0;
+	stopping_local_user_init(&plugin, sp);
 	return failure_local_user_init(&plugin, sp);
 }
 
@@ -238,6 +239,7 @@ slurm_spank_task_init(spank_t sp, int ac, char **av)
 		return 0;
 	if (remote_task_init(&plugin, sp) == 0) {
 		failure_task_init(&plugin, sp);
+		stopping_task_init(&plugin, sp);
 		return 0;
 	}
 	failure_task_init_failed(&plugin, sp);
@@ -251,7 +253,9 @@ slurm_spank_exit(spank_t sp, int ac, char **av)
 	if (spank_remote(sp)) {
 		remote_exit(&plugin);
 		failure_remote_exit(&plugin);
-	} else if (spank_context() == S_CTX_LOCAL)
+	} else if (spank_context() == S_CTX_LOCAL) {
+		stopping_local_exit(&plugin);
 		failure_local_exit(&plugin);
+	}
 	return 0;
 }

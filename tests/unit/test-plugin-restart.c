@@ -238,6 +238,23 @@ test_causes(void)
 	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 0 &&
 		       strstr(line, "ends a step on purpose"),
 	       "cause stop: never restarted, even with all (%s)", line);
+	parse("rank=0 node=node1 how=exit:75 time=1764240000.200 blame= "
+	      "nodes=4 step_nodes=node[1-4] why= cause=stop",
+	      &r, err, sizeof(err));
+	ddp_restart_init(&st, 2, DDP_RESTART_ON_ALL, NULL, "node[1-5]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 0 &&
+		       strstr(line, "stopped on every rank, checkpointed") &&
+		       st.done == 0 && !st.exclude[0],
+	       "an agreed stop (exit 75, cause stop): never restarted, even "
+	       "with all, no node left out (%s)",
+	       line);
+	parse("rank=0 node=node1 how=exit:75 blame= nodes=4 cause=exit", &r,
+	      err, sizeof(err));
+	ddp_restart_init(&st, 2, DDP_RESTART_ON_ALL, NULL, "node[1-5]");
+	tap_ok(ddp_restart_decide(&st, &r, NULL, 0, line, sizeof(line)) == 1,
+	       "exit 75 without a stop note (cause exit) is a failure: "
+	       "restarted under all (%s)",
+	       line);
 	parse("rank=2 node=node3 how=exit:1 blame=node3 nodes=4 "
 	      "why=unreachable cause=node",
 	      &r, err, sizeof(err));
