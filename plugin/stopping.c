@@ -370,6 +370,11 @@ stopped_job(uint32_t jobid, struct ddp_requeue_job *job, int *slurm_ends,
 	return 0;
 }
 
+/* How a job that is not requeued goes on. */
+#define RESUME                                                   \
+	"submit the job again and the program resumes from its " \
+	"checkpoint"
+
 void
 stopping_next(struct ddp_plugin *p, uint32_t jobid, uint32_t stepid,
 	      const char *what)
@@ -382,9 +387,15 @@ stopping_next(struct ddp_plugin *p, uint32_t jobid, uint32_t stepid,
 	sigset_t term, old;
 
 	if (stopped_job(jobid, &job, &slurm_ends, why, sizeof(why)) < 0) {
-		ddp_user("step %u.%u %s; %s: submit the job again and the "
-			 "program resumes from its checkpoint",
-			 jobid, stepid, what, why);
+		ddp_user("step %u.%u %s; not requeued: %s; " RESUME, jobid,
+			 stepid, what, why);
+		return;
+	}
+	/* srun's own allocation ends with it: not Slurm's decision. */
+	if (!job.batch) {
+		ddp_requeue_allowed(&job, max, why, sizeof(why));
+		ddp_user("step %u.%u %s; not requeued: %s; " RESUME, jobid,
+			 stepid, what, why);
 		return;
 	}
 	if (slurm_ends) {
@@ -394,18 +405,23 @@ stopping_next(struct ddp_plugin *p, uint32_t jobid, uint32_t stepid,
 			 jobid, stepid, what);
 		return;
 	}
+	/* The bound first, in the words of stop_requeue_max. */
+	if (job.batch && job.requeue && job.restarts >= max) {
+		ddp_user("step %u.%u %s; not requeued: the job was requeued %u "
+			 "time%s already, the site's stop_requeue_max is "
+			 "%u; " RESUME,
+			 jobid, stepid, what, job.restarts,
+			 job.restarts == 1 ? "" : "s", max);
+		return;
+	}
 	if (!ddp_requeue_allowed(&job, max, why, sizeof(why))) {
-		ddp_user("step %u.%u %s; the job may not be requeued (%s): "
-			 "submit it again and the program resumes from its "
-			 "checkpoint",
-			 jobid, stepid, what, why);
+		ddp_user("step %u.%u %s; not requeued: %s; " RESUME, jobid,
+			 stepid, what, why);
 		return;
 	}
 	none = calloc(1, sizeof(*none));
 	if (!none) {
-		ddp_user("step %u.%u %s; not requeued (out of memory): submit "
-			 "the job again and the program resumes from its "
-			 "checkpoint",
+		ddp_user("step %u.%u %s; not requeued: out of memory; " RESUME,
 			 jobid, stepid, what);
 		return;
 	}
@@ -419,9 +435,7 @@ stopping_next(struct ddp_plugin *p, uint32_t jobid, uint32_t stepid,
 		 stepid, what, job.restarts + 1, max);
 	if (ddp_slurm_requeue_without(jobid, max, none, "--ddp stop", &restart,
 				      note, sizeof(note), why, sizeof(why)) < 0)
-		ddp_error("job %u not requeued: %s: submit it again and the "
-			  "program resumes from its checkpoint",
-			  jobid, why);
+		ddp_error("job %u not requeued: %s; " RESUME, jobid, why);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(none);
 }
