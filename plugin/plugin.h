@@ -127,13 +127,12 @@ struct ddp_failure_watch {
 
 /* srun's keeper of the job's end time for the ranks (stopping.c): the
  * thread that rewrites path while it changes, from local_user_init to
- * exit. lock guards stop; end and the file are the thread's alone. */
+ * exit, woken to end by closing wake[1]. end and the file are the
+ * thread's alone once it runs. */
 struct ddp_endtime_watch {
 	int running; /* the thread was started and not yet joined */
 	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int stop;
+	int wake[2]; /* -1 when closed */
 	uint32_t jobid;
 	long long end; /* what path holds, 0 for nothing yet */
 	char path[PATH_MAX];

@@ -30,6 +30,7 @@ static struct ddp_plugin plugin = {
 	.opts = {.bind = -1, .check = -1},
 	.kill_bad_exit = -1,
 	.watch = {.listen_fd = -1},
+	.endtime = {.wake = {-1, -1}},
 	.node = {.verdict_rfd = -1,
 		 .verdict_wfd = -1,
 		 .prelaunch_rfd = -1,

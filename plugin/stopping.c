@@ -25,13 +25,14 @@
  * requeueing already (preemption, cancellation) is left to Slurm.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
@@ -114,41 +115,34 @@ write_end(const struct ddp_endtime_watch *e, long long end, char *err,
 }
 
 /* The watch's thread: re-reads the end time every poll period until
- * stopping_local_exit asks it to end. */
+ * stopping_local_exit writes to (or closes) the wake pipe. */
 static void *
 watch_end_time(void *arg)
 {
 	struct ddp_endtime_watch *e = arg;
+	struct pollfd pfd = {.fd = e->wake[0], .events = POLLIN};
 	char err[DDP_ERR_LEN];
-	struct timespec at;
+	double until;
 	long long end;
+	int left;
 
-	pthread_mutex_lock(&e->lock);
-	while (!e->stop) {
-		clock_gettime(CLOCK_MONOTONIC, &at);
-		at.tv_sec += DDP_END_TIME_POLL_SECONDS;
-		while (!e->stop &&
-		       pthread_cond_timedwait(&e->cond, &e->lock, &at) == 0)
+	for (;;) {
+		until = ddp_now() + DDP_END_TIME_POLL_SECONDS;
+		while ((left = (int)((until - ddp_now()) * 1000)) > 0 &&
+		       poll(&pfd, 1, left) <= 0)
 			;
-		if (e->stop)
-			break;
-		/* Slurm's RPC without the lock: the exit must not wait on
-		 * slurmctld to ask for the end. */
-		pthread_mutex_unlock(&e->lock);
-		if (job_end_time(e->jobid, &end) == 1 && end != e->end) {
-			if (write_end(e, end, err, sizeof(err)) == 0) {
-				ddp_verbose("job %u's end time is now %lld "
-					    "(%s rewritten)",
-					    e->jobid, end, e->path);
-				e->end = end;
-			} else {
-				ddp_verbose("%s", err);
-			}
+		if (left > 0)
+			return NULL; /* woken: srun is ending */
+		if (job_end_time(e->jobid, &end) != 1 || end == e->end)
+			continue;
+		if (write_end(e, end, err, sizeof(err)) < 0) {
+			ddp_verbose("%s", err);
+			continue;
 		}
-		pthread_mutex_lock(&e->lock);
+		ddp_verbose("job %u's end time is now %lld (%s rewritten)",
+			    e->jobid, end, e->path);
+		e->end = end;
 	}
-	pthread_mutex_unlock(&e->lock);
-	return NULL;
 }
 
 /*
@@ -207,26 +201,18 @@ writable_dir(const char *path, char *why, size_t whylen)
 static int
 start_watch(struct ddp_endtime_watch *e)
 {
-	pthread_condattr_t attr;
 	sigset_t all, old;
 	int rc;
 
-	if (pthread_condattr_init(&attr) != 0)
+	if (pipe2(e->wake, O_CLOEXEC) < 0)
 		return -1;
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	rc = pthread_cond_init(&e->cond, &attr);
-	pthread_condattr_destroy(&attr);
-	if (rc != 0 || pthread_mutex_init(&e->lock, NULL) != 0) {
-		errno = rc ? rc : EAGAIN;
-		return -1;
-	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	rc = pthread_create(&e->thread, NULL, watch_end_time, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
-		pthread_cond_destroy(&e->cond);
-		pthread_mutex_destroy(&e->lock);
+		ddp_close(&e->wake[0]);
+		ddp_close(&e->wake[1]);
 		errno = rc;
 		return -1;
 	}
@@ -305,13 +291,11 @@ stopping_local_exit(struct ddp_plugin *p)
 
 	if (!e->running)
 		return;
-	pthread_mutex_lock(&e->lock);
-	e->stop = 1;
-	pthread_cond_signal(&e->cond);
-	pthread_mutex_unlock(&e->lock);
+	/* Its end of file wakes the thread, between two polls or in one:
+	 * it then returns without another RPC. */
+	ddp_close(&e->wake[1]);
 	pthread_join(e->thread, NULL);
-	pthread_cond_destroy(&e->cond);
-	pthread_mutex_destroy(&e->lock);
+	ddp_close(&e->wake[0]);
 	e->running = 0;
 }
 
