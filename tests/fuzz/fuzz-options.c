@@ -20,9 +20,10 @@ no_env(const char *name)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const names[] = {"ddp", "ddp-port", "ddp-bind",
-					    "ddp-verbose", "ddp-restart-on"};
-	struct ddp_opts o = {0, 0, -1, 0, -1, 0, 0};
+	static const char *const names[] = {
+		"ddp",	       "ddp-port",	 "ddp-bind",
+		"ddp-verbose", "ddp-restart-on", "ddp-stop-before"};
+	struct ddp_opts o = {0, 0, -1, 0, -1, 0, 0, ""};
 	struct ddp_srun_req req;
 	struct ddp_conf conf;
 	char *buf, *argv[65], err[DDP_ERR_LEN], topo[256];
@@ -44,7 +45,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	argv[argc] = NULL;
 	for (i = 0; i < argc; i++) {
-		ddp_opts_apply(&o, names[i % 5], argv[i], err, sizeof(err));
+		ddp_opts_apply(&o, names[i % 6], argv[i], err, sizeof(err));
 		if (strncmp(argv[i], "config=", 7) != 0)
 			kv[nkv++] = argv[i];
 	}
