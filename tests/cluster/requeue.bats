@@ -49,7 +49,7 @@ teardown() {
 	[ "$status" -eq 0 ]
 	job=$output
 	# Slurm starts a requeued job no sooner than AuthInfo's cred_expire
-	# (120 s by default) after the requeue.
+	# after the requeue (10 s on the minicluster, 120 s by default).
 	state=$(wait_done "$job" 300) || true
 	echo "# job $job: $state, restarts $(job_field "$job" Restarts), excluded $(job_field "$job" ExcNodeList)" >&3
 	sed 's/^/# /' "$dir/job.out" >&3

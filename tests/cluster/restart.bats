@@ -287,7 +287,7 @@ fail_once() {
 	wait_line "$dir/job.out" "^ddp: job $job requeued " 60
 	echo "# fault to the requeue line: $(awk -v a="$FAULT_TIME" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s" >&3
 	# Slurm starts a requeued job no sooner than AuthInfo's cred_expire
-	# (120 s by default) after the requeue.
+	# after the requeue (10 s on the minicluster, 120 s by default).
 	state=$(wait_done "$job" 400) || true
 	echo "# job $job: $state $(awk -v a="$FAULT_TIME" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }') s after the fault, restarts $(job_field "$job" Restarts), excluded $(job_field "$job" ExcNodeList)" >&3
 	sed 's/^/# /' "$dir/job.out" >&3
