@@ -271,7 +271,7 @@ def main():
             # dropped; a large data set would skip their indices instead).
             batches = itertools.islice(batches, skip, None)
             total = resumed_total
-        for i, (x, y) in batches:
+        for i, (x, y) in stopper.watch(batches):
             x, y = x.to(device), y.to(device)
             opt.zero_grad()
             loss = loss_fn(ddp_model(x), y)

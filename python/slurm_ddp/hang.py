@@ -13,6 +13,15 @@ such a rank within DDP_TIMEOUT; this module does the same for PyTorch.
         ...                       # first collective
     hb.close()
 
+slurm_ddp.Stopper does this by itself: it starts a Heartbeat (its
+heartbeat attribute) and its should_stop() is the per-step call. That
+call comes after optimizer.step(), when every rank has done the step: a
+rank stopped (SIGSTOP) or cut off is named from that alone, but a rank
+whose loader never returns the next batch is then at the same step as
+the others, blocked in that step's collective. Iterating the loader
+through stopper.watch(loader) counts the step when its batch arrives,
+and such a rank is named too.
+
 beat() is one in-memory write (the step number): it costs nothing
 measurable. The work is done by a daemon thread in each rank, which keeps
 running while the main thread is blocked inside a collective. Every
@@ -222,6 +231,17 @@ class Heartbeat:
             self.step = step
 
     __call__ = beat
+
+    def watch(self, iterable):
+        """Yields iterable's items (a data loader's batches), counting a
+        step as each one arrives: the point between a step's loading and
+        its first collective, where a rank whose loader is stuck is seen
+        behind the others. Beside Stopper.should_stop() after
+        optimizer.step(), which sets the step to its own count, the two
+        agree: the batch of step N+1 makes N+1, should_stop() keeps it."""
+        for item in iterable:
+            self.step += 1
+            yield item
 
     def start(self):
         if self._thread or self.world < 2:

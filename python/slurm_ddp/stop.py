@@ -282,6 +282,27 @@ class Stopper:
         self.checkpoint_seconds = 0.0
         self._step_cbs, self._exit_cbs = [], []
 
+        # A hung rank named within DDP_TIMEOUT (hang.py): should_stop()
+        # is its per-step call. Only under env://, which it shares.
+        self.heartbeat = None
+        if (self._distributed and dist.get_world_size() > 1
+                and os.environ.get("MASTER_ADDR")
+                and os.environ.get("MASTER_PORT")):
+            from .hang import Heartbeat
+
+            hb = Heartbeat()
+            try:
+                hb.start()
+            except Exception as e:  # noqa: BLE001 - the store's errors vary
+                # The stop works without it; say what is missing.
+                print(f"slurm_ddp: warning: the job's store at "
+                      f"{hb.addr}:{hb.port} did not answer ({e}): no rank is "
+                      "watched for hangs", file=sys.stderr, flush=True)
+            else:
+                self.heartbeat = hb
+                self.add_step_callback(hb.beat)
+                self.add_exit_callback(hb.close)
+
         self._installed = {}
         if (not self._before.off
                 and threading.current_thread() is threading.main_thread()):
@@ -331,6 +352,12 @@ class Stopper:
     def add_exit_callback(self, fn):
         """fn() is called by exit() before the process group goes."""
         self._exit_cbs.append(fn)
+
+    def watch(self, loader):
+        """The loader's batches, each counted by the heartbeat as it
+        arrives, so that a rank whose loader is stuck is named (hang.py);
+        the loader itself when no heartbeat runs."""
+        return self.heartbeat.watch(loader) if self.heartbeat else loader
 
     def _on_step(self, step):
         for fn in self._step_cbs:
@@ -418,7 +445,10 @@ class Stopper:
                                           time.monotonic() - t0)
 
     def close(self):
-        """Gives back the signal dispositions this Stopper replaced."""
+        """Gives back the signal dispositions this Stopper replaced and
+        marks this rank done for the heartbeat."""
+        if self.heartbeat:
+            self.heartbeat.close()
         for sig, old in self._installed.items():
             signal.signal(sig, old)
         self._installed = {}
