@@ -79,13 +79,13 @@ Needs only torch.distributed (1.13 or later).
 
 import atexit
 import datetime
-import fcntl
 import os
 import socket
-import stat
 import sys
 import threading
 import time
+
+from .failure_pipe import failure_fd, write_line  # noqa: F401 (failure_fd: tests)
 
 PREFIX = "slurm_ddp/hb/"
 INTERVAL = 0.5
@@ -143,45 +143,9 @@ def format_naming(by, named, host, why):
     return f"{by} names {named} {host} {why}\n"
 
 
-def failure_fd(environ=None):
-    """The descriptor DDP_FAILURE_FD names ("N", or "N:INODE" as the plugin
-    sets it) when it is a pipe open for writing (that pipe, with INODE),
-    made non-blocking; else None. As worker/cause.c: the inode tells the
-    plugin's pipe from whatever a process that inherited the variable, but
-    not the descriptor, has open as N."""
-    environ = os.environ if environ is None else environ
-    v = environ.get("DDP_FAILURE_FD", "")
-    num, colon, ino = v.partition(":")
-    if not num.isdigit() or len(num) >= 16 or (colon and not ino.isdigit()):
-        return None
-    fd = int(num)
-    if not 3 <= fd <= 0x7FFFFFFF:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISFIFO(st.st_mode) or (colon and int(ino) != st.st_ino):
-            return None
-        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
-        if fl & os.O_ACCMODE == os.O_RDONLY:
-            return None
-        if not fl & os.O_NONBLOCK:
-            fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
-    except OSError:
-        return None
-    return fd
-
-
 def write_naming(line, environ=None):
-    """Writes a naming line to DDP_FAILURE_FD in one write (under
-    PIPE_BUF: it arrives whole or not at all). Returns True when written;
-    False when there is no such pipe or the write failed."""
-    fd = failure_fd(environ)
-    if fd is None:
-        return False
-    try:
-        return os.write(fd, line.encode()) == len(line)
-    except OSError:
-        return False
+    """Writes a naming line on DDP_FAILURE_FD (failure_pipe.write_line)."""
+    return write_line(line, environ)
 
 
 def _own_host():

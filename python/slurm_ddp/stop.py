@@ -65,15 +65,15 @@ fn() called by exit() before the process group is destroyed.
 """
 
 import contextlib
-import fcntl
 import math
 import os
 import re
 import signal
-import stat
 import sys
 import threading
 import time
+
+from .failure_pipe import failure_fd, write_line  # noqa: F401 (failure_fd: tests)
 
 # common/stop.h
 END_TIME_ENV = "DDP_END_TIME"
@@ -85,7 +85,6 @@ STOP_NOTE_MAX = 128
 STOP_BEFORE_MAX = 604800
 END_TIME_MAX = 99999999999
 # worker/cause.h
-FAILURE_FD_ENV = "DDP_FAILURE_FD"
 
 # The words of ddp_stop_why_name, in the order of enum ddp_stop_why
 # (DDP_STOP_NONE, 0, has none).
@@ -183,45 +182,9 @@ def format_note(rank, step, why, ckpt_ms):
     return line
 
 
-def failure_fd():
-    """The descriptor of DDP_FAILURE_FD ("N", or "N:INODE" as the plugin
-    sets it) when it is a writable pipe (that pipe, with INODE), made
-    non-blocking; else None. As worker/cause.c: the inode tells the
-    plugin's pipe from whatever a process that inherited the variable,
-    but not the descriptor, has open as N."""
-    v = os.environ.get(FAILURE_FD_ENV, "")
-    num, colon, ino_text = v.partition(":")
-    if not num or len(num) >= 16:
-        return None
-    fd = _parse_long(num, 3, _INT_MAX)
-    ino = _parse_long(ino_text, 0, _LONG_MAX) if colon else -1
-    if fd is None or ino is None:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISFIFO(st.st_mode) or (ino >= 0 and ino != st.st_ino):
-            return None
-        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
-        if fl & os.O_ACCMODE == os.O_RDONLY:
-            return None
-        if not fl & os.O_NONBLOCK:
-            fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
-    except OSError:
-        return None
-    return fd
-
-
 def write_note(line):
-    """Writes a stop note on DDP_FAILURE_FD in one write (under PIPE_BUF:
-    whole or not at all). True when written; a missing or full pipe
-    drops it."""
-    fd = failure_fd()
-    if fd is None:
-        return False
-    try:
-        return os.write(fd, line.encode()) == len(line)
-    except OSError:
-        return False
+    """Writes a stop note on DDP_FAILURE_FD (failure_pipe.write_line)."""
+    return write_line(line)
 
 
 class Stopper:
