@@ -78,21 +78,6 @@
 /* Reports srun reads at most: one per node of the largest step. */
 #define REPORTS_MAX 65536
 
-/* Sets name=value in srun's environment, which srun merges into the
- * step's after slurm_spank_local_user_init. */
-static int
-srun_setenv(spank_t sp, const char *name, const char *value)
-{
-	spank_err_t rc = spank_setenv(sp, name, value, 1);
-
-	if (rc == ESPANK_SUCCESS)
-		return 0;
-	/* Slurm versions whose spank_setenv is remote-only. */
-	if (rc == ESPANK_NOT_REMOTE)
-		return setenv(name, value, 1);
-	return -1;
-}
-
 int
 failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 {
@@ -108,10 +93,10 @@ failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 		       !(shrink && !strcmp(shrink, "shrink"));
 	/* Always written: a step started from inside a rank must not keep
 	 * its parent step's values. An empty address means no report. */
-	if (srun_setenv(sp, NO_KILL_ENV, p->kill_bad_exit == 0 ? "0" : "1") <
-		    0 ||
-	    srun_setenv(sp, REPORT_ENV, "") < 0 ||
-	    srun_setenv(sp, NONCE_ENV, "") < 0)
+	if (local_srun_setenv(sp, NO_KILL_ENV,
+			      p->kill_bad_exit == 0 ? "0" : "1") < 0 ||
+	    local_srun_setenv(sp, REPORT_ENV, "") < 0 ||
+	    local_srun_setenv(sp, NONCE_ENV, "") < 0)
 		ddp_error("cannot set %s and %s for the step", NO_KILL_ENV,
 			  REPORT_ENV);
 	if (spank_get_item(sp, S_JOB_ID, &w->jobid) != ESPANK_SUCCESS ||
@@ -140,11 +125,11 @@ failure_local_user_init(struct ddp_plugin *p, spank_t sp)
 		return 0;
 	}
 	if (ddp_fmt(addr, sizeof(addr), "%s:%d", host, port) < 0 ||
-	    srun_setenv(sp, NONCE_ENV, w->nonce) < 0 ||
-	    srun_setenv(sp, REPORT_ENV, addr) < 0) {
+	    local_srun_setenv(sp, NONCE_ENV, w->nonce) < 0 ||
+	    local_srun_setenv(sp, REPORT_ENV, addr) < 0) {
 		ddp_verbose("cannot export %s: no first-failure report",
 			    REPORT_ENV);
-		srun_setenv(sp, REPORT_ENV, "");
+		local_srun_setenv(sp, REPORT_ENV, "");
 		ddp_close(&w->listen_fd);
 	}
 	return 0;

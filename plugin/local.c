@@ -28,6 +28,19 @@
 #define REEXEC_GUARD "SLURM_DDP_REEXEC"
 
 int
+local_srun_setenv(spank_t sp, const char *name, const char *value)
+{
+	spank_err_t rc = spank_setenv(sp, name, value, 1);
+
+	if (rc == ESPANK_SUCCESS)
+		return 0;
+	/* Slurm versions whose spank_setenv is remote-only. */
+	if (rc == ESPANK_NOT_REMOTE)
+		return setenv(name, value, 1);
+	return -1;
+}
+
+int
 plugin_refuse_bad_conf(const struct ddp_plugin *p)
 {
 	ddp_error("%s: --ddp cannot run until the admin fixes it",

@@ -243,6 +243,10 @@ int remote_user_init(struct ddp_plugin *p, spank_t sp);
  * rank environment. Returns 0, or -1 (logged) to fail the task. */
 int remote_task_init(struct ddp_plugin *p, spank_t sp);
 
+/* srun: sets name=value in srun's environment, which srun merges into the
+ * step's after slurm_spank_local_user_init. 0, or -1. */
+int local_srun_setenv(spank_t sp, const char *name, const char *value);
+
 /* slurmstepd: copies the job's environment variable name into buf (size
  * bytes); 0 when it is set and fits, else -1 with buf "". */
 int remote_jobenv(spank_t sp, const char *name, char *buf, size_t size);

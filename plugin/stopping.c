@@ -53,20 +53,6 @@
 #define END_TIME_STEP_ENV "SLURM_DDP_END_TIME"
 #define END_TIME_FILE_STEP_ENV "SLURM_DDP_END_TIME_FILE"
 
-/* Sets name=value in srun's environment, merged into the step's after
- * slurm_spank_local_user_init (failure.c does the same). */
-static int
-srun_setenv(spank_t sp, const char *name, const char *value)
-{
-	spank_err_t rc = spank_setenv(sp, name, value, 1);
-
-	if (rc == ESPANK_SUCCESS)
-		return 0;
-	if (rc == ESPANK_NOT_REMOTE)
-		return setenv(name, value, 1);
-	return -1;
-}
-
 /* The DDP_STOP_BEFORE of this step: --ddp-stop-before, else ddp.conf's. */
 static const char *
 stop_before(const struct ddp_plugin *p)
@@ -234,8 +220,8 @@ stopping_local_user_init(struct ddp_plugin *p, spank_t sp)
 		return;
 	/* Always written: a step started inside a rank must not keep its
 	 * parent step's values. */
-	if (srun_setenv(sp, END_TIME_STEP_ENV, "") < 0 ||
-	    srun_setenv(sp, END_TIME_FILE_STEP_ENV, "") < 0)
+	if (local_srun_setenv(sp, END_TIME_STEP_ENV, "") < 0 ||
+	    local_srun_setenv(sp, END_TIME_FILE_STEP_ENV, "") < 0)
 		ddp_error("cannot set %s for the step", END_TIME_STEP_ENV);
 	if (ddp_stop_before_parse(stop_before(p), &before, why, sizeof(why)) <
 		    0 ||
@@ -251,7 +237,7 @@ stopping_local_user_init(struct ddp_plugin *p, spank_t sp)
 		return;
 	}
 	if (have && (ddp_fmt(num, sizeof(num), "%lld", end) < 0 ||
-		     srun_setenv(sp, END_TIME_STEP_ENV, num) < 0))
+		     local_srun_setenv(sp, END_TIME_STEP_ENV, num) < 0))
 		ddp_error("cannot set %s for the step", END_TIME_STEP_ENV);
 	e->jobid = jobid;
 	e->end = have ? end : 0;
@@ -275,7 +261,7 @@ stopping_local_user_init(struct ddp_plugin *p, spank_t sp)
 				 DDP_END_TIME_FILE_ENV, strerror(errno));
 		return;
 	}
-	if (srun_setenv(sp, END_TIME_FILE_STEP_ENV, e->path) < 0)
+	if (local_srun_setenv(sp, END_TIME_FILE_STEP_ENV, e->path) < 0)
 		ddp_error("cannot set %s for the step", END_TIME_FILE_STEP_ENV);
 	if (p->opts.verbose)
 		ddp_user("end time %s, kept current in %s every %d s "
