@@ -245,9 +245,16 @@ class Heartbeat:
     def _connect(self, timeout=OP_TIMEOUT):
         import torch.distributed as dist
 
-        return dist.TCPStore(self.addr, self.port, None, False,
-                             datetime.timedelta(seconds=timeout),
-                             wait_for_workers=False)
+        args = (self.addr, self.port, None, False,
+                datetime.timedelta(seconds=timeout))
+        try:
+            # A client needs no libuv, which some builds lack (Debian's
+            # PyTorch 2: "use_libuv was requested but PyTorch was built
+            # without libuv support"), whatever USE_LIBUV says.
+            return dist.TCPStore(*args, wait_for_workers=False,
+                                 use_libuv=False)
+        except TypeError:  # PyTorch before use_libuv (1.13)
+            return dist.TCPStore(*args, wait_for_workers=False)
 
     # --- the thread ---------------------------------------------------
 
