@@ -117,7 +117,7 @@ ddp_stop_margin(double step_s, double ckpt_s)
 		step_s = 0;
 	if (ckpt_s < 0)
 		ckpt_s = 0;
-	return 2 * step_s + 1.5 * ckpt_s + 5;
+	return 2 * step_s + 1.5 * ckpt_s + DDP_STOP_EXIT_SECONDS;
 }
 
 int

@@ -59,6 +59,8 @@
 /* The exit status of a rank that stopped cleanly (sysexits' EX_TEMPFAIL:
  * "try again later"); ddp.h exports it as DDP_EXIT_STOPPED too. */
 #define DDP_STOP_EXIT_STATUS 75
+/* The fixed part of the automatic margin (ddp_stop_margin). */
+#define DDP_STOP_EXIT_SECONDS 15
 /* Room for one stop note, newline and NUL included (under PIPE_BUF). */
 #define DDP_STOP_NOTE_MAX 128
 
@@ -103,8 +105,10 @@ int ddp_stop_end_parse(const char *text, double *end);
 /*
  * The seconds before the end time at which a rank wants to stop under
  * "auto": room for two more steps of step_s, the checkpoint (ckpt_s, the
- * longest one measured, 0 before any) half again, and a fixed 5 s for
- * the processes to exit: 2 * step_s + 1.5 * ckpt_s + 5.
+ * longest one measured, 0 before any) half again, and
+ * DDP_STOP_EXIT_SECONDS for the ranks to exit and srun to requeue the
+ * job before Slurm's own time limit ends it (a loaded node's Python
+ * rank takes seconds to exit): 2 * step_s + 1.5 * ckpt_s + 15.
  */
 double ddp_stop_margin(double step_s, double ckpt_s);
 

@@ -29,8 +29,8 @@ What a rank wants. A rank wants to stop when
 - the job's end time (DDP_END_TIME, then DDP_END_TIME_FILE re-read at
   most every 5 s: the time limit may move) is closer than the margin:
   under DDP_STOP_BEFORE=auto room for two more steps, one and a half
-  times the longest checkpoint measured, and 5 s to exit
-  (stop_margin); under DDP_STOP_BEFORE=SECS that many seconds.
+  times the longest checkpoint measured, and 15 s for the ranks to exit
+  and srun to requeue the job (stop_margin); under DDP_STOP_BEFORE=SECS that many seconds.
 
 How the ranks agree. should_stop() is the one call per step. Every K
 steps it all_reduces (MAX) a tiny tensor on the process group's device:
@@ -81,6 +81,7 @@ END_TIME_FILE_ENV = "DDP_END_TIME_FILE"
 STOP_BEFORE_ENV = "DDP_STOP_BEFORE"
 END_TIME_READ_SECONDS = 5
 STOP_EXIT_STATUS = 75
+STOP_EXIT_SECONDS = 15
 STOP_NOTE_MAX = 128
 STOP_BEFORE_MAX = 604800
 END_TIME_MAX = 99999999999
@@ -154,9 +155,9 @@ def parse_end(text):
 
 
 def stop_margin(step_s, ckpt_s):
-    """ddp_stop_margin: 2 * step_s + 1.5 * ckpt_s + 5 seconds (a negative
+    """ddp_stop_margin: 2 * step_s + 1.5 * ckpt_s + 15 seconds (a negative
     time counts as 0)."""
-    return 2 * max(step_s, 0) + 1.5 * max(ckpt_s, 0) + 5
+    return 2 * max(step_s, 0) + 1.5 * max(ckpt_s, 0) + STOP_EXIT_SECONDS
 
 
 def stop_due(before, now, end, step_s, ckpt_s):

@@ -153,16 +153,16 @@ test_due(void)
 	struct ddp_stop_before off = {.off = 1};
 	struct ddp_stop_before secs = {.secs = 60};
 
-	tap_ok(ddp_stop_margin(0, 0) == 5.0, "the margin with nothing measured "
-					     "is 5 s");
-	tap_ok(ddp_stop_margin(2, 10) == 2 * 2 + 1.5 * 10 + 5,
-	       "the margin is 2 steps + 1.5 checkpoints + 5 s");
-	tap_ok(ddp_stop_margin(-1, -1) == 5.0,
+	tap_ok(ddp_stop_margin(0, 0) == 15.0, "the margin with nothing "
+					      "measured is 15 s");
+	tap_ok(ddp_stop_margin(2, 10) == 2 * 2 + 1.5 * 10 + 15,
+	       "the margin is 2 steps + 1.5 checkpoints + 15 s");
+	tap_ok(ddp_stop_margin(-1, -1) == 15.0,
 	       "a negative measure counts as 0");
-	/* auto, step 2 s, checkpoint 10 s: margin 24 s. */
-	tap_ok(!ddp_stop_due(&autob, 1000, 1024.5, 2, 10),
-	       "auto: not due with 24.5 s left of a 24 s margin");
-	tap_ok(ddp_stop_due(&autob, 1000, 1024, 2, 10),
+	/* auto, step 2 s, checkpoint 10 s: margin 34 s. */
+	tap_ok(!ddp_stop_due(&autob, 1000, 1034.5, 2, 10),
+	       "auto: not due with 34.5 s left of a 34 s margin");
+	tap_ok(ddp_stop_due(&autob, 1000, 1034, 2, 10),
 	       "auto: due with exactly the margin left");
 	tap_ok(ddp_stop_due(&autob, 1000, 990, 2, 10),
 	       "auto: due past the end time");

@@ -588,7 +588,7 @@ DDP_EXPORT void ddp_grad_sync_destroy(struct ddp_grad_sync *gs);
  * when ddp_request_stop was called, or when the job's end time
  * (DDP_END_TIME, DDP_END_TIME_FILE) leaves less than room for two more
  * steps and the checkpoint (measured: the steps between
- * ddp_grad_sync_wait calls, the longest ddp_write_atomic) plus 5 s, or
+ * ddp_grad_sync_wait calls, the longest ddp_write_atomic) plus 15 s, or
  * than DDP_STOP_BEFORE seconds when it names a number. The wish rides in
  * the step's last bucket (one element more; no extra message), so every
  * rank learns the same answer from the same ddp_grad_sync_wait.
