@@ -988,21 +988,40 @@ times_named(const struct ddp_failure_set *set, const size_t *link, long rank)
 	return n;
 }
 
-/* The index of the earliest report with a naming (set->naming's). */
+/* 1 when report i's chain ends at a naming of a rank silent or gone, not
+ * at a waiter ("behind") that named no one itself. */
+static int
+ends_direct(const struct ddp_failure_set *set, const size_t *link, size_t i)
+{
+	return strcmp(set->seen[linked(link, i)].named_why, "behind") != 0;
+}
+
+/* The index of the earliest report with a naming (set->naming's); by_end,
+ * among those whose chain ends at a rank named silent or gone
+ * when there is one: a waiter that named no one (an abort reached it
+ * before its own timeout) is a weaker lead than a rank another survey
+ * saw silent. */
 static size_t
-earliest_naming(const struct ddp_failure_set *set)
+earliest_naming(const struct ddp_failure_set *set, const size_t *link,
+		int by_end)
 {
 	size_t i, first = set->nseen;
+	int direct, first_direct = 0;
 
 	for (i = 0; i < set->nseen; i++) {
 		const struct ddp_failure_seen *e = &set->seen[i], *f;
 
 		if (e->named_rank < 0)
 			continue;
+		direct = by_end && ends_direct(set, link, i);
 		f = first < set->nseen ? &set->seen[first] : NULL;
-		if (!f || e->time_ms < f->time_ms ||
-		    (e->time_ms == f->time_ms && e->rank < f->rank))
+		if (!f || direct > first_direct ||
+		    (direct == first_direct &&
+		     (e->time_ms < f->time_ms ||
+		      (e->time_ms == f->time_ms && e->rank < f->rank)))) {
 			first = i;
+			first_direct = direct;
+		}
 	}
 	return first;
 }
@@ -1015,7 +1034,7 @@ deciding_naming(const struct ddp_failure_set *set, const size_t *link,
 		struct ddp_failure *n)
 {
 	const struct ddp_failure_seen *best = NULL, *to;
-	size_t first = earliest_naming(set), i, top, k;
+	size_t first = earliest_naming(set, link, 1), i, top, k;
 
 	*n = set->naming;
 	if (first == set->nseen)
@@ -1036,10 +1055,19 @@ deciding_naming(const struct ddp_failure_set *set, const size_t *link,
 			top = k;
 		}
 	}
-	if (best)
+	if (!best && first != earliest_naming(set, link, 0))
+		best = &set->seen[first];
+	if (best) {
+		/* Not the earliest naming's report: the chosen one's. */
+		n->rank = best->rank;
+		ddp_fmt(n->node, sizeof(n->node), "%s", best->node);
+		n->signal = best->signal;
+		n->status = best->status;
+		n->kernel = best->kernel;
 		n->time_ms = best->time_ms;
-	else if (linked(link, first) == first)
+	} else if (linked(link, first) == first) {
 		return;
+	}
 	to = &set->seen[linked(link,
 			       best ? (size_t)(best - set->seen) : first)];
 	n->named_by = to->rank;

@@ -83,8 +83,11 @@
  *    naming rank itself: a ring's rank beside a cut one waits for it in
  *    an earlier call, and the ranks waiting for that one blame the cut
  *    rank through it. A chain that ends at a waiter without a naming of
- *    its own blames that waiter, the best known. (Out of memory, no
- *    chain is followed.) R's own report (the earliest of R's, if any)
+ *    its own blames that waiter, the best known, unless another
+ *    report's chain ends at a rank named silent or gone: the earliest of
+ *    those is then the naming (an abort may reach a waiter before its
+ *    own timeout, and it names no one). (Out of memory, no chain is
+ *    followed.) R's own report (the earliest of R's, if any)
  *    is looked up:
  *    - R exited with a status by itself, naming nobody, or WHY is "lost"
  *      and R was killed by a signal: R's report is the cause, its class

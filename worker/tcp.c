@@ -130,8 +130,9 @@ in_earlier_call(const struct wk_mesh *c, int a)
  * call in progress: logged here, since every waiting rank must say it,
  * and returned. DDP_OK when no verdict named anyone. first >= 0: the
  * rank a peer's abort blamed, for why, named first and blamed, so that
- * every rank names the first cause; else the lowest rank named, hang or
- * behind as this rank sees it.
+ * every rank names the first cause; else the lowest rank named silent in
+ * this call, or, when none is, the lowest still in an earlier call
+ * (behind).
  */
 static enum ddp_status
 hang_error(struct wk_mesh *c, int first, int why)
@@ -142,6 +143,18 @@ hang_error(struct wk_mesh *c, int first, int why)
 	n = tcp_hang_absent(c, absent, 8);
 	if (!n)
 		return DDP_OK;
+	/* A rank silent in this call before one still in an earlier call:
+	 * the waiter waits for someone, and may never name it (an abort
+	 * can reach it before its own timeout), while the silent one is
+	 * the likelier root. Stable, so the lowest comes first in each. */
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && in_earlier_call(c, absent[j - 1]) &&
+			    !in_earlier_call(c, absent[j]);
+		     j--) {
+			a = absent[j];
+			absent[j] = absent[j - 1];
+			absent[j - 1] = a;
+		}
 	for (i = 0; first >= 0 && i < n; i++)
 		if (absent[i] == first) {
 			for (j = i; j > 0; j--)

@@ -595,6 +595,22 @@ test_cause(void)
 	       "killed it): %s",
 	       what);
 
+	/* A waiter that an abort reached before its own timeout names no
+	 * one: rank 1 names it behind first, but rank 3's survey saw rank 2
+	 * silent, and that stronger lead decides (rank 2 was stopped). */
+	r[0] = naming(1, "node2", 1000, 0, "node1", "behind");
+	r[1] = naming(3, "node4", 1001, 2, "node3", "hang");
+	r[2] = killed(0, "node1", 0, 1002);
+	r[2].status = 1;
+	r[3] = killed(2, "node3", SIGKILL, 1200);
+	c = cause_of(r, 4, what, sizeof(what));
+	tap_ok(c.rank == 2 && ddp_failure_cause_of(&c) == DDP_CAUSE_HANG &&
+		       !strcmp(ddp_failure_blame(&c), "") &&
+		       !strcmp(what, "rank 2 on node3 hangs (named by rank 3)"),
+	       "a waiter that named no one and a rank another survey saw "
+	       "silent: the silent one is the cause: %s",
+	       what);
+
 	/* No report of the hung rank: its named host, if a step node. */
 	r[0] = naming(0, "node1", 1000, 2, "node3", "hang");
 	c = cause_of(r, 1, what, sizeof(what));
