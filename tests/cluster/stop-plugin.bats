@@ -120,23 +120,30 @@ epoch() { date -d "${1/T/ }" +%s; }
 # shellcheck disable=SC2016 # the ranks' shell expands them
 @test "a real failure among the stops wins; exit 75 without a stop note is a failure" {
 	# Rank 1 stops cleanly, rank 2 then exits 1: the failure is named.
-	run mc_run --user ddptest -- srun --nodes=3 --ntasks-per-node=1 --ddp bash -c '
+	# The gate: a file rank 1 makes (as the job's user) once its note is
+	# written, which rank 2 waits for.
+	mkdir "$dir/gate"
+	chown ddptest "$dir/gate"
+	GATE=$dir/gate/open
+	run mc_run --user ddptest -- env GATE="$GATE" srun --nodes=3 --ntasks-per-node=1 --ddp bash -c '
 		fd=${DDP_FAILURE_FD%%:*}
 		case $RANK in
-		1) echo "stop rank=1 step=7 why=sigusr1 ckpt_ms=3" >&"$fd"; exit 75 ;;
-		2) sleep 1; exit 1 ;;
+		1) echo "stop rank=1 step=7 why=sigusr1 ckpt_ms=3" >&"$fd"; touch "$GATE"; exit 75 ;;
+		2) '"$GATE_WAIT"'exit 1 ;;
 		*) sleep 30 ;;
 		esac'
 	show
 	[ "$status" -ne 0 ]
-	[[ $output == *"ddp: rank 2 on node3 exited with status 1; the step was ended (first failure of step "* ]]
+	[ -e "$GATE" ]
+	[[ $output == *"ddp: rank 2 on node"[0-9]*" exited with status 1; the step was ended (first failure of step "* ]]
 	[ -z "$(stop_lines)" ]
 	# Exit 75 alone, no note: a failure like any other.
 	run mc_run --user ddptest -- srun --nodes=2 --ntasks-per-node=1 --ddp bash -c '
 		[ "$RANK" = 1 ] && exit 75; sleep 30'
 	show
 	[ "$status" -ne 0 ]
-	[[ $output == *"ddp: rank 1 on node2 exited with status 75; the step was ended (first failure of step "* ]]
+	# Slurm places the ranks: rank 1 is on whichever node it got.
+	[[ $output == *"ddp: rank 1 on node"[0-9]*" exited with status 75; the step was ended (first failure of step "* ]]
 	[ -z "$(stop_lines)" ]
 }
 
