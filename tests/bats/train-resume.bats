@@ -15,6 +15,8 @@
 
 # shellcheck source=tests/lib/resume.bash
 source "$BATS_TEST_DIRNAME/../lib/resume.bash"
+# shellcheck source=tests/lib/local-ranks.bash
+source "$BATS_TEST_DIRNAME/../lib/local-ranks.bash"
 
 setup() {
 	repo=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -41,44 +43,6 @@ need_torch() {
 		skip "$python has no torch and numpy"
 }
 
-free_port() {
-	"$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_ranks WORLD TAG CMD...: WORLD ranks of CMD in the background, each
-# rank's output in $tmp/TAG.RANK, their pids in pids.
-start_ranks() {
-	local world=$1 tag=$2 r port
-	shift 2
-	port=$(free_port)
-	pids=()
-	for r in $(seq 0 $((world - 1))); do
-		RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
-			MASTER_PORT=$port DDP_AUTH=none DDP_BACKEND=tcp \
-			DDP_TIMEOUT=60 "$@" >"$tmp/$tag.$r" 2>&1 &
-		pids+=("$!")
-	done
-}
-
-# wait_ranks: waits for the ranks of start_ranks; fails when one failed.
-wait_ranks() {
-	local p rc=0
-	for p in "${pids[@]}"; do
-		wait "$p" || rc=1
-	done
-	pids=()
-	return "$rc"
-}
-
-# run_ranks WORLD TAG CMD...: start_ranks and wait_ranks; on failure shows
-# what the ranks said.
-run_ranks() {
-	start_ranks "$@"
-	wait_ranks || {
-		tail -n 5 "$tmp/$2".*
-		return 1
-	}
-}
 
 # kill_when FILE TEST...: waits (60 s at most) until TEST, run on FILE,
 # succeeds while the ranks run, then kills every rank with SIGKILL.

@@ -11,6 +11,8 @@
 
 # shellcheck source=tests/lib/resume.bash
 source "$BATS_TEST_DIRNAME/../lib/resume.bash"
+# shellcheck source=tests/lib/local-ranks.bash
+source "$BATS_TEST_DIRNAME/../lib/local-ranks.bash"
 
 setup() {
 	repo=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -27,40 +29,6 @@ teardown() {
 		kill -KILL "$p" 2>/dev/null || true
 	done
 	rm -rf "$tmp"
-}
-
-free_port() {
-	"$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_ranks WORLD TAG CMD...: WORLD ranks of CMD in the background, each
-# rank's output in $tmp/TAG.RANK, their pids in pids.
-start_ranks() {
-	local world=$1 tag=$2 r port
-	shift 2
-	port=$(free_port)
-	pids=()
-	for r in $(seq 0 $((world - 1))); do
-		RANK=$r WORLD_SIZE=$world LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
-			MASTER_PORT=$port DDP_AUTH=none DDP_BACKEND=tcp \
-			DDP_TIMEOUT=60 "$@" >"$tmp/$tag.$r" 2>&1 &
-		pids+=("$!")
-	done
-}
-
-# run_ranks WORLD TAG CMD...: start_ranks, then waits; fails (showing what
-# the ranks said) when one failed.
-run_ranks() {
-	local p rc=0
-	start_ranks "$@"
-	for p in "${pids[@]}"; do
-		wait "$p" || rc=1
-	done
-	pids=()
-	[ "$rc" -eq 0 ] || {
-		tail -n 5 "$tmp/$2".*
-		return 1
-	}
 }
 
 # The one params_crc every rank printed, or nothing.
